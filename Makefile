@@ -1,0 +1,31 @@
+# gearshift — see README.md.
+GO      ?= go
+BIN     := bin/gearshift
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
+
+.PHONY: all build test bench demo deps deps-if-missing clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gearshift
+
+# Unit and integration tests; integration tests start real varnishd instances.
+test: deps-if-missing
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+deps-if-missing:
+	@command -v varnishd >/dev/null 2>&1 || bash scripts/install-deps.sh
+
+deps:
+	bash scripts/install-deps.sh
+
+bench: deps-if-missing
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./controller/varnishadm/
+
+demo: deps build
+	bash scripts/demo.sh
+
+clean:
+	rm -rf bin

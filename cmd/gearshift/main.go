@@ -1,0 +1,8 @@
+// Command gearshift shifts Varnish between caching gears as the server's load changes.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,30 @@
+// Package sensor reads the server's vitals (load, run queue, memory,
+// pressure stall information) into a Sample.
+package sensor
+
+import "time"
+
+// Sample is one reading of the server's vitals.
+type Sample struct {
+	Time         time.Time
+	Load1        float64
+	Load5        float64
+	Load15       float64
+	Runnable     int    // procs_running + procs_blocked, minus the poller itself
+	CPUs         int    // logical CPUs, or the config's override
+	MemTotal     uint64 // bytes
+	MemAvailable uint64 // bytes
+	SwapUsed     uint64 // bytes
+	PSI          *PSI   // nil when the kernel has no PSI
+}
+
+// PSI holds /proc/pressure "avg10" figures, in percent. A nil field is a
+// line the kernel did not print (old kernels have no "full" line for cpu).
+type PSI struct {
+	CPUSome    float64
+	CPUFull    *float64
+	MemorySome float64
+	MemoryFull *float64
+	IOSome     float64
+	IOFull     *float64
+}

@@ -1,0 +1,211 @@
+// Package varnishtest starts a real varnishd for tests: free loopback ports,
+// a private working directory, a random admin secret, and a stop in t.Cleanup.
+package varnishtest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// DefaultVCL is the boot program used when Config.VCL is empty: no backend,
+// every request answers 503. Enough for a manager that accepts CLI commands.
+const DefaultVCL = "vcl 4.1;\nbackend default none;\n"
+
+// Config describes the varnishd to start. The zero value is usable.
+type Config struct {
+	VCL    string   // boot VCL text (-f); DefaultVCL when empty
+	Params []string // extra "name=value" runtime parameters (-p)
+}
+
+// Varnish is a running varnishd owned by one test.
+type Varnish struct {
+	Dir        string // temp dir holding the secret, boot VCL and log
+	WorkDir    string // varnishd -n directory
+	AdminAddr  string // -T address, host:port
+	HTTPAddr   string // -a address, host:port
+	SecretFile string // -S file
+	Secret     []byte // contents of SecretFile, trailing newline included
+
+	tb  testing.TB
+	cfg Config
+	cmd *exec.Cmd
+}
+
+// Binary returns the path of varnishd. When it is missing the test fails in
+// CI (CI set in the environment) and is skipped elsewhere, saying why.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	for _, p := range []string{"varnishd", "/usr/sbin/varnishd"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	const msg = "varnishd not found: run scripts/install-deps.sh (Debian package varnish)"
+	if os.Getenv("CI") != "" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+	return ""
+}
+
+// Start starts varnishd and registers its stop with tb.Cleanup. It returns
+// once the HTTP listener answers.
+func Start(tb testing.TB, cfg Config) *Varnish {
+	tb.Helper()
+	Binary(tb)
+	dir := tb.TempDir()
+	// The VCL compiler runs as Varnish's unprivileged user: every directory
+	// on the way to the working directory must be searchable by it.
+	for d := dir; d != os.TempDir() && d != "/" && d != "."; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			tb.Fatalf("chmod %s: %v", d, err)
+		}
+	}
+	if cfg.VCL == "" {
+		cfg.VCL = DefaultVCL
+	}
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		tb.Fatal(err)
+	}
+	v := &Varnish{
+		Dir:        dir,
+		WorkDir:    filepath.Join(dir, "n"),
+		AdminAddr:  FreeAddr(tb),
+		HTTPAddr:   FreeAddr(tb),
+		SecretFile: filepath.Join(dir, "secret"),
+		// A trailing newline, as `dd | base64 > secret` leaves one: it is
+		// part of the secret and clients must hash it.
+		Secret: []byte(hex.EncodeToString(raw) + "\n"),
+		tb:     tb,
+		cfg:    cfg,
+	}
+	if err := os.WriteFile(v.SecretFile, v.Secret, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "boot.vcl"), []byte(cfg.VCL), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	v.start()
+	tb.Cleanup(v.Kill)
+	return v
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (v *Varnish) start() {
+	v.tb.Helper()
+	args := []string{
+		"-F", "-n", v.WorkDir,
+		"-a", v.HTTPAddr, "-T", v.AdminAddr, "-S", v.SecretFile,
+		"-f", filepath.Join(v.Dir, "boot.vcl"),
+		"-s", "malloc,64m",
+		"-p", "vcl_cooldown=1",
+	}
+	for _, p := range v.cfg.Params {
+		args = append(args, "-p", p)
+	}
+	logf, err := os.OpenFile(filepath.Join(v.Dir, "varnishd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		v.tb.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(Binary(v.tb), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group: Kill takes the manager and its cache child together.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		v.tb.Fatalf("start varnishd: %v", err)
+	}
+	v.cmd = cmd
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			v.tb.Fatalf("varnishd exited at start:\n%s", v.Log())
+		default:
+		}
+		resp, err := client.Get("http://" + v.HTTPAddr + "/")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	v.Kill()
+	v.tb.Fatalf("varnishd did not answer on %s within 60s:\n%s", v.HTTPAddr, v.Log())
+}
+
+// Kill stops varnishd at once (manager and child) and waits for it to exit.
+// Safe to call more than once.
+func (v *Varnish) Kill() {
+	if v.cmd == nil || v.cmd.Process == nil {
+		return
+	}
+	pid := v.cmd.Process.Pid
+	syscall.Kill(-pid, syscall.SIGKILL)
+	// The reaper goroutine in start owns Wait; poll until the group is gone.
+	for i := 0; i < 200; i++ {
+		if err := syscall.Kill(-pid, 0); err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	v.cmd = nil
+}
+
+// Restart kills varnishd and starts a new manager with the same ports,
+// working directory and secret: every VCL loaded since boot is gone.
+func (v *Varnish) Restart() {
+	v.tb.Helper()
+	v.Kill()
+	v.start()
+}
+
+// URL returns the http URL of path on Varnish's client listener.
+func (v *Varnish) URL(path string) string {
+	return "http://" + v.HTTPAddr + path
+}
+
+// Log returns what varnishd printed so far.
+func (v *Varnish) Log() string {
+	b, _ := os.ReadFile(filepath.Join(v.Dir, "varnishd.log"))
+	return string(b)
+}
+
+// Adm runs the varnishadm program against this varnishd and returns its
+// output; a non-zero exit is an error carrying the output.
+func (v *Varnish) Adm(args ...string) (string, error) {
+	full := append([]string{"-T", v.AdminAddr, "-S", v.SecretFile, "-t", "30"}, args...)
+	var out bytes.Buffer
+	cmd := exec.Command("varnishadm", full...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("varnishadm %s: %w: %s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}

@@ -1,0 +1,31 @@
+package varnishtest
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestStartRestart(t *testing.T) {
+	v := Start(t, Config{})
+	out, err := v.Adm("status")
+	if err != nil || !strings.Contains(out, "running") {
+		t.Fatalf("status = %q, %v", out, err)
+	}
+	if _, err := v.Adm(`vcl.inline extra "vcl 4.1; backend default none;"`); err != nil {
+		t.Fatal(err)
+	}
+	v.Restart()
+	out, err = v.Adm("vcl.list")
+	if err != nil || strings.Contains(out, "extra") {
+		t.Fatalf("after restart vcl.list = %q, %v; want boot only", out, err)
+	}
+	resp, err := http.Get(v.URL("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("GET / = %d, want 503 from backend none", resp.StatusCode)
+	}
+}

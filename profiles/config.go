@@ -1,0 +1,184 @@
+// Package profiles holds what each gear means: gearshift's configuration,
+// the state thresholds, and the VCL program rendered for each profile.
+package profiles
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// DefaultPath is where gearshift looks for its config when --config is not given.
+const DefaultPath = "/etc/gearshift/gearshift.yaml"
+
+// Duration is a time.Duration written in YAML as a Go duration string ("90s", "2m").
+type Duration time.Duration
+
+// Config is gearshift's whole configuration (SPEC section 6).
+type Config struct {
+	PollInterval  Duration   `yaml:"poll_interval"` // default 1s
+	FastWindow    Duration   `yaml:"fast_window"`   // default 10s; 0 = Load1 alone
+	CPUs          int        `yaml:"cpus"`          // default 0 = detect
+	Varnish       Varnish    `yaml:"varnish"`
+	Backend       Backend    `yaml:"backend"`
+	States        States     `yaml:"states"`
+	Hysteresis    Hysteresis `yaml:"hysteresis"`
+	Profiles      Profiles   `yaml:"profiles"`
+	OnExit        string     `yaml:"on_exit"` // default keep; or light, moderate, heavy
+	Control       Control    `yaml:"control"`
+	Log           Log        `yaml:"log"`
+	PIDFile       string     `yaml:"pid_file"`       // default /run/gearshift/gearshift.pid
+	MetricsListen string     `yaml:"metrics_listen"` // default "" (off)
+}
+
+// Varnish lists the Varnish instances gearshift drives.
+type Varnish struct {
+	Timeout Duration `yaml:"timeout"` // per admin command, default 2s (loading a VCL gets longer)
+	Targets []Target `yaml:"targets"` // default one: 127.0.0.1:6082 with /etc/varnish/secret
+}
+
+// Target is one Varnish admin port (varnishd -T) and its secret file (-S).
+type Target struct {
+	Admin      string `yaml:"admin"`
+	SecretFile string `yaml:"secret_file"`
+}
+
+// Backend is the origin server (Apache) the rendered profiles point at.
+type Backend struct {
+	Host string `yaml:"host"` // default 127.0.0.1
+	Port int    `yaml:"port"` // default 8080
+}
+
+// States holds the enter and stay rules of the two non-light states.
+type States struct {
+	Moderate state.Band `yaml:"moderate"`
+	Heavy    state.Band `yaml:"heavy"`
+}
+
+// Hysteresis tunes how eagerly the machine moves between states.
+type Hysteresis struct {
+	UpConfirm  int      `yaml:"up_confirm"`  // default 3 samples
+	DownWindow Duration `yaml:"down_window"` // default 120s
+	MinDwell   Duration `yaml:"min_dwell"`   // default 60s
+}
+
+// Profiles holds the values rendered into the three VCL programs.
+type Profiles struct {
+	StaticTTL        Duration `yaml:"static_ttl"`        // default 1h
+	HeavyMinTTL      Duration `yaml:"heavy_min_ttl"`     // default 2m
+	HeavySessionTTL  Duration `yaml:"heavy_session_ttl"` // default 30s
+	HeavyGrace       Duration `yaml:"heavy_grace"`       // default 10m
+	NormalizeHost    bool     `yaml:"normalize_host"`    // default true
+	ExposeHeaders    bool     `yaml:"expose_headers"`    // default true
+	SessionCookies   []string `yaml:"session_cookies"`   // names or globs
+	StaticExtensions []string `yaml:"static_extensions"`
+	NeverCache       []string `yaml:"never_cache"` // path regexes
+	PurgeACL         []string `yaml:"purge_acl"`   // addresses or CIDRs
+	Light            Source   `yaml:"light"`
+	Moderate         Source   `yaml:"moderate"`
+	Heavy            Source   `yaml:"heavy"`
+}
+
+// Source optionally replaces a gear's built-in VCL with a user's file, used verbatim.
+type Source struct {
+	VCLFile string `yaml:"vcl_file"` // default "" = built-in template
+}
+
+// Control is the daemon's control socket.
+type Control struct {
+	Socket string `yaml:"socket"` // default /run/gearshift/gearshift.sock
+	Group  string `yaml:"group"`  // default "" = root's group
+}
+
+// Log is where and how much the daemon logs.
+type Log struct {
+	File  string `yaml:"file"`  // default /var/log/gearshift/gearshift.log
+	Level string `yaml:"level"` // default info
+}
+
+func f(v float64) *float64 { return &v }
+
+// Default returns the embedded defaults, matching a stock Debian/Ubuntu Varnish.
+func Default() *Config {
+	return &Config{
+		PollInterval: Duration(time.Second),
+		FastWindow:   Duration(10 * time.Second),
+		Varnish: Varnish{
+			Timeout: Duration(2 * time.Second),
+			Targets: []Target{{Admin: "127.0.0.1:6082", SecretFile: "/etc/varnish/secret"}},
+		},
+		Backend: Backend{Host: "127.0.0.1", Port: 8080},
+		States: States{
+			Moderate: state.Band{
+				Enter: state.Rule{LoadPerCPU: f(0.70), MemAvailablePct: f(20)},
+				Stay:  state.Rule{LoadPerCPU: f(0.50), MemAvailablePct: f(25)},
+			},
+			Heavy: state.Band{
+				Enter: state.Rule{LoadPerCPU: f(1.50), MemAvailablePct: f(10)},
+				Stay:  state.Rule{LoadPerCPU: f(1.00), MemAvailablePct: f(15)},
+			},
+		},
+		Hysteresis: Hysteresis{
+			UpConfirm:  3,
+			DownWindow: Duration(120 * time.Second),
+			MinDwell:   Duration(60 * time.Second),
+		},
+		Profiles: Profiles{
+			StaticTTL:       Duration(time.Hour),
+			HeavyMinTTL:     Duration(2 * time.Minute),
+			HeavySessionTTL: Duration(30 * time.Second),
+			HeavyGrace:      Duration(10 * time.Minute),
+			NormalizeHost:   true,
+			ExposeHeaders:   true,
+			SessionCookies: []string{
+				"PHPSESSID",
+				"wordpress_logged_in_*", "wp-postpass_*", "comment_author_*",
+				"wp_woocommerce_session_*", "woocommerce_items_in_cart",
+				"SESS*", "SSESS*", // Drupal
+				"[0-9a-f]{32}", // Joomla: a 32-hex cookie name  (TODO: glob syntax decided by the renderer)
+				"frontend",     // Magento
+			},
+			StaticExtensions: []string{"png", "gif", "jpg", "jpeg", "ico", "svg", "webp", "css", "js", "woff", "woff2", "ttf", "swf", "mp4", "pdf"},
+			NeverCache:       []string{`^/wp-admin`, `^/wp-login\.php`, `^/administrator`, `^/user/login`, `^/admin`, `^/cart`, `^/checkout`, `^/my-account`},
+			PurgeACL:         []string{"127.0.0.1", "::1"},
+		},
+		OnExit:  "keep",
+		Control: Control{Socket: "/run/gearshift/gearshift.sock"},
+		Log:     Log{File: "/var/log/gearshift/gearshift.log", Level: "info"},
+		PIDFile: "/run/gearshift/gearshift.pid",
+	}
+}
+
+// StateConfig returns the state machine's view of the config.
+func (c *Config) StateConfig() state.Config {
+	return state.Config{
+		Moderate:   c.States.Moderate,
+		Heavy:      c.States.Heavy,
+		UpConfirm:  c.Hysteresis.UpConfirm,
+		DownWindow: time.Duration(c.Hysteresis.DownWindow),
+		MinDwell:   time.Duration(c.Hysteresis.MinDwell),
+	}
+}
+
+// UnmarshalYAML reads a Go duration string such as "90s" or "2m".
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a duration such as 90s or 2m", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (use e.g. 90s, 2m, 1h)", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// String returns the duration as a Go duration string.
+func (d Duration) String() string { return time.Duration(d).String() }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what gearshift's build, tests, demo and benchmark need, when missing:
+# Debian's varnish, apache2, libapache2-mod-php and wrk, and the Go modules.
+# Idempotent: a second run changes nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v varnishd >/dev/null 2>&1 || [ -x /usr/sbin/varnishd ] || need+=(varnish)
+[ -x /usr/sbin/apache2 ] || need+=(apache2)
+dpkg-query -W -f='${Status}' libapache2-mod-php 2>/dev/null | grep -q "ok installed" || need+=(libapache2-mod-php)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+
+if [ ${#need[@]} -gt 0 ]; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	echo "install-deps: installing ${need[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+	# The Debian packages start their services; gearshift's tests and demo
+	# run their own instances on free ports, so the stock ones are not needed.
+fi
+
+export PATH="$PATH:/usr/local/go/bin"
+go mod download
+echo "install-deps: ok ($(varnishd -V 2>&1 | head -1))"
