@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// gearshiftBin is the binary built once for the tests that drive gearshift
+// as a user would.
+var gearshiftBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gearshift-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	gearshiftBin = filepath.Join(dir, "gearshift")
+	build := exec.Command("go", "build", "-o", gearshiftBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build gearshift:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testConfig writes a config for a daemon driving v, with its socket, pid
+// file and log under a temp dir, and returns its path. edit may adjust it.
+func testConfig(tb testing.TB, v *varnishtest.Varnish, edit func(*profiles.Config)) (path string, cfg *profiles.Config) {
+	tb.Helper()
+	dir := tb.TempDir()
+	cfg = profiles.Default()
+	cfg.Varnish.Targets = []profiles.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
+	cfg.Varnish.Timeout = profiles.Duration(30e9) // VCL compiles on a busy machine
+	cfg.Control.Socket = filepath.Join(dir, "gearshift.sock")
+	cfg.PIDFile = filepath.Join(dir, "gearshift.pid")
+	cfg.Log.File = filepath.Join(dir, "gearshift.log")
+	cfg.PollInterval = profiles.Duration(100e6)
+	if edit != nil {
+		edit(cfg)
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path = filepath.Join(dir, "gearshift.yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path, cfg
+}
