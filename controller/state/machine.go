@@ -1,0 +1,225 @@
+package state
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/sensor"
+)
+
+// Decision is the machine's answer to one input: the state to be in, and why.
+type Decision struct {
+	State       State
+	From        State     // state before this decision
+	Changed     bool      // State != From
+	Reason      string    // for humans: "load_per_cpu 1.82 >= 1.50 for 3 samples"
+	Forced      bool      // pinned by the operator
+	ForcedUntil time.Time // zero when not forced or pinned until auto
+	Since       time.Time // time of the last transition (or of the first input)
+	Signals     Signals   // derived inputs of the last sample seen
+	Transitions int       // transitions so far
+}
+
+// Machine is the three-state machine of SPEC section 4. It is pure: time and
+// samples are inputs, it reads no clock and does no I/O. It is not safe for
+// concurrent use; one goroutine owns it.
+type Machine struct {
+	cfg  Config
+	fast EWMA
+
+	cur     Decision
+	started bool
+
+	forced bool
+	until  time.Time
+
+	run       [len(All)]int       // consecutive samples each state's enter rule held
+	stayHeld  [len(All)]time.Time // last sample at which each state's stay rule held
+	dwellFrom time.Time           // start of the min_dwell clock: last transition or release of a force
+}
+
+// New returns a machine in light, in auto mode. fastWindow is the window of
+// the run-queue EWMA; 0 turns the fast signal off (Load1 alone).
+func New(cfg Config, fastWindow time.Duration) *Machine {
+	m := &Machine{cfg: cfg, fast: EWMA{Window: fastWindow}}
+	m.cur = Decision{State: Light, From: Light, Reason: "starting in light"}
+	return m
+}
+
+// SetConfig replaces the rules and windows (a reload). The current state,
+// a force, and the history (confirmation counts, when each stay rule last
+// held, the dwell clock, the EWMA) are kept; the history was gathered under
+// the old rules.
+func (m *Machine) SetConfig(cfg Config, fastWindow time.Duration) {
+	m.cfg = cfg
+	if fastWindow != m.fast.Window {
+		m.fast.Window = fastWindow
+		if fastWindow <= 0 {
+			m.fast.Reset()
+		}
+	}
+}
+
+// Current returns the last decision.
+func (m *Machine) Current() Decision { return m.cur }
+
+// Step decides on the sample s observed at now.
+func (m *Machine) Step(now time.Time, s sensor.Sample) Decision {
+	return m.StepReading(now, ReadingOf(s))
+}
+
+// StepReading is Step for a reading built by the caller.
+func (m *Machine) StepReading(now time.Time, r Reading) Decision {
+	m.start(now)
+	sig := derive(now, r, &m.fast)
+	for _, st := range []State{Moderate, Heavy} {
+		b := m.band(st)
+		if b.Enter.Holds(sig) {
+			m.run[st]++
+		} else {
+			m.run[st] = 0
+		}
+		if b.Stay.Holds(sig) {
+			m.stayHeld[st] = now
+		}
+	}
+
+	cur := m.cur.State
+	var released string
+	if m.forced {
+		if m.until.IsZero() || now.Before(m.until) {
+			return m.decide(now, cur, m.forcedReason(now), sig)
+		}
+		m.forced, m.until = false, time.Time{}
+		m.dwellFrom = now
+		released = fmt.Sprintf("force expired at %s, resuming from %s; ", clock(now, now), cur)
+	}
+	next, reason := m.auto(now, cur, sig)
+	return m.decide(now, next, released+reason, sig)
+}
+
+// Force pins the machine to s until the deadline; a zero until pins it
+// until Auto. A deadline is checked by Step: the force expires on the first
+// sample at or after it.
+func (m *Machine) Force(now time.Time, s State, until time.Time) Decision {
+	m.start(now)
+	m.forced, m.until = true, until
+	return m.decide(now, s, m.forcedReason(now), m.cur.Signals)
+}
+
+// Auto releases a force. The machine resumes from the pinned state, with the
+// dwell clock reset: it steps down no sooner than min_dwell from now.
+func (m *Machine) Auto(now time.Time) Decision {
+	m.start(now)
+	if !m.forced {
+		d := m.cur
+		d.From, d.Changed = d.State, false
+		m.cur = d
+		return d
+	}
+	m.forced, m.until = false, time.Time{}
+	m.dwellFrom = now
+	return m.decide(now, m.cur.State, fmt.Sprintf("released by operator, resuming from %s", m.cur.State), m.cur.Signals)
+}
+
+func (m *Machine) start(now time.Time) {
+	if !m.started {
+		m.started = true
+		m.cur.Since = now
+		m.dwellFrom = now
+	}
+}
+
+func (m *Machine) decide(now time.Time, next State, reason string, sig Signals) Decision {
+	d := m.cur
+	d.From, d.State = d.State, next
+	d.Changed = next != d.From
+	d.Reason = reason
+	d.Forced = m.forced
+	d.ForcedUntil = m.until
+	d.Signals = sig
+	if d.Changed {
+		d.Since = now
+		d.Transitions++
+		m.dwellFrom = now
+	}
+	m.cur = d
+	return d
+}
+
+// auto applies the rules of SPEC section 4 from cur.
+func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
+	confirm := m.upConfirm()
+	for st := Heavy; st > cur; st-- {
+		if m.run[st] >= confirm {
+			return st, fmt.Sprintf("%s for %d samples", m.band(st).Enter.explain(sig), m.run[st])
+		}
+	}
+	var pending string
+	for st := Heavy; st > cur; st-- {
+		if n := m.run[st]; n > 0 {
+			pending = fmt.Sprintf("%s enter rule held %d of %d samples (%s)", st, n, confirm, m.band(st).Enter.explain(sig))
+			break
+		}
+	}
+	if cur == Light {
+		if pending != "" {
+			return Light, pending
+		}
+		return Light, fmt.Sprintf("moderate enter rule not held (%s)", m.band(Moderate).Enter.explain(sig))
+	}
+	if pending != "" {
+		pending = "; " + pending
+	}
+
+	stay := m.band(cur).Stay
+	if stay.Holds(sig) {
+		return cur, fmt.Sprintf("stay rule of %s holds (%s)%s", cur, stay.explain(sig), pending)
+	}
+	if last := m.stayHeld[cur]; !last.IsZero() && now.Sub(last) < m.cfg.DownWindow {
+		return cur, fmt.Sprintf("stay rule of %s held %s ago, within down_window %s%s",
+			cur, seconds(now.Sub(last)), seconds(m.cfg.DownWindow), pending)
+	}
+	if since := now.Sub(m.dwellFrom); since < m.cfg.MinDwell {
+		return cur, fmt.Sprintf("stay rule of %s not held, but only %s of min_dwell %s passed%s",
+			cur, seconds(since), seconds(m.cfg.MinDwell), pending)
+	}
+	return cur - 1, fmt.Sprintf("stay rule of %s not held within %s (%s)", cur, seconds(m.cfg.DownWindow), stay.explain(sig))
+}
+
+func (m *Machine) forcedReason(now time.Time) string {
+	if m.until.IsZero() {
+		return "forced by operator until auto"
+	}
+	return "forced by operator until " + clock(now, m.until)
+}
+
+func (m *Machine) band(st State) Band {
+	if st == Heavy {
+		return m.cfg.Heavy
+	}
+	return m.cfg.Moderate
+}
+
+func (m *Machine) upConfirm() int {
+	if m.cfg.UpConfirm < 1 {
+		return 1
+	}
+	return m.cfg.UpConfirm
+}
+
+// clock formats t as "15:04", with the date when t is not on now's day.
+func clock(now, t time.Time) string {
+	if y, mo, d := t.Date(); y == now.Year() && mo == now.Month() && d == now.Day() {
+		return t.Format("15:04")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// seconds formats d as whole seconds ("120s") below an hour, else as Go does.
+func seconds(d time.Duration) string {
+	if d < time.Hour {
+		return fmt.Sprintf("%ds", int64(d.Round(time.Second)/time.Second))
+	}
+	return d.Round(time.Second).String()
+}
