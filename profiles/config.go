@@ -3,7 +3,9 @@
 package profiles
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -178,7 +180,32 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // MarshalYAML writes the duration as a Go duration string.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
-// String returns the duration as a Go duration string.
-func (d Duration) String() string { return time.Duration(d).String() }
+// String returns the duration as a short Go duration string: "2m" rather
+// than "2m0s", "1h30m" rather than "1h30m0s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// YAML returns the config as YAML, every setting included: what
+// `gearshift config show` prints.
+func (c *Config) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -2,27 +2,333 @@ package profiles
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gearshift/gearshift/controller/state"
 )
 
+// Problem is one thing wrong with a config, named by its key path
+// ("states.heavy.enter.load_per_cpu", "varnish.targets[0].admin").
+type Problem struct {
+	Path string
+	Msg  string
+	Line int // line in the file, 0 when unknown (embedded defaults)
+}
+
+func (p Problem) String() string {
+	s := p.Msg
+	if p.Path != "" {
+		s = p.Path + ": " + p.Msg
+	}
+	if p.Line > 0 {
+		s += fmt.Sprintf(" (line %d)", p.Line)
+	}
+	return s
+}
+
+// Error is a config that cannot be used, with every problem found in it.
+type Error struct {
+	File     string // "" for the embedded defaults
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	src := "config " + e.File
+	if e.File == "" {
+		src = "embedded default config"
+	}
+	if len(e.Problems) == 1 {
+		return src + ": " + e.Problems[0].String()
+	}
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return fmt.Sprintf("%s has %d problems:\n%s", src, len(e.Problems), strings.Join(lines, "\n"))
+}
+
 // Load reads the YAML config at path over the defaults and validates it.
-// PRELIMINARY: strict decoding only; full validation lands with the config work.
+// Unknown keys, values of the wrong type and failed validation are all
+// reported together in an *Error, each naming its key path.
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+	cfg, err := Parse(b)
+	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.File = path
+		}
+		return nil, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
-// Validate checks the config. PRELIMINARY: returns nil until validation lands.
-func (c *Config) Validate() error { return nil }
+// Parse decodes a YAML config over the defaults and validates it. A rule
+// given in the document (states.heavy.enter, …) replaces that rule's
+// defaults as a whole; a list replaces the default list.
+func Parse(b []byte) (*Config, error) {
+	cfg := Default()
+	d := &decoder{lines: map[string]int{}}
+	var doc yaml.Node
+	err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc)
+	switch {
+	case errors.Is(err, io.EOF): // empty file: the defaults
+	case err != nil:
+		return nil, &Error{Problems: []Problem{{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}}
+	default:
+		d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
+	}
+	// Validate even when decoding failed (a bad value keeps its default), so
+	// that one run reports every problem; a key already reported is skipped.
+	problems := d.problems
+	if err := cfg.Validate(); err != nil {
+		var ce *Error
+		if !errors.As(err, &ce) {
+			return nil, err
+		}
+		for _, p := range ce.Problems {
+			if d.reported(p.Path) {
+				continue
+			}
+			p.Line = d.line(p.Path)
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return cfg, nil
+}
+
+// decoder walks a YAML node tree into a value, so that every unknown key
+// and every bad value is reported with its key path, not just the first.
+type decoder struct {
+	problems []Problem
+	lines    map[string]int // key path → line of its value
+}
+
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	d.problems = append(d.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...), Line: n.Line})
+}
+
+// reported tells whether decoding already found a problem at path or under it.
+func (d *decoder) reported(path string) bool {
+	for _, p := range d.problems {
+		if p.Path == path || strings.HasPrefix(p.Path, path+".") || strings.HasPrefix(p.Path, path+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// line returns the line of path or of its closest ancestor present in the file.
+func (d *decoder) line(path string) int {
+	for path != "" {
+		if l, ok := d.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return 0
+}
+
+var (
+	unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+	ruleType        = reflect.TypeOf(state.Rule{})
+	lineRE          = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?line \d+: `)
+)
+
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return
+		}
+		n = n.Content[0]
+	}
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if path != "" {
+		d.lines[path] = n.Line
+	}
+	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.fail(n, path, "%s", lineRE.ReplaceAllString(err.Error(), ""))
+		}
+		return
+	}
+	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	switch v.Kind() {
+	case reflect.Pointer:
+		if isNull {
+			v.Set(reflect.Zero(v.Type()))
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.decode(n, v.Elem(), path)
+	case reflect.Struct:
+		if v.Type() == ruleType {
+			// A rule in the file replaces the default rule as a whole.
+			v.Set(reflect.Zero(ruleType))
+		}
+		if isNull {
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, path, "want a mapping of keys, got %s", describe(n))
+			return
+		}
+		d.mapping(n, v, path)
+	case reflect.Slice:
+		if isNull {
+			v.Set(reflect.Zero(v.Type()))
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			d.fail(n, path, "want a list, got %s", describe(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			d.decode(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	default:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want %s, got %s", want(v.Kind()), describe(n))
+			return
+		}
+		if isNull {
+			v.Set(reflect.Zero(v.Type()))
+			return
+		}
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.fail(n, path, "want %s, got %s", want(v.Kind()), describe(n))
+		}
+	}
+}
+
+func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
+	fields := yamlFields(v.Type())
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key := k.Value
+		sub := key
+		if path != "" {
+			sub = path + "." + key
+		}
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k, path, "keys must be plain names")
+			continue
+		}
+		if first, dup := seen[key]; dup {
+			d.fail(k, sub, "given twice (first on line %d)", first)
+			continue
+		}
+		seen[key] = k.Line
+		idx, ok := fields[key]
+		if !ok {
+			d.fail(k, sub, "unknown key%s", suggest(key, fields))
+			continue
+		}
+		d.decode(val, v.Field(idx), sub)
+	}
+}
+
+// yamlFields maps the yaml key of each field of t to the field's index.
+func yamlFields(t reflect.Type) map[string]int {
+	m := map[string]int{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = i
+	}
+	return m
+}
+
+// suggest names the known key closest to a misspelt one.
+func suggest(key string, fields map[string]int) string {
+	best, bestD := "", 3
+	for k := range fields {
+		if d := editDistance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func want(k reflect.Kind) string {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	}
+	return "a " + k.String()
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return strconv.Quote(n.Value)
+}
