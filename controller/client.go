@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// ErrUnreachable is wrapped by every Client error that means the daemon did
+// not answer on its socket (not running, socket missing, permission denied).
+var ErrUnreachable = errors.New("gearshift daemon not reachable")
+
+// APIError is an error answer of the daemon (a 4xx or 5xx with {"error": …}).
+type APIError struct {
+	StatusCode int    // HTTP status code
+	Message    string // the daemon's "error" field
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Client talks to a running daemon over its control socket.
+// Its zero value is not usable; create one with NewClient.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a client for the daemon listening on the Unix socket path.
+// Every call is bounded by its context; without a deadline a call gives up
+// after 30s.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		DisableKeepAlives: true,
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+// Socket returns the path of the control socket the client talks to.
+func (c *Client) Socket() string { return c.socket }
+
+// Status returns the daemon's status (GET /v1/status).
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	return c.do(ctx, http.MethodGet, "/v1/status", nil)
+}
+
+// Force pins the gear st, for d or, when d is 0, until Auto (POST /v1/force).
+// It returns the status once the gear is applied to the targets.
+func (c *Client) Force(ctx context.Context, st state.State, d time.Duration) (*Status, error) {
+	req := ForceRequest{State: st.String()}
+	if d > 0 {
+		req.For = d.String()
+	}
+	return c.do(ctx, http.MethodPost, "/v1/force", req)
+}
+
+// Auto releases a pinned gear (POST /v1/auto).
+func (c *Client) Auto(ctx context.Context) (*Status, error) {
+	return c.do(ctx, http.MethodPost, "/v1/auto", nil)
+}
+
+// Reload makes the daemon re-read its config and profiles (POST /v1/reload).
+// A rejected config is an *APIError; the daemon keeps the old one in force
+// and reports the error in Status.ConfigError.
+func (c *Client) Reload(ctx context.Context) (*Status, error) {
+	return c.do(ctx, http.MethodPost, "/v1/reload", nil)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any) (*Status, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	// The host is ignored by the Unix dialer; "gearshift" reads well in logs.
+	req, err := http.NewRequestWithContext(ctx, method, "http://gearshift"+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: %v", ErrUnreachable, c.socket, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: read answer: %v", ErrUnreachable, c.socket, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e errorBody
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("daemon answered %s", resp.Status)
+		}
+		return nil, &APIError{StatusCode: resp.StatusCode, Message: e.Error}
+	}
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("decode status from %s: %w", c.socket, err)
+	}
+	return &st, nil
+}
+
+// unwrapURLError drops net/http's `Get "http://gearshift/v1/status":` prefix
+// and the dial details, which name a URL the operator never typed.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	return err
+}

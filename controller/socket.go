@@ -1,0 +1,254 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// MaxForce is the longest pin `force --for` accepts; longer is surely a typo
+// (forget --for to pin until `auto`).
+const MaxForce = 7 * 24 * time.Hour
+
+// ErrStopped is returned for requests that reach a controller that has stopped.
+var ErrStopped = errors.New("gearshift daemon is stopping")
+
+// API is what the control socket serves. *Controller implements it.
+type API interface {
+	Status() Status
+	// Force pins st until the deadline (zero: until Auto) and returns the
+	// status once the gear is applied.
+	Force(ctx context.Context, st state.State, until time.Time) (Status, error)
+	Auto(ctx context.Context) (Status, error)
+	// Reload re-reads the config and profiles; on error the old ones stay.
+	Reload(ctx context.Context) (Status, error)
+}
+
+// ForceRequest is the body of POST /v1/force.
+type ForceRequest struct {
+	State string `json:"state"`         // light, moderate or heavy
+	For   string `json:"for,omitempty"` // Go duration ("30m"); empty or "0" = until auto
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// NewHandler returns the HTTP handler of the control socket (SPEC section 8).
+// now is the clock used for force deadlines (time.Now when nil).
+func NewHandler(api API, now func() time.Time) http.Handler {
+	if now == nil {
+		now = time.Now
+	}
+	h := &handler{api: api, now: now}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/status", h.only(http.MethodGet, h.status))
+	mux.HandleFunc("/v1/force", h.only(http.MethodPost, h.force))
+	mux.HandleFunc("/v1/auto", h.only(http.MethodPost, h.auto))
+	mux.HandleFunc("/v1/reload", h.only(http.MethodPost, h.reload))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: use /v1/status, /v1/force, /v1/auto or /v1/reload", r.URL.Path))
+	})
+	return mux
+}
+
+type handler struct {
+	api API
+	now func() time.Time
+}
+
+func (h *handler) only(method string, fn http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", method)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method))
+			return
+		}
+		fn(w, r)
+	}
+}
+
+func (h *handler) status(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, h.api.Status())
+}
+
+func (h *handler) force(w http.ResponseWriter, r *http.Request) {
+	var req ForceRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`bad request body: %v (want {"state":"heavy","for":"30m"})`, err))
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "bad request body: trailing data after the JSON object")
+		return
+	}
+	st, err := state.Parse(req.State)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	d, err := ParseForceDuration(req.For)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var until time.Time
+	if d > 0 {
+		until = h.now().Add(d)
+	}
+	s, err := h.api.Force(r.Context(), st, until)
+	h.reply(w, s, err)
+}
+
+func (h *handler) auto(w http.ResponseWriter, r *http.Request) {
+	s, err := h.api.Auto(r.Context())
+	h.reply(w, s, err)
+}
+
+func (h *handler) reload(w http.ResponseWriter, r *http.Request) {
+	s, err := h.api.Reload(r.Context())
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrStopped) {
+		// The daemon is fine; the new config is not.
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	h.reply(w, s, err)
+}
+
+func (h *handler) reply(w http.ResponseWriter, s Status, err error) {
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, s)
+	case errors.Is(err, ErrStopped):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, "request abandoned: "+err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+// ParseForceDuration parses the "for" of a force request: empty or zero means
+// until auto; negative durations and durations over MaxForce are refused.
+func ParseForceDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q: use e.g. 30m, 2h", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("bad duration %q: must not be negative", s)
+	}
+	if d > MaxForce {
+		return 0, fmt.Errorf("bad duration %q: at most %s (omit it to pin until auto)", s, "168h")
+	}
+	return d, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(errorBody{Error: "encode answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: msg})
+}
+
+// ListenSocket opens the control socket at path: its directory is created
+// (0755) when missing, a stale socket file left by a dead daemon is removed,
+// and the socket gets mode 0660 and, when group is set, that group. It fails
+// when another daemon answers on path.
+func ListenSocket(path, group string) (net.Listener, error) {
+	gid := -1
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			return nil, fmt.Errorf("control.group %q: %w", group, err)
+		}
+		gid, _ = strconv.Atoi(g.Gid)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create control socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("control socket %s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another gearshift daemon is listening on %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale control socket: %w", err)
+		}
+	}
+	// The umask keeps the socket from being connectable by others between
+	// bind and chmod.
+	old := syscall.Umask(0o117)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on control socket: %w", err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod control socket: %w", err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("chown control socket to group %s: %w", group, err)
+		}
+	}
+	return ln, nil
+}
+
+// Serve answers control requests for api on ln until ctx is done.
+func Serve(ctx context.Context, ln net.Listener, api API) error {
+	srv := &http.Server{
+		Handler:           NewHandler(api, nil),
+		ReadHeaderTimeout: 5 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			srv.Shutdown(sctx)
+			cancel()
+		case <-done:
+		}
+	}()
+	err := srv.Serve(ln)
+	close(done)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
