@@ -1,0 +1,274 @@
+package sensor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shirou/gopsutil/v3/load"
+	"github.com/shirou/gopsutil/v3/mem"
+)
+
+func f(v float64) *float64 { return &v }
+
+func eqF(a, b *float64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func fmtF(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
+}
+
+func TestParsePSI(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		some    float64
+		full    *float64
+		wantErr bool
+	}{
+		{
+			name: "two lines",
+			text: "some avg10=1.53 avg60=0.87 avg300=0.28 total=38723581\nfull avg10=0.25 avg60=0.10 avg300=0.00 total=120\n",
+			some: 1.53, full: f(0.25),
+		},
+		{
+			name: "one line (cpu on kernels before 5.13)",
+			text: "some avg10=42.00 avg60=10.00 avg300=2.00 total=1\n",
+			some: 42,
+		},
+		{name: "no trailing newline", text: "some avg10=0.00 avg60=0.00 avg300=0.00 total=0", some: 0},
+		{name: "empty", text: "", wantErr: true},
+		{name: "full only", text: "full avg10=1.00 avg60=0 avg300=0 total=0\n", wantErr: true},
+		{name: "unknown line", text: "some avg10=1 avg60=0 avg300=0 total=0\nhalf avg10=1\n", wantErr: true},
+		{name: "no avg10", text: "some avg60=0.00 avg300=0.00 total=0\n", wantErr: true},
+		{name: "bad number", text: "some avg10=x avg60=0.00 avg300=0.00 total=0\n", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			some, full, err := parsePSI(tc.text)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("parsePSI: want an error, got some=%v full=%s", some, fmtF(full))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parsePSI: %v", err)
+			}
+			if some != tc.some || !eqF(full, tc.full) {
+				t.Errorf("parsePSI = %v, %s; want %v, %s", some, fmtF(full), tc.some, fmtF(tc.full))
+			}
+		})
+	}
+}
+
+func TestReadPSI(t *testing.T) {
+	eopnotsupp := func(path string) ([]byte, error) {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: syscall.EOPNOTSUPP}
+	}
+	eacces := func(path string) ([]byte, error) {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: syscall.EACCES}
+	}
+	tests := []struct {
+		name     string
+		dir      string
+		readFile func(string) ([]byte, error)
+		want     *PSI
+		wantErr  bool
+	}{
+		{
+			name: "two lines",
+			dir:  "testdata/two-lines/pressure",
+			want: &PSI{CPUSome: 12.5, CPUFull: f(0), MemorySome: 4.25, MemoryFull: f(1.75), IOSome: 0.6, IOFull: f(0.2)},
+		},
+		{
+			name: "cpu with one line",
+			dir:  "testdata/one-line/pressure",
+			want: &PSI{CPUSome: 33.1, MemorySome: 4.25, MemoryFull: f(1.75), IOSome: 0.6, IOFull: f(0.2)},
+		},
+		{name: "missing files", dir: "testdata/no-psi/pressure", want: nil},
+		{name: "disabled (EOPNOTSUPP)", dir: "testdata/two-lines/pressure", readFile: eopnotsupp, want: nil},
+		{name: "unreadable", dir: "testdata/two-lines/pressure", readFile: eacces, wantErr: true},
+		{name: "garbled", dir: "testdata/garbled/pressure", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rf := tc.readFile
+			if rf == nil {
+				rf = os.ReadFile
+			}
+			got, err := readPSI(tc.dir, rf)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("readPSI: want an error, got %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("readPSI: %v", err)
+			}
+			if !samePSI(got, tc.want) {
+				t.Errorf("readPSI = %s, want %s", psiString(got), psiString(tc.want))
+			}
+		})
+	}
+}
+
+func samePSI(a, b *PSI) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.CPUSome == b.CPUSome && eqF(a.CPUFull, b.CPUFull) &&
+		a.MemorySome == b.MemorySome && eqF(a.MemoryFull, b.MemoryFull) &&
+		a.IOSome == b.IOSome && eqF(a.IOFull, b.IOFull)
+}
+
+func psiString(p *PSI) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("{cpu %v/%s memory %v/%s io %v/%s}", p.CPUSome, fmtF(p.CPUFull),
+		p.MemorySome, fmtF(p.MemoryFull), p.IOSome, fmtF(p.IOFull))
+}
+
+// TestProcFixtures reads complete fake proc trees through the real gopsutil.
+// Every file gopsutil opens is present: when it cannot read loadavg it falls
+// back to sysinfo(2), the host's real figures.
+func TestProcFixtures(t *testing.T) {
+	at := time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
+	base := Sample{
+		Time: at, Load1: 3.71, Load5: 2.42, Load15: 1.05,
+		Runnable: 8, // procs_running 7 + procs_blocked 2 - the poller
+		CPUs:     4, MemTotal: 8000000 * 1024, MemAvailable: 1200000 * 1024, SwapUsed: 500000 * 1024,
+	}
+	tests := []struct {
+		root    string
+		psi     *PSI
+		wantErr bool
+	}{
+		{root: "two-lines", psi: &PSI{CPUSome: 12.5, CPUFull: f(0), MemorySome: 4.25, MemoryFull: f(1.75), IOSome: 0.6, IOFull: f(0.2)}},
+		{root: "one-line", psi: &PSI{CPUSome: 33.1, MemorySome: 4.25, MemoryFull: f(1.75), IOSome: 0.6, IOFull: f(0.2)}},
+		{root: "no-psi"},
+		{root: "garbled", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.root, func(t *testing.T) {
+			p := newProc(filepath.Join("testdata", tc.root), 4)
+			p.now = func() time.Time { return at }
+			got, err := p.Sample(context.Background())
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("Sample: want an error, got %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Sample: %v", err)
+			}
+			want := base
+			want.PSI = tc.psi
+			if !samePSI(got.PSI, want.PSI) {
+				t.Errorf("PSI = %s, want %s", psiString(got.PSI), psiString(want.PSI))
+			}
+			got.PSI, want.PSI = nil, nil
+			if got != want {
+				t.Errorf("Sample =\n %+v\nwant\n %+v", got, want)
+			}
+		})
+	}
+}
+
+// fakeVitals answers with fixed figures or errors.
+type fakeVitals struct {
+	avg     *load.AvgStat
+	misc    *load.MiscStat
+	vm      *mem.VirtualMemoryStat
+	err     error // returned by the call named in failing
+	failing string
+}
+
+func (v fakeVitals) Avg(context.Context) (*load.AvgStat, error) {
+	if v.failing == "avg" {
+		return nil, v.err
+	}
+	return v.avg, nil
+}
+
+func (v fakeVitals) Misc(context.Context) (*load.MiscStat, error) {
+	if v.failing == "misc" {
+		return nil, v.err
+	}
+	return v.misc, nil
+}
+
+func (v fakeVitals) VirtualMemory(context.Context) (*mem.VirtualMemoryStat, error) {
+	if v.failing == "mem" {
+		return nil, v.err
+	}
+	return v.vm, nil
+}
+
+func TestProcSample(t *testing.T) {
+	boom := errors.New("boom")
+	ok := fakeVitals{
+		avg:  &load.AvgStat{Load1: 0.5, Load5: 0.4, Load15: 0.3},
+		misc: &load.MiscStat{ProcsRunning: 1}, // only the poller
+		vm:   &mem.VirtualMemoryStat{Total: 100, Available: 40},
+	}
+	tests := []struct {
+		name    string
+		vitals  fakeVitals
+		want    Sample
+		wantErr string
+	}{
+		{name: "idle: the poller is not counted", vitals: ok,
+			want: Sample{Load1: 0.5, Load5: 0.4, Load15: 0.3, CPUs: 2, MemTotal: 100, MemAvailable: 40}},
+		{name: "run queue never negative", vitals: fakeVitals{avg: ok.avg, misc: &load.MiscStat{}, vm: ok.vm},
+			want: Sample{Load1: 0.5, Load5: 0.4, Load15: 0.3, CPUs: 2, MemTotal: 100, MemAvailable: 40}},
+		{name: "load fails", vitals: fakeVitals{avg: ok.avg, misc: ok.misc, vm: ok.vm, failing: "avg", err: boom}, wantErr: "read load average: boom"},
+		{name: "run queue fails", vitals: fakeVitals{avg: ok.avg, misc: ok.misc, vm: ok.vm, failing: "misc", err: boom}, wantErr: "read run queue: boom"},
+		{name: "memory fails", vitals: fakeVitals{avg: ok.avg, misc: ok.misc, vm: ok.vm, failing: "mem", err: boom}, wantErr: "read memory: boom"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProc("testdata/no-psi", 2)
+			p.vitals = tc.vitals
+			p.now = func() time.Time { return time.Time{} }
+			got, err := p.Sample(context.Background())
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("Sample error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Sample: %v", err)
+			}
+			if got != tc.want {
+				t.Errorf("Sample = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewProcCPUs(t *testing.T) {
+	if got := NewProc(6).CPUs(); got != 6 {
+		t.Errorf("NewProc(6).CPUs() = %d, want the override 6", got)
+	}
+	if got := NewProc(0).CPUs(); got < 1 {
+		t.Errorf("NewProc(0).CPUs() = %d, want the detected count", got)
+	}
+}
