@@ -1,0 +1,222 @@
+# shellcheck shell=bash
+# Shared by scripts/demo.sh and scripts/bench.sh: a private Apache + PHP site,
+# a Varnish in front of it and a gearshift daemon driving that Varnish, all on
+# loopback ports that were free a moment ago, all under one temporary
+# directory, all stopped by stack_down (the callers trap EXIT).
+#
+# Source it, set STACK_* variables if the defaults do not suit, then:
+#   stack_init; stack_apache; stack_varnish; stack_gearshift
+# It sets APACHE_PORT, VARNISH_PORT, ADMIN_PORT, STACK_DIR, GS_CONFIG.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+DEMO_SRC="$ROOT/scripts/demo"
+export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
+
+GEARSHIFT=${GEARSHIFT:-$ROOT/bin/gearshift}
+STACK_ACCESS_LOG=${STACK_ACCESS_LOG:-1}  # 0: no Apache access log (benchmark)
+STACK_WORK=${STACK_WORK:-120000}         # PHP work rounds per page (~25 ms)
+STACK_LOG_LEVEL=${STACK_LOG_LEVEL:-info}
+STACK_PIDS=()                            # started by us, stopped in reverse order
+
+say() { printf '%s\n' "$*"; }
+die() { printf '%s: %s\n' "${0##*/}" "$*" >&2; exit 1; }
+
+# free_port prints a loopback TCP port nobody listens on, avoiding the
+# well-known ones and the ones this stack already took.
+free_port() {
+	local p i
+	for i in $(seq 1 200); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		case " ${APACHE_PORT:-} ${VARNISH_PORT:-} ${ADMIN_PORT:-} " in *" $p "*) continue ;; esac
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free loopback port found"
+}
+
+need_cmds() {
+	local c missing=()
+	for c in "$@"; do command -v "$c" >/dev/null 2>&1 || missing+=("$c"); done
+	[ ${#missing[@]} -eq 0 ] || die "missing ${missing[*]}: run 'make deps' (scripts/install-deps.sh)"
+}
+
+# build_gearshift builds bin/gearshift unless GEARSHIFT points elsewhere.
+build_gearshift() {
+	if [ "$GEARSHIFT" = "$ROOT/bin/gearshift" ]; then
+		(cd "$ROOT" && go build -o bin/gearshift ./cmd/gearshift) || die "go build failed"
+	fi
+	[ -x "$GEARSHIFT" ] || die "$GEARSHIFT is not an executable"
+}
+
+stack_init() {
+	need_cmds apache2 varnishd curl
+	PHPMOD=$(ls /usr/lib/apache2/modules/libphp*.so 2>/dev/null | head -1)
+	[ -n "$PHPMOD" ] || die "mod_php not found: run 'make deps' (Debian package libapache2-mod-php)"
+	STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/gearshift-${STACK_NAME:-stack}.XXXXXX")
+	# Varnish's VCL compiler and Apache's workers run as unprivileged users:
+	# they must reach everything in here (a 0700 mktemp dir would stop them).
+	chmod 755 "$STACK_DIR"
+	mkdir -p "$STACK_DIR/apache-run" "$STACK_DIR/php-sessions" "$STACK_DIR/site"
+	cp -R "$DEMO_SRC/site/." "$STACK_DIR/site/"
+	chmod -R a+rX "$STACK_DIR/site"
+	APACHE_PORT=$(free_port)
+	VARNISH_PORT=$(free_port)
+	ADMIN_PORT=$(free_port)
+	GS_CONFIG="$STACK_DIR/gearshift.yaml"
+	SITE="http://127.0.0.1:$VARNISH_PORT"
+	ORIGIN="http://127.0.0.1:$APACHE_PORT"
+}
+
+# wait_http URL SECONDS waits until URL answers with any HTTP status.
+wait_http() {
+	local i
+	for i in $(seq 1 $(($2 * 10))); do
+		curl -s -o /dev/null --max-time 1 "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# alive PID: true when a process we started is still running.
+alive() { kill -0 "$1" 2>/dev/null; }
+
+stack_apache() {
+	local user_lines="" access_log=""
+	if [ "$(id -u)" -eq 0 ]; then
+		# Apache refuses to serve as root; Debian's web user owns the sessions.
+		user_lines=$'User www-data\nGroup www-data'
+		chown www-data:www-data "$STACK_DIR/php-sessions"
+	fi
+	if [ "$STACK_ACCESS_LOG" = 1 ]; then
+		access_log="CustomLog $STACK_DIR/apache-access.log demo"
+	fi
+	awk -v dir="$STACK_DIR" -v port="$APACHE_PORT" -v moddir=/usr/lib/apache2/modules \
+		-v phpmod="$PHPMOD" -v work="$STACK_WORK" -v users="$user_lines" -v alog="$access_log" '
+		{ gsub(/@DIR@/, dir); gsub(/@APACHE_PORT@/, port); gsub(/@MODDIR@/, moddir)
+		  gsub(/@PHPMOD@/, phpmod); gsub(/@DEMO_WORK@/, work)
+		  if ($0 == "@USER_LINES@") $0 = users
+		  if ($0 == "@ACCESS_LOG@") $0 = alog
+		  print }' "$DEMO_SRC/apache.conf.in" >"$STACK_DIR/apache.conf"
+	apache2 -f "$STACK_DIR/apache.conf" -t >/dev/null 2>"$STACK_DIR/apache-configtest.log" ||
+		die "apache config rejected: $(cat "$STACK_DIR/apache-configtest.log")"
+	apache2 -f "$STACK_DIR/apache.conf" -DFOREGROUND >>"$STACK_DIR/apache-error.log" 2>&1 &
+	APACHE_PID=$!
+	STACK_PIDS+=("$APACHE_PID")
+	wait_http "$ORIGIN/style.css" 15 || die "apache did not answer on $ORIGIN: $(tail -5 "$STACK_DIR/apache-error.log")"
+}
+
+stack_varnish() {
+	sed "s/@APACHE_PORT@/$APACHE_PORT/" "$DEMO_SRC/boot.vcl.in" >"$STACK_DIR/boot.vcl"
+	# A trailing newline, as most tools leave one; it is part of the secret.
+	head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$STACK_DIR/secret"
+	echo >>"$STACK_DIR/secret"
+	chmod 600 "$STACK_DIR/secret"
+	varnishd -F -n "$STACK_DIR/varnish" \
+		-a "127.0.0.1:$VARNISH_PORT" -T "127.0.0.1:$ADMIN_PORT" -S "$STACK_DIR/secret" \
+		-f "$STACK_DIR/boot.vcl" -s malloc,128m \
+		>>"$STACK_DIR/varnishd.log" 2>&1 &
+	VARNISH_PID=$!
+	STACK_PIDS+=("$VARNISH_PID")
+	wait_http "$SITE/" 30 || die "varnish did not answer on $SITE: $(tail -5 "$STACK_DIR/varnishd.log")"
+}
+
+# stack_gearshift_config writes the daemon's config. The thresholds are the
+# demo's: low, with short confirmation windows, so a surge shifts gears in
+# seconds and the way back down takes about a minute, not ten.
+stack_gearshift_config() {
+	cat >"$GS_CONFIG" <<EOF
+# gearshift config for the local demo stack (written by scripts/demo/lib.sh).
+poll_interval: 1s
+fast_window: 5s
+varnish:
+  timeout: 5s
+  targets:
+    - admin: 127.0.0.1:$ADMIN_PORT
+      secret_file: $STACK_DIR/secret
+backend: { host: 127.0.0.1, port: $APACHE_PORT }
+states:
+  moderate: { enter: { load_per_cpu: ${STACK_MODERATE_ENTER:-1.0} }, stay: { load_per_cpu: ${STACK_MODERATE_STAY:-0.75} } }
+  heavy:    { enter: { load_per_cpu: ${STACK_HEAVY_ENTER:-2.0} }, stay: { load_per_cpu: ${STACK_HEAVY_STAY:-1.25} } }
+hysteresis: { up_confirm: 2, down_window: 20s, min_dwell: 15s }
+on_exit: keep
+control: { socket: $STACK_DIR/gearshift.sock }
+log: { file: $STACK_DIR/gearshift.log, level: $STACK_LOG_LEVEL }
+pid_file: $STACK_DIR/gearshift.pid
+EOF
+}
+
+# gs runs the gearshift CLI against this stack's daemon.
+gs() { "$GEARSHIFT" --config "$GS_CONFIG" "$@"; }
+
+# stack_gearshift starts `gearshift run` in the background, its stderr going
+# to $1 (default: a file in the stack dir), and waits until it answers and
+# Varnish serves one of its profiles.
+stack_gearshift() {
+	local out=${1:-$STACK_DIR/gearshift.stderr} i
+	stack_gearshift_config
+	"$GEARSHIFT" run --config "$GS_CONFIG" 2>>"$out" >>"$out" &
+	GS_PID=$!
+	STACK_PIDS+=("$GS_PID")
+	for i in $(seq 1 300); do
+		alive "$GS_PID" || die "gearshift run exited: $(tail -5 "$out")"
+		if gs status >/dev/null 2>&1 && [ -n "$(profile_header /style.css)" ]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "gearshift did not take over Varnish within 30 s: $(tail -5 "$out")"
+}
+
+# profile_header PATH [curl args] prints the X-Gearshift-Profile header Varnish answers with.
+profile_header() {
+	local path=$1
+	shift
+	curl -s -o /dev/null -D - --max-time 5 "$@" "$SITE$path" |
+		tr -d '\r' | awk -F': ' 'tolower($1) == "x-gearshift-profile" { print $2 }'
+}
+
+# status_field NAME prints one scalar field of `gearshift status --json`
+# (first occurrence; good enough for state, mode, load_per_cpu, last_switch_ms).
+status_field() {
+	gs status --json 2>/dev/null | tr -d '\n ' |
+		sed -n "s/.*\"$1\":\"\{0,1\}\([^\",}]*\).*/\1/p" | head -1
+}
+
+# login NAME prints the PHPSESSID of a fresh session logged in as NAME.
+login() {
+	curl -s -o /dev/null -c - --max-time 10 "$ORIGIN/login.php?user=$1" |
+		awk '$6 == "PHPSESSID" { print $7 }'
+}
+
+# stop_pid PID: SIGTERM, then SIGKILL after 10 s. Only for our own children.
+stop_pid() {
+	local pid=$1 i
+	alive "$pid" || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for i in $(seq 1 100); do
+		alive "$pid" || { wait "$pid" 2>/dev/null; return 0; }
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+# stack_down stops everything this stack started, newest first, and removes
+# its directory unless STACK_KEEP=1.
+stack_down() {
+	local i
+	for ((i = ${#STACK_PIDS[@]} - 1; i >= 0; i--)); do
+		stop_pid "${STACK_PIDS[$i]}"
+	done
+	STACK_PIDS=()
+	if [ -n "${STACK_DIR:-}" ] && [ -d "$STACK_DIR" ]; then
+		if [ "${STACK_KEEP:-0}" = 1 ]; then
+			say "kept $STACK_DIR"
+		else
+			rm -rf "$STACK_DIR"
+		fi
+	fi
+}
