@@ -86,7 +86,7 @@ func Parse(b []byte) (*Config, error) {
 	switch {
 	case errors.Is(err, io.EOF): // empty file: the defaults
 	case err != nil:
-		return nil, &Error{Problems: []Problem{{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}}
+		return nil, &Error{Problems: []Problem{{Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
 	default:
 		d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
 	}
@@ -278,7 +278,11 @@ func yamlFields(t reflect.Type) map[string]int {
 func suggest(key string, fields map[string]int) string {
 	best, bestD := "", 3
 	for k := range fields {
-		if d := editDistance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
+		d := editDistance(key, k)
+		if len(key) >= 4 && (strings.HasPrefix(k, key) || strings.HasPrefix(key, k)) {
+			d = 1
+		}
+		if d < bestD || (d == bestD && best != "" && k < best) {
 			best, bestD = k, d
 		}
 	}

@@ -153,7 +153,10 @@ func (p *Profiles) validate(v *validator) {
 		{"heavy_session_ttl", p.HeavySessionTTL, false},
 		{"heavy_grace", p.HeavyGrace, true},
 	} {
-		if d.val < 0 || (d.val == 0 && !d.zero) {
+		switch {
+		case d.val < 0 && d.zero:
+			v.add("profiles."+d.key, "must not be negative, got %s", d.val)
+		case d.val < 0 || (d.val == 0 && !d.zero):
 			v.add("profiles."+d.key, "must be positive, got %s", d.val)
 		}
 	}
@@ -193,19 +196,23 @@ func validateBand(v *validator, path string, b state.Band) {
 	validateRule(v, path+".stay", b.Stay)
 	// The stay rule is looser than the enter rule: the gap is the hysteresis.
 	e, s := b.Enter, b.Stay
-	if e.LoadPerCPU != nil && s.LoadPerCPU != nil && *s.LoadPerCPU > *e.LoadPerCPU {
+	if ok(e.LoadPerCPU) && ok(s.LoadPerCPU) && *s.LoadPerCPU > *e.LoadPerCPU {
 		v.add(path+".stay.load_per_cpu", "must be <= %s.enter.load_per_cpu (%g): a stay rule is looser than its enter rule, got %g", path, *e.LoadPerCPU, *s.LoadPerCPU)
 	}
-	if e.MemAvailablePct != nil && s.MemAvailablePct != nil && *s.MemAvailablePct < *e.MemAvailablePct {
+	if ok(e.MemAvailablePct) && ok(s.MemAvailablePct) && *s.MemAvailablePct < *e.MemAvailablePct {
 		v.add(path+".stay.mem_available_pct", "must be >= %s.enter.mem_available_pct (%g): a stay rule is looser than its enter rule, got %g", path, *e.MemAvailablePct, *s.MemAvailablePct)
 	}
-	if e.PSICPU != nil && s.PSICPU != nil && *s.PSICPU > *e.PSICPU {
+	if ok(e.PSICPU) && ok(s.PSICPU) && *s.PSICPU > *e.PSICPU {
 		v.add(path+".stay.psi_cpu", "must be <= %s.enter.psi_cpu (%g): a stay rule is looser than its enter rule, got %g", path, *e.PSICPU, *s.PSICPU)
 	}
-	if e.PSIMem != nil && s.PSIMem != nil && *s.PSIMem > *e.PSIMem {
+	if ok(e.PSIMem) && ok(s.PSIMem) && *s.PSIMem > *e.PSIMem {
 		v.add(path+".stay.psi_mem", "must be <= %s.enter.psi_mem (%g): a stay rule is looser than its enter rule, got %g", path, *e.PSIMem, *s.PSIMem)
 	}
 }
+
+// ok tells whether a threshold is set and in range, so that it is worth
+// comparing with others (an out-of-range one is reported once, by itself).
+func ok(p *float64) bool { return p != nil && *p > 0 && *p <= 100 }
 
 func validateRule(v *validator, path string, r state.Rule) {
 	if r.LoadPerCPU != nil && !(*r.LoadPerCPU > 0) {
@@ -228,16 +235,16 @@ func validateRule(v *validator, path string, r state.Rule) {
 // validateOrder checks that heavy is entered on worse vitals than moderate.
 func validateOrder(v *validator, mod, heavy state.Rule) {
 	const m, h = "states.moderate.enter.", "states.heavy.enter."
-	if mod.LoadPerCPU != nil && heavy.LoadPerCPU != nil && !(*heavy.LoadPerCPU > *mod.LoadPerCPU) {
+	if ok(mod.LoadPerCPU) && ok(heavy.LoadPerCPU) && !(*heavy.LoadPerCPU > *mod.LoadPerCPU) {
 		v.add(h+"load_per_cpu", "must be > %sload_per_cpu (%g), got %g", m, *mod.LoadPerCPU, *heavy.LoadPerCPU)
 	}
-	if mod.MemAvailablePct != nil && heavy.MemAvailablePct != nil && !(*heavy.MemAvailablePct < *mod.MemAvailablePct) {
+	if ok(mod.MemAvailablePct) && ok(heavy.MemAvailablePct) && !(*heavy.MemAvailablePct < *mod.MemAvailablePct) {
 		v.add(h+"mem_available_pct", "must be < %smem_available_pct (%g), got %g", m, *mod.MemAvailablePct, *heavy.MemAvailablePct)
 	}
-	if mod.PSICPU != nil && heavy.PSICPU != nil && !(*heavy.PSICPU > *mod.PSICPU) {
+	if ok(mod.PSICPU) && ok(heavy.PSICPU) && !(*heavy.PSICPU > *mod.PSICPU) {
 		v.add(h+"psi_cpu", "must be > %spsi_cpu (%g), got %g", m, *mod.PSICPU, *heavy.PSICPU)
 	}
-	if mod.PSIMem != nil && heavy.PSIMem != nil && !(*heavy.PSIMem > *mod.PSIMem) {
+	if ok(mod.PSIMem) && ok(heavy.PSIMem) && !(*heavy.PSIMem > *mod.PSIMem) {
 		v.add(h+"psi_mem", "must be > %spsi_mem (%g), got %g", m, *mod.PSIMem, *heavy.PSIMem)
 	}
 }

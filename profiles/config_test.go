@@ -1,0 +1,301 @@
+package profiles
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixture writes a secret and a VCL file under a temp dir and returns a
+// replacer for {{secret}}, {{vcl}} and {{dir}} in test documents.
+func fixture(tb testing.TB) *strings.Replacer {
+	tb.Helper()
+	dir := tb.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("s3cr3t-do-not-print\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	vcl := filepath.Join(dir, "light.vcl")
+	if err := os.WriteFile(vcl, []byte("vcl 4.1;\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return strings.NewReplacer("{{secret}}", secret, "{{vcl}}", vcl, "{{dir}}", dir)
+}
+
+// base points the single target at the fixture's secret so that a document
+// only needs to say what it tests.
+const base = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' } ] }\n"
+
+func TestParseValid(t *testing.T) {
+	tests := []struct {
+		name  string
+		doc   string
+		check func(t *testing.T, c *Config)
+	}{
+		{"empty document keeps the defaults", base, func(t *testing.T, c *Config) {
+			if c.PollInterval != Duration(time.Second) || c.Hysteresis.UpConfirm != 3 || c.Backend.Port != 8080 {
+				t.Errorf("defaults lost: %+v", c)
+			}
+		}},
+		{"a rule given replaces its defaults as a whole", base + "states: { heavy: { enter: { load_per_cpu: 2 } } }", func(t *testing.T, c *Config) {
+			e := c.States.Heavy.Enter
+			if e.LoadPerCPU == nil || *e.LoadPerCPU != 2 || e.MemAvailablePct != nil {
+				t.Errorf("heavy.enter = %+v, want load_per_cpu 2 alone", e)
+			}
+			if s := c.States.Heavy.Stay; s.LoadPerCPU == nil || *s.LoadPerCPU != 1.0 || s.MemAvailablePct == nil || *s.MemAvailablePct != 15 {
+				t.Errorf("heavy.stay should keep its defaults, got %+v", s)
+			}
+			if m := c.States.Moderate.Enter; m.MemAvailablePct == nil || *m.MemAvailablePct != 20 {
+				t.Errorf("moderate.enter should keep its defaults, got %+v", m)
+			}
+		}},
+		{"a rule on memory alone", base + "states: { moderate: { enter: { mem_available_pct: 30 }, stay: { mem_available_pct: 35 } } }", func(t *testing.T, c *Config) {
+			if c.States.Moderate.Enter.LoadPerCPU != nil || c.States.Moderate.Stay.LoadPerCPU != nil {
+				t.Errorf("moderate kept a load condition: %+v", c.States.Moderate)
+			}
+		}},
+		{"psi conditions", base + "states: { heavy: { enter: { psi_cpu: 60, load_per_cpu: 1.6 }, stay: { psi_cpu: 40 } } }", func(t *testing.T, c *Config) {
+			if p := c.States.Heavy.Enter.PSICPU; p == nil || *p != 60 {
+				t.Errorf("psi_cpu = %v", p)
+			}
+		}},
+		{"a list replaces the default list", base + "profiles: { purge_acl: [10.0.0.0/8, 192.168.1.7, \"fd00::/8\"] }", func(t *testing.T, c *Config) {
+			if got := strings.Join(c.Profiles.PurgeACL, ","); got != "10.0.0.0/8,192.168.1.7,fd00::/8" {
+				t.Errorf("purge_acl = %s", got)
+			}
+		}},
+		{"durations, booleans and the rest", base + `
+poll_interval: 500ms
+fast_window: 0s
+cpus: 4
+hysteresis: { up_confirm: 1, down_window: 0s, min_dwell: 0s }
+profiles: { heavy_grace: 0s, normalize_host: false, light: { vcl_file: '{{vcl}}' } }
+on_exit: light
+log: { level: debug, file: "" }
+metrics_listen: 127.0.0.1:9131
+`, func(t *testing.T, c *Config) {
+			if c.PollInterval != Duration(500*time.Millisecond) || c.FastWindow != 0 || c.CPUs != 4 || c.Profiles.NormalizeHost || c.OnExit != "light" {
+				t.Errorf("got %+v", c)
+			}
+		}},
+		{"two targets", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' }, { admin: \"[::1]:6083\", secret_file: '{{secret}}' } ] }", func(t *testing.T, c *Config) {
+			if len(c.Varnish.Targets) != 2 || c.Varnish.Targets[1].Admin != "[::1]:6083" {
+				t.Errorf("targets = %+v", c.Varnish.Targets)
+			}
+		}},
+		{"anchors and aliases", base + "states:\n  moderate:\n    enter: &r { load_per_cpu: 0.8 }\n    stay: { load_per_cpu: 0.6 }\n  heavy:\n    enter: { load_per_cpu: 1.8 }\n    stay: *r\n", func(t *testing.T, c *Config) {
+			if s := c.States.Heavy.Stay.LoadPerCPU; s == nil || *s != 0.8 {
+				t.Errorf("heavy.stay = %+v", c.States.Heavy.Stay)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := fixture(t).Replace(tc.doc)
+			c, err := Parse([]byte(doc))
+			if err != nil {
+				t.Fatalf("Parse:\n%s\nerror: %v", doc, err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestParseProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want []string // each a problem line, in order
+	}{
+		{"unknown top-level key", base + "poll_intervall: 1s", []string{
+			"poll_intervall: unknown key (did you mean poll_interval?) (line 2)"}},
+		{"unknown nested key", base + "states:\n  heavy:\n    enter: { load: 2 }", []string{
+			"states.heavy.enter.load: unknown key (did you mean load_per_cpu?) (line 4)"}},
+		{"unknown key in a list item", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}', secret: x } ] }", []string{
+			"varnish.targets[0].secret: unknown key (did you mean secret_file?) (line 1)"}},
+		{"key given twice", base + "cpus: 1\ncpus: 2", []string{
+			"cpus: given twice (first on line 2) (line 3)"}},
+		{"bad duration", base + "poll_interval: fast", []string{
+			`poll_interval: "fast" is not a duration (use e.g. 90s, 2m, 1h) (line 2)`}},
+		{"bad number", base + "cpus: two", []string{`cpus: want a whole number, got "two" (line 2)`}},
+		{"bad bool", base + "profiles: { expose_headers: maybe }", []string{`profiles.expose_headers: want true or false, got "maybe" (line 2)`}},
+		{"list where a mapping belongs", base + "backend: [a]", []string{"backend: want a mapping of keys, got a list (line 2)"}},
+		{"scalar where a list belongs", base + "profiles: { purge_acl: 127.0.0.1 }", []string{`profiles.purge_acl: want a list, got "127.0.0.1" (line 2)`}},
+		{"not yaml", "poll_interval: [1s", []string{"not valid YAML: line 1: did not find expected ',' or ']'"}},
+		{"heavy below moderate", base + "states: { heavy: { enter: { load_per_cpu: 0.6 }, stay: { load_per_cpu: 0.4 } } }", []string{
+			"states.heavy.enter.load_per_cpu: must be > states.moderate.enter.load_per_cpu (0.7), got 0.6 (line 2)"}},
+		{"heavy memory above moderate", base + "states: { heavy: { enter: { mem_available_pct: 25 }, stay: { mem_available_pct: 30 } } }", []string{
+			"states.heavy.enter.mem_available_pct: must be < states.moderate.enter.mem_available_pct (20), got 25 (line 2)"}},
+		{"stay stricter than enter", base + "states: { moderate: { stay: { load_per_cpu: 0.9, mem_available_pct: 15 } } }", []string{
+			"states.moderate.stay.load_per_cpu: must be <= states.moderate.enter.load_per_cpu (0.7): a stay rule is looser than its enter rule, got 0.9 (line 2)",
+			"states.moderate.stay.mem_available_pct: must be >= states.moderate.enter.mem_available_pct (20): a stay rule is looser than its enter rule, got 15 (line 2)"}},
+		{"thresholds out of range", base + "states: { moderate: { enter: { load_per_cpu: -1, mem_available_pct: 120 }, stay: { load_per_cpu: 0 } } }", []string{
+			"states.moderate.enter.load_per_cpu: must be > 0, got -1 (line 2)",
+			"states.moderate.enter.mem_available_pct: must be a percentage above 0 and at most 100, got 120 (line 2)",
+			"states.moderate.stay.load_per_cpu: must be > 0, got 0 (line 2)"}},
+		{"poll interval, fast window, cpus", base + "poll_interval: 5m\nfast_window: -1s\ncpus: -2", []string{
+			"poll_interval: must be between 10ms and 1m0s, got 5m0s (line 2)",
+			"fast_window: must not be negative (0 turns the fast signal off), got -1s (line 3)",
+			"cpus: must be 0 (detect) or a number of CPUs, got -2 (line 4)"}},
+		{"fast window shorter than a poll", base + "poll_interval: 2s\nfast_window: 1s", []string{
+			"fast_window: must be 0 (off) or at least poll_interval (2s), got 1s (line 3)"}},
+		{"hysteresis", base + "hysteresis: { up_confirm: 0, down_window: -1s, min_dwell: -1m }", []string{
+			"hysteresis.up_confirm: must be at least 1 sample, got 0 (line 2)",
+			"hysteresis.down_window: must not be negative, got -1s (line 2)",
+			"hysteresis.min_dwell: must not be negative, got -1m0s (line 2)"}},
+		{"no targets", "varnish: { targets: [] }", []string{"varnish.targets: at least one Varnish target is needed (line 1)"}},
+		{"bad admin addresses", "varnish: { targets: [ { admin: localhost, secret_file: '{{secret}}' }, { admin: ':6082', secret_file: '{{secret}}' }, { admin: 'h:99999', secret_file: '{{secret}}' } ] }", []string{
+			`varnish.targets[0].admin: "localhost" is not host:port (e.g. 127.0.0.1:6082) (line 1)`,
+			`varnish.targets[1].admin: ":6082" has no host (e.g. 127.0.0.1:6082) (line 1)`,
+			`varnish.targets[2].admin: "h:99999": port must be a number between 1 and 65535 (line 1)`}},
+		{"duplicate target", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' }, { admin: 127.0.0.1:6082, secret_file: '{{secret}}' } ] }", []string{
+			"varnish.targets[1].admin: 127.0.0.1:6082 is already varnish.targets[0] (line 1)"}},
+		{"missing secret", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{dir}}/nope' } ] }", []string{
+			"varnish.targets[0].secret_file: {{dir}}/nope does not exist (line 1)"}},
+		{"secret is a directory", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{dir}}' } ] }", []string{
+			"varnish.targets[0].secret_file: {{dir}} is not a regular file (line 1)"}},
+		{"no secret named", "varnish: { targets: [ { admin: 127.0.0.1:6082 } ] }", []string{
+			"varnish.targets[0].secret_file: must name the admin secret file (varnishd -S) (line 1)"}},
+		{"backend", base + "backend: { host: '', port: 70000 }", []string{
+			"backend.host: must not be empty (line 2)",
+			"backend.port: must be between 1 and 65535, got 70000 (line 2)"}},
+		{"profile values", base + `profiles:
+  static_ttl: 0s
+  heavy_grace: -1s
+  never_cache: ["^/ok", "(open", ""]
+  purge_acl: [127.0.0.1, 10.0.0.0/33, example.com]
+  static_extensions: [png, .css]
+  session_cookies: ["a b"]
+  heavy: { vcl_file: '{{dir}}/missing.vcl' }
+`, []string{
+			"profiles.static_ttl: must be positive, got 0s (line 3)",
+			"profiles.heavy_grace: must not be negative, got -1s (line 4)",
+			"profiles.session_cookies[0]: \"a b\" is not a cookie name or glob (line 8)",
+			"profiles.static_extensions[1]: \".css\" is not a file extension (letters and digits, no dot) (line 7)",
+			"profiles.never_cache[1]: \"(open\" is not a valid regex: missing closing ): `(open` (line 5)",
+			"profiles.never_cache[2]: an empty pattern would match every path (line 5)",
+			"profiles.purge_acl[1]: \"10.0.0.0/33\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
+			"profiles.purge_acl[2]: \"example.com\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
+			"profiles.heavy.vcl_file: {{dir}}/missing.vcl does not exist (line 9)"}},
+		{"on_exit, log, paths, metrics", base + "on_exit: stop\nlog: { level: verbose, file: relative.log }\ncontrol: { socket: gs.sock, group: no-such-group-gearshift }\npid_file: ''\nmetrics_listen: 9131", []string{
+			`on_exit: must be one of keep, light, moderate, heavy, got "stop" (line 2)`,
+			`control.socket: must be an absolute path, got "gs.sock" (line 4)`,
+			`log.file: must be an absolute path, got "relative.log" (line 3)`,
+			`log.level: must be one of debug, info, warn, error, got "verbose" (line 3)`,
+			`pid_file: must not be empty (line 5)`,
+			`metrics_listen: "9131" is not host:port (e.g. 127.0.0.1:6082) (or "" for no metrics) (line 6)`,
+			`control.group: no group "no-such-group-gearshift" on this machine (line 4)`}},
+		{"socket path too long", base + "control: { socket: /" + strings.Repeat("s", 120) + " }", []string{
+			"control.socket: is 121 bytes long; a unix socket path must be at most 107 (line 2)"}},
+		{"decode and validation problems together", base + "cpus: x\non_exit: never\nhysteresis: { up_confirm: zero }", []string{
+			`cpus: want a whole number, got "x" (line 2)`,
+			`hysteresis.up_confirm: want a whole number, got "zero" (line 4)`,
+			`on_exit: must be one of keep, light, moderate, heavy, got "never" (line 3)`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fixture(t)
+			_, err := Parse([]byte(r.Replace(tc.doc)))
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse error = %v, want an *Error", err)
+			}
+			var got []string
+			for _, p := range ce.Problems {
+				got = append(got, p.String())
+			}
+			want := make([]string, len(tc.want))
+			for i, w := range tc.want {
+				want[i] = r.Replace(w)
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("the secret leaked into the error: %v", err)
+			}
+		})
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	r := fixture(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gearshift.yaml")
+	if err := os.WriteFile(path, []byte(r.Replace(base+"cpus: -1\non_exit: x\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	want := "config " + path + " has 2 problems:\ncpus: must be 0 (detect) or a number of CPUs, got -1 (line 2)\non_exit: must be one of keep, light, moderate, heavy, got \"x\" (line 3)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load error:\n%v\nwant:\n%s", err, want)
+	}
+	if _, err := Load(filepath.Join(dir, "absent.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v, want ErrNotExist", err)
+	}
+}
+
+func TestUnreadableSecret(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root reads any file; an unreadable one needs another user.
+		t.Skip("root can read every file")
+	}
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Parse([]byte("varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: " + secret + " } ] }"))
+	if err == nil || !strings.Contains(err.Error(), secret+" is not readable by this user") {
+		t.Errorf("error = %v", err)
+	}
+}
+
+// The effective config printed by `config show` reads back as the same config.
+func TestYAMLRoundTrip(t *testing.T) {
+	r := fixture(t)
+	c, err := Parse([]byte(r.Replace(base + "states: { heavy: { enter: { load_per_cpu: 2 } } }\nhysteresis: { down_window: 90m }")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"down_window: 1h30m\n", "heavy_min_ttl: 2m\n", "poll_interval: 1s\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("YAML lacks %q:\n%s", want, b)
+		}
+	}
+	c2, err := Parse(b)
+	if err != nil {
+		t.Fatalf("re-parse: %v\n%s", err, b)
+	}
+	b2, _ := c2.YAML()
+	if string(b) != string(b2) {
+		t.Errorf("round trip changed the config:\n%s\n---\n%s", b, b2)
+	}
+	if c2.States.Heavy.Enter.MemAvailablePct != nil {
+		t.Errorf("heavy.enter gained a memory condition: %+v", c2.States.Heavy.Enter)
+	}
+}
+
+func TestDefaultValidatesSettings(t *testing.T) {
+	if err := Default().ValidateSettings(); err != nil {
+		t.Errorf("defaults are invalid: %v", err)
+	}
+}
+
+func TestDurationString(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Second: "1s", 2 * time.Minute: "2m", time.Hour: "1h", 90 * time.Minute: "1h30m",
+		100 * time.Millisecond: "100ms", 0: "0s", 61 * time.Second: "1m1s", 3*time.Hour + 5*time.Second: "3h0m5s",
+	} {
+		if got := Duration(d).String(); got != want {
+			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
