@@ -1,0 +1,381 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// Sensor reads the server's vitals.
+type Sensor interface {
+	Sample(ctx context.Context) (sensor.Sample, error)
+}
+
+// Target is one Varnish admin port, as the controller drives it.
+type Target interface {
+	VCLInline(ctx context.Context, name, src, state string) error
+	VCLUse(ctx context.Context, name string) error
+	VCLDiscard(ctx context.Context, name string) error
+	VCLList(ctx context.Context) ([]VCL, error)
+	Close() error
+}
+
+// VCL is one entry of `vcl.list`.
+type VCL struct {
+	Name   string
+	Active bool
+}
+
+// DialFunc connects to the admin port addr with the secret in secretFile.
+type DialFunc func(addr, secretFile string) (Target, error)
+
+// Profile is one gear's VCL program under its content-addressed name.
+type Profile struct {
+	State state.State
+	Name  string // gearshift-<state>-<8 hex>
+	VCL   string
+}
+
+// ProfileSet holds the three profiles, indexed by state.
+type ProfileSet [3]Profile
+
+// BuildFunc renders the profiles of a config.
+type BuildFunc func(cfg *profiles.Config) (ProfileSet, error)
+
+// Options configure a Controller.
+type Options struct {
+	Config *profiles.Config // validated; required
+	Sensor Sensor           // required
+	Dial   DialFunc         // required
+	Build  BuildFunc        // required: renders the profiles of Config and of every reload
+	// LoadConfig re-reads the config for a reload; nil refuses reloads.
+	LoadConfig func() (*profiles.Config, error)
+	Logger     *zap.Logger      // zap.NewNop() when nil
+	Now        func() time.Time // time.Now when nil
+	// OnChange is called by the loop after every transition, once the gear
+	// is applied (systemd STATUS=).
+	OnChange func(Status)
+	// OnReload is called by the loop after a successful reload, with the
+	// config now in force (log level).
+	OnReload func(*profiles.Config)
+}
+
+// Controller runs the poll → decide → apply loop. One goroutine (Run, or
+// a test calling Tick) owns its state; other goroutines talk to it through
+// Force, Auto, Reload and Status.
+type Controller struct {
+	opts    Options
+	log     *zap.Logger
+	now     func() time.Time
+	started time.Time
+
+	// Owned by the loop goroutine.
+	cfg         *profiles.Config
+	set         ProfileSet
+	machine     *state.Machine
+	targets     []*target
+	lastSample  *sensor.Sample
+	sensorFails int
+	configErr   string
+
+	reqs chan request
+	done chan struct{} // closed when Run returns
+	snap atomic.Pointer[Status]
+}
+
+type requestKind int
+
+const (
+	reqForce requestKind = iota
+	reqAuto
+	reqReload
+)
+
+type request struct {
+	kind  requestKind
+	state state.State
+	until time.Time
+	reply chan response
+}
+
+type response struct {
+	status Status
+	err    error
+}
+
+// New returns a controller for opts. It renders the profiles and fails on a
+// config error; it contacts no Varnish (the first Tick does).
+func New(opts Options) (*Controller, error) {
+	if opts.Config == nil || opts.Sensor == nil || opts.Dial == nil || opts.Build == nil {
+		return nil, errors.New("controller: Config, Sensor, Dial and Build are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	set, err := opts.Build(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("render profiles: %w", err)
+	}
+	c := &Controller{
+		opts:    opts,
+		log:     opts.Logger,
+		now:     opts.Now,
+		cfg:     opts.Config,
+		set:     set,
+		machine: state.New(opts.Config.StateConfig(), time.Duration(opts.Config.FastWindow)),
+		reqs:    make(chan request),
+		done:    make(chan struct{}),
+	}
+	c.started = c.now()
+	c.targets = c.makeTargets(opts.Config, nil)
+	c.publish()
+	return c, nil
+}
+
+// Run ticks every poll_interval (a PollInterval of 0 disables the ticker:
+// only requests are served) until ctx is done, then applies on_exit and
+// closes the admin connections. It returns nil on a clean stop.
+func (c *Controller) Run(ctx context.Context) error {
+	defer close(c.done)
+	interval := time.Duration(c.cfg.PollInterval)
+	var tick <-chan time.Time
+	var ticker *time.Ticker
+	if interval > 0 {
+		c.Tick(ctx)
+		ticker = time.NewTicker(interval)
+		defer func() { ticker.Stop() }()
+		tick = ticker.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			c.stop()
+			return nil
+		case <-tick:
+			c.Tick(ctx)
+		case r := <-c.reqs:
+			r.reply <- c.handle(ctx, r)
+			if iv := time.Duration(c.cfg.PollInterval); iv != interval && iv > 0 && ticker != nil {
+				interval = iv
+				ticker.Reset(iv)
+			}
+		}
+	}
+}
+
+// Tick runs one poll: sample, decide, apply to every target, record.
+// It must not run concurrently with Run.
+func (c *Controller) Tick(ctx context.Context) {
+	now := c.now()
+	d := c.machine.Current()
+	d.Changed = false // already reported
+	s, err := c.opts.Sensor.Sample(ctx)
+	if err != nil {
+		c.sensorFails++
+		if logWorthy(c.sensorFails) {
+			c.log.Warn("read sensors", zap.Error(err), zap.Int("failures", c.sensorFails))
+		}
+	} else {
+		if c.sensorFails > 0 {
+			c.log.Info("sensors readable again", zap.Int("failures", c.sensorFails))
+			c.sensorFails = 0
+		}
+		c.lastSample = &s
+		d = c.machine.Step(now, s)
+	}
+	c.apply(ctx, d)
+}
+
+// apply makes every target follow d and records the outcome.
+func (c *Controller) apply(ctx context.Context, d state.Decision) {
+	switchMS := c.syncAll(ctx, d.State)
+	if d.Changed {
+		fields := []zap.Field{
+			zap.String("from", d.From.String()),
+			zap.String("to", d.State.String()),
+			zap.String("reason", d.Reason),
+			zap.Float64("load_per_cpu", round(d.Signals.LoadPerCPU, 2)),
+			zap.Float64("mem_available_pct", round(d.Signals.MemAvailablePct, 1)),
+			zap.Bool("forced", d.Forced),
+		}
+		if switchMS >= 0 {
+			fields = append(fields, zap.Float64("switch_ms", round(switchMS, 3)))
+		}
+		c.log.Info("state change", fields...)
+	} else {
+		c.log.Debug("no state change", zap.String("state", d.State.String()), zap.String("reason", d.Reason),
+			zap.Float64("load_per_cpu", round(d.Signals.LoadPerCPU, 2)))
+	}
+	st := c.publish()
+	if d.Changed && c.opts.OnChange != nil {
+		c.opts.OnChange(st)
+	}
+}
+
+// syncAll syncs every target to want and returns the longest switch time
+// in milliseconds, or -1 when no target switched.
+func (c *Controller) syncAll(ctx context.Context, want state.State) float64 {
+	longest := -1.0
+	for _, t := range c.targets {
+		if ms, switched := t.sync(ctx, c.now(), &c.set, want); switched && ms > longest {
+			longest = ms
+		}
+	}
+	return longest
+}
+
+func (c *Controller) handle(ctx context.Context, r request) response {
+	now := c.now()
+	switch r.kind {
+	case reqForce:
+		d := c.machine.Force(now, r.state, r.until)
+		c.apply(ctx, d)
+	case reqAuto:
+		d := c.machine.Auto(now)
+		c.apply(ctx, d)
+	case reqReload:
+		if err := c.reload(ctx); err != nil {
+			return response{status: c.Status(), err: err}
+		}
+	}
+	return response{status: c.Status()}
+}
+
+func (c *Controller) call(ctx context.Context, r request) (Status, error) {
+	r.reply = make(chan response, 1)
+	select {
+	case c.reqs <- r:
+	case <-c.done:
+		return Status{}, ErrStopped
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+	select {
+	case resp := <-r.reply:
+		return resp.status, resp.err
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+// Force pins st until the deadline (zero: until Auto) and returns the status
+// once the gear is applied.
+func (c *Controller) Force(ctx context.Context, st state.State, until time.Time) (Status, error) {
+	return c.call(ctx, request{kind: reqForce, state: st, until: until})
+}
+
+// Auto releases a pinned gear.
+func (c *Controller) Auto(ctx context.Context) (Status, error) {
+	return c.call(ctx, request{kind: reqAuto})
+}
+
+// Reload re-reads the config and profiles. The new profiles are loaded into
+// every reachable target before any switch; on error the old config and
+// profiles stay in force and the error shows in Status.ConfigError.
+func (c *Controller) Reload(ctx context.Context) (Status, error) {
+	return c.call(ctx, request{kind: reqReload})
+}
+
+// Status returns the status as of the last tick or request.
+func (c *Controller) Status() Status {
+	s := *c.snap.Load()
+	s.UptimeSeconds = int64(c.now().Sub(c.started) / time.Second)
+	return s
+}
+
+// publish records the loop's current state for Status and returns it.
+func (c *Controller) publish() Status {
+	d := c.machine.Current()
+	s := &Status{
+		Version:     Version,
+		State:       d.State.String(),
+		Mode:        "auto",
+		Since:       d.Since,
+		Reason:      d.Reason,
+		Transitions: d.Transitions,
+		Targets:     make([]TargetStatus, 0, len(c.targets)),
+		ConfigError: c.configErr,
+	}
+	if s.Since.IsZero() {
+		s.Since = c.started
+	}
+	if d.Forced {
+		s.Mode = "forced"
+		if !d.ForcedUntil.IsZero() {
+			u := d.ForcedUntil
+			s.ForcedUntil = &u
+		}
+	}
+	if c.lastSample != nil {
+		ls := c.lastSample
+		s.Sample = &SampleStatus{
+			Time:            ls.Time,
+			Load1:           ls.Load1,
+			Load5:           ls.Load5,
+			Load15:          ls.Load15,
+			Runnable:        ls.Runnable,
+			CPUs:            ls.CPUs,
+			LoadPerCPU:      round(d.Signals.LoadPerCPU, 3),
+			MemAvailablePct: round(d.Signals.MemAvailablePct, 2),
+			PSICPU:          d.Signals.PSICPU,
+			PSIMem:          d.Signals.PSIMem,
+		}
+		if s.Sample.Time.IsZero() {
+			s.Sample.Time = d.Signals.Time
+		}
+	}
+	for _, t := range c.targets {
+		s.Targets = append(s.Targets, t.status(c.set[d.State].Name))
+	}
+	c.snap.Store(s)
+	return c.Status()
+}
+
+// stop applies on_exit and closes the admin connections.
+func (c *Controller) stop() {
+	onExit := c.cfg.OnExit
+	if onExit != "" && onExit != "keep" {
+		st, err := state.Parse(onExit)
+		if err != nil {
+			c.log.Warn("on_exit: not switching", zap.Error(err))
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ms := c.syncAll(ctx, st)
+			cancel()
+			c.log.Info("applied on_exit gear", zap.String("to", st.String()), zap.Float64("switch_ms", round(ms, 3)))
+		}
+	}
+	for _, t := range c.targets {
+		t.close()
+	}
+	c.log.Info("stopped", zap.String("state", c.machine.Current().State.String()), zap.String("on_exit", onExit))
+}
+
+// logWorthy reports whether the n-th consecutive failure is logged: the
+// first ones, then at every power of two, so a long outage does not flood
+// the log.
+func logWorthy(n int) bool {
+	return n <= 3 || n&(n-1) == 0
+}
+
+func round(v float64, places int) float64 {
+	p := 1.0
+	for i := 0; i < places; i++ {
+		p *= 10
+	}
+	if v < 0 {
+		return -float64(int64(-v*p+0.5)) / p
+	}
+	return float64(int64(v*p+0.5)) / p
+}

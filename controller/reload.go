@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// reload starts the new config and profiles, then retires the old: the new
+// profiles are loaded into every reachable target first; only when all of
+// them accept it does the loop switch to the new set (and the next sync
+// discards the old profiles). On any error the old set stays in force.
+func (c *Controller) reload(ctx context.Context) error {
+	err := c.tryReload(ctx)
+	if err != nil {
+		c.configErr = err.Error()
+		c.log.Error("reload failed, keeping the running config", zap.Error(err))
+		c.publish()
+		return err
+	}
+	return nil
+}
+
+func (c *Controller) tryReload(ctx context.Context) error {
+	if c.opts.LoadConfig == nil {
+		return errors.New("reload is not supported by this daemon")
+	}
+	cfg, err := c.opts.LoadConfig()
+	if err != nil {
+		return fmt.Errorf("reload config: %w", err)
+	}
+	set, err := c.opts.Build(cfg)
+	if err != nil {
+		return fmt.Errorf("reload profiles: %w", err)
+	}
+	targets := c.makeTargets(cfg, c.targets)
+
+	// Start the new: load the new profiles everywhere we can reach.
+	loaded := map[*target][]string{}
+	var loadErr error
+	for _, t := range targets {
+		names, err := t.preload(ctx, &set)
+		loaded[t] = names
+		if err == nil {
+			continue
+		}
+		if isCommandError(err) {
+			loadErr = err
+			break
+		}
+		// An unreachable target is a runtime fault, not a bad config: it
+		// gets the new profiles when it comes back, like on first contact.
+		t.fail(c.now(), err)
+	}
+	if loadErr != nil {
+		for t, names := range loaded {
+			t.unload(ctx, names)
+		}
+		return loadErr
+	}
+
+	// Switch.
+	for _, old := range c.targets {
+		if !contains(targets, old) {
+			old.close()
+		}
+	}
+	c.cfg, c.set, c.targets = cfg, set, targets
+	c.machine.SetConfig(cfg.StateConfig(), time.Duration(cfg.FastWindow))
+	c.configErr = ""
+	c.log.Info("config reloaded", zap.String("light", set[0].Name), zap.String("moderate", set[1].Name),
+		zap.String("heavy", set[2].Name))
+	if c.opts.OnReload != nil {
+		c.opts.OnReload(cfg)
+	}
+	// Retire the old: the sync switches to the new profile of the current
+	// gear and discards the stale ones.
+	d := c.machine.Current()
+	d.Changed = false
+	c.apply(ctx, d)
+	return nil
+}
+
+func contains(ts []*target, t *target) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}

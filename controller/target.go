@@ -1,0 +1,343 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// Backoff bounds of the retries against a failing target.
+const (
+	minBackoff = 500 * time.Millisecond
+	maxBackoff = 10 * time.Second
+)
+
+// ownName matches the names gearshift gives its profiles; only these are
+// ever discarded (a temporary name used by `profiles check` is not).
+var ownName = regexp.MustCompile(`^gearshift-(light|moderate|heavy)-[0-9a-f]{8}$`)
+
+// CommandError marks an error Varnish answered (a rejected command, a VCL
+// that does not compile) as opposed to a broken connection. A DialFunc's
+// Target wraps such errors so the controller keeps the connection.
+type CommandError struct{ Err error }
+
+func (e *CommandError) Error() string { return e.Err.Error() }
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// target is the loop's view of one Varnish instance.
+type target struct {
+	addr, secretFile string
+	dial             DialFunc
+	timeout          time.Duration
+	log              *zap.Logger
+
+	conn       Target
+	lastUsed   string // what gearshift last made active on this manager
+	active     string
+	reachable  bool
+	inSync     bool
+	contacted  bool
+	lastSwitch float64 // ms
+	err        string
+
+	failures  int
+	backoff   time.Duration
+	retryAt   time.Time
+	downSince time.Time
+	noDiscard map[string]bool // discards Varnish refused, not retried
+}
+
+func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target {
+	var ts []*target
+	for _, tc := range cfg.Varnish.Targets {
+		var t *target
+		for _, o := range old {
+			if o.addr == tc.Admin && o.secretFile == tc.SecretFile {
+				t = o
+				break
+			}
+		}
+		if t == nil {
+			t = &target{
+				addr:       tc.Admin,
+				secretFile: tc.SecretFile,
+				dial:       c.opts.Dial,
+				log:        c.log.With(zap.String("target", tc.Admin)),
+				noDiscard:  map[string]bool{},
+			}
+		}
+		t.timeout = time.Duration(cfg.Varnish.Timeout)
+		if t.timeout <= 0 {
+			t.timeout = 2 * time.Second
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func (t *target) status(want string) TargetStatus {
+	return TargetStatus{
+		Admin:        t.addr,
+		Reachable:    t.reachable,
+		ActiveVCL:    t.active,
+		InSync:       t.inSync && t.active == want,
+		LastSwitchMS: t.lastSwitch,
+		Error:        t.err,
+	}
+}
+
+func (t *target) close() {
+	if t.conn != nil {
+		t.conn.Close()
+		t.conn = nil
+	}
+}
+
+// cmdCtx bounds one admin command. Compiling a VCL takes far longer than
+// anything else Varnish is asked.
+func (t *target) cmdCtx(ctx context.Context, compile bool) (context.Context, context.CancelFunc) {
+	d := t.timeout
+	if compile && d < 30*time.Second {
+		d = 30 * time.Second
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// connect makes sure there is a connection; fresh reports a new one.
+func (t *target) connect() (fresh bool, err error) {
+	if t.conn != nil {
+		return false, nil
+	}
+	conn, err := t.dial(t.addr, t.secretFile)
+	if err != nil {
+		return true, fmt.Errorf("connect to varnish admin %s: %w", t.addr, err)
+	}
+	t.conn = conn
+	return true, nil
+}
+
+// sync makes the target's active VCL set[want]. It returns the switch time
+// in ms when it switched. Errors are recorded on the target and retried
+// with backoff.
+func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want state.State) (float64, bool) {
+	if t.failures > 0 && now.Before(t.retryAt) {
+		return 0, false
+	}
+	fresh, err := t.connect()
+	if err != nil {
+		t.fail(now, err)
+		return 0, false
+	}
+	ms, switched, err := t.reconcile(ctx, set, want)
+	if err != nil && !fresh && !isCommandError(err) && ctx.Err() == nil {
+		// The connection may just have gone stale (a restarted manager):
+		// one more try on a fresh one before calling it a failure.
+		t.close()
+		if _, err = t.connect(); err == nil {
+			ms, switched, err = t.reconcile(ctx, set, want)
+		}
+	}
+	if err != nil {
+		t.fail(now, err)
+		return ms, switched
+	}
+	t.recover(now)
+	return ms, switched
+}
+
+func (t *target) reconcile(ctx context.Context, set *ProfileSet, want state.State) (float64, bool, error) {
+	vcls, err := t.list(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	t.reachable = true
+	present := map[string]bool{}
+	active := ""
+	for _, v := range vcls {
+		present[v.Name] = true
+		if v.Active {
+			active = v.Name
+		}
+	}
+	t.active = active
+
+	var missing []Profile
+	for _, p := range set {
+		if !present[p.Name] {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		switch {
+		case t.lastUsed != "" && !present[t.lastUsed]:
+			t.log.Warn("varnish lost gearshift's profiles (manager restarted?): loading them again",
+				zap.Int("missing", len(missing)))
+		case !t.contacted:
+			t.log.Info("loading profiles", zap.Int("missing", len(missing)))
+		default:
+			t.log.Info("loading new profiles", zap.Int("missing", len(missing)))
+		}
+		if t.lastUsed != "" && !present[t.lastUsed] {
+			t.lastUsed = ""
+		}
+		for _, p := range missing {
+			if err := t.load(ctx, p); err != nil {
+				return 0, false, err
+			}
+		}
+	}
+	t.contacted = true
+
+	desired := set[want].Name
+	var ms float64
+	switched := false
+	if active != desired {
+		if t.lastUsed != "" && active != t.lastUsed {
+			t.log.Warn("active VCL changed outside gearshift", zap.String("active_vcl", active),
+				zap.String("expected", t.lastUsed), zap.String("to", want.String()))
+		}
+		cctx, cancel := t.cmdCtx(ctx, false)
+		start := time.Now()
+		err := t.conn.VCLUse(cctx, desired)
+		elapsed := time.Since(start)
+		cancel()
+		if err != nil {
+			return 0, false, fmt.Errorf("switch %s to %s: %w", t.addr, desired, err)
+		}
+		ms = round(float64(elapsed.Microseconds())/1000, 3)
+		t.lastSwitch, switched = ms, true
+		t.log.Info("vcl switched", zap.String("from_vcl", active), zap.String("vcl", desired),
+			zap.String("to", want.String()), zap.Float64("switch_ms", ms))
+		active = desired
+		t.active = desired
+	}
+	t.lastUsed = desired
+	t.inSync = true
+
+	keep := map[string]bool{}
+	for _, p := range set {
+		keep[p.Name] = true
+	}
+	for _, v := range vcls {
+		if !ownName.MatchString(v.Name) || keep[v.Name] || v.Name == active || t.noDiscard[v.Name] {
+			continue
+		}
+		cctx, cancel := t.cmdCtx(ctx, false)
+		err := t.conn.VCLDiscard(cctx, v.Name)
+		cancel()
+		if err != nil {
+			if !isCommandError(err) {
+				return ms, switched, fmt.Errorf("discard %s on %s: %w", v.Name, t.addr, err)
+			}
+			// Still referenced (a label), say: leave it, and say so once.
+			t.noDiscard[v.Name] = true
+			t.log.Warn("discard stale profile", zap.String("vcl", v.Name), zap.Error(err))
+			continue
+		}
+		t.log.Info("discarded stale profile", zap.String("vcl", v.Name))
+	}
+	return ms, switched, nil
+}
+
+func (t *target) list(ctx context.Context) ([]VCL, error) {
+	cctx, cancel := t.cmdCtx(ctx, false)
+	defer cancel()
+	vcls, err := t.conn.VCLList(cctx)
+	if err != nil {
+		return nil, fmt.Errorf("list VCLs on %s: %w", t.addr, err)
+	}
+	return vcls, nil
+}
+
+func (t *target) load(ctx context.Context, p Profile) error {
+	cctx, cancel := t.cmdCtx(ctx, true)
+	defer cancel()
+	if err := t.conn.VCLInline(cctx, p.Name, p.VCL, "warm"); err != nil {
+		return fmt.Errorf("load profile %s into %s: %w", p.Name, t.addr, err)
+	}
+	delete(t.noDiscard, p.Name)
+	return nil
+}
+
+func (t *target) fail(now time.Time, err error) {
+	if t.failures == 0 {
+		t.downSince = now
+		t.backoff = minBackoff
+	} else if t.backoff *= 2; t.backoff > maxBackoff {
+		t.backoff = maxBackoff
+	}
+	t.failures++
+	t.retryAt = now.Add(t.backoff)
+	t.inSync = false
+	t.err = err.Error()
+	if !isCommandError(err) {
+		t.reachable = false
+		t.active = ""
+		t.close()
+	}
+	if logWorthy(t.failures) {
+		t.log.Error("varnish target failing", zap.Error(err), zap.Int("failures", t.failures),
+			zap.Duration("retry_in", t.backoff))
+	}
+}
+
+func (t *target) recover(now time.Time) {
+	if t.failures > 0 {
+		t.log.Info("varnish reachable again", zap.Int("failures", t.failures),
+			zap.Duration("down_for", now.Sub(t.downSince).Round(time.Millisecond)))
+	}
+	t.failures, t.backoff, t.err = 0, 0, ""
+}
+
+func isCommandError(err error) bool {
+	var ce *CommandError
+	return errors.As(err, &ce)
+}
+
+// preload loads the profiles of set into a connected, healthy target, and
+// returns the names it loaded (to be discarded if the reload is abandoned).
+func (t *target) preload(ctx context.Context, set *ProfileSet) ([]string, error) {
+	if t.conn == nil || t.failures > 0 {
+		return nil, nil
+	}
+	vcls, err := t.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	present := map[string]bool{}
+	for _, v := range vcls {
+		present[v.Name] = true
+	}
+	var loaded []string
+	for _, p := range set {
+		if present[p.Name] {
+			continue
+		}
+		if err := t.load(ctx, p); err != nil {
+			return loaded, err
+		}
+		loaded = append(loaded, p.Name)
+	}
+	return loaded, nil
+}
+
+// unload discards names, best effort (rolling back an abandoned reload).
+func (t *target) unload(ctx context.Context, names []string) {
+	if t.conn == nil {
+		return
+	}
+	for _, n := range names {
+		cctx, cancel := t.cmdCtx(ctx, false)
+		if err := t.conn.VCLDiscard(cctx, n); err != nil {
+			t.log.Warn("discard abandoned profile", zap.String("vcl", n), zap.Error(err))
+		}
+		cancel()
+	}
+}
