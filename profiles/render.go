@@ -1,0 +1,227 @@
+package profiles
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/vcl"
+)
+
+// NamePrefix starts the name of every VCL gearshift loads; VCLs without it
+// are not gearshift's and are never touched.
+const NamePrefix = "gearshift-"
+
+// SourceBuiltin is Profile.Source for a VCL rendered from gearshift's templates.
+const SourceBuiltin = "built-in"
+
+// Profile is one gear's VCL program, ready for vcl.inline.
+type Profile struct {
+	State  state.State
+	Name   string // "gearshift-<state>-<first 8 hex of sha256(VCL)>"
+	VCL    string // the full program text
+	Source string // SourceBuiltin or the vcl_file path
+}
+
+// Set is the three profiles, indexed by state.State.
+type Set [3]Profile
+
+// Build renders the three profiles, or reads a gear's vcl_file verbatim when
+// one is configured. Errors name the config key at fault.
+func Build(cfg *Config) (Set, error) {
+	var set Set
+	for _, s := range state.All {
+		p := Profile{State: s, Source: SourceBuiltin}
+		if file := source(cfg, s).VCLFile; file != "" {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return Set{}, fmt.Errorf("profiles.%s.vcl_file: %w", s, err)
+			}
+			p.VCL, p.Source = string(b), file
+		} else {
+			text, err := Render(cfg, s)
+			if err != nil {
+				return Set{}, err
+			}
+			p.VCL = text
+		}
+		p.Name = Name(s, p.VCL)
+		set[s] = p
+	}
+	return set, nil
+}
+
+// Name returns the content-addressed name of a gear's VCL: the same text
+// always gets the same name, a changed text a new one.
+func Name(s state.State, vcl string) string {
+	sum := sha256.Sum256([]byte(vcl))
+	return NamePrefix + s.String() + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Render returns the built-in VCL of gear s filled in with cfg's values. It
+// ignores vcl_file; see Build. Errors name the config key at fault.
+func Render(cfg *Config, s state.State) (string, error) {
+	if s < state.Light || s > state.Heavy {
+		return "", fmt.Errorf("render profile: unknown state %d", int(s))
+	}
+	d, err := newVCLData(cfg, s)
+	if err != nil {
+		return "", err
+	}
+	t, err := template.New(s.String()).Option("missingkey=error").ParseFS(vcl.FS, vcl.Common, s.String()+".vcl")
+	if err != nil {
+		return "", fmt.Errorf("render profile %s: %w", s, err)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, s.String()+".vcl", d); err != nil {
+		return "", fmt.Errorf("render profile %s: %w", s, err)
+	}
+	return buf.String(), nil
+}
+
+func source(cfg *Config, s state.State) Source {
+	switch s {
+	case state.Moderate:
+		return cfg.Profiles.Moderate
+	case state.Heavy:
+		return cfg.Profiles.Heavy
+	}
+	return cfg.Profiles.Light
+}
+
+var summaries = [...]string{
+	state.Light:    "static objects cached, everything else passed",
+	state.Moderate: "static objects and what the backend marks cacheable; session requests passed",
+	state.Heavy:    "everything cacheable: anonymous pages shared, session pages per session, stale served in grace",
+}
+
+// vclData is what the templates see. Every string is already valid VCL.
+type vclData struct {
+	State       string
+	Summary     string
+	BackendHost string
+	BackendPort int
+
+	StaticTTL, HeavyMinTTL, HeavySessionTTL, HeavyGrace string
+
+	NormalizeHost bool
+	ExposeHeaders bool
+
+	SessionRE  string   // a group matching any session cookie name; "" for none
+	StaticRE   string   // matches a URL whose path has a static extension; "" for none
+	NeverCache []string // regexes over req.url
+	PurgeACL   []string // ACL entries: "addr" or "addr"/bits
+}
+
+func newVCLData(cfg *Config, s state.State) (*vclData, error) {
+	p := &cfg.Profiles
+	d := &vclData{
+		State:         s.String(),
+		Summary:       summaries[s],
+		BackendHost:   cfg.Backend.Host,
+		BackendPort:   cfg.Backend.Port,
+		NormalizeHost: p.NormalizeHost,
+		ExposeHeaders: p.ExposeHeaders,
+	}
+	if d.BackendHost == "" || strings.ContainsAny(d.BackendHost, "\"{} \t\r\n") {
+		return nil, fmt.Errorf("backend.host: %q is not a host name or address", d.BackendHost)
+	}
+	if d.BackendPort < 1 || d.BackendPort > 65535 {
+		return nil, fmt.Errorf("backend.port: %d is not a TCP port", d.BackendPort)
+	}
+	for _, dur := range []struct {
+		key  string
+		val  Duration
+		dst  *string
+		zero bool
+	}{
+		{"static_ttl", p.StaticTTL, &d.StaticTTL, false},
+		{"heavy_min_ttl", p.HeavyMinTTL, &d.HeavyMinTTL, true},
+		{"heavy_session_ttl", p.HeavySessionTTL, &d.HeavySessionTTL, true},
+		{"heavy_grace", p.HeavyGrace, &d.HeavyGrace, true},
+	} {
+		if dur.val < 0 || (dur.val == 0 && !dur.zero) {
+			return nil, fmt.Errorf("profiles.%s: must be positive, got %s", dur.key, dur.val)
+		}
+		*dur.dst = vclDuration(time.Duration(dur.val))
+	}
+
+	var names []string
+	for i, g := range p.SessionCookies {
+		re, err := CookieGlobRegex(g)
+		if err != nil {
+			return nil, fmt.Errorf("profiles.session_cookies[%d]: %w", i, err)
+		}
+		names = append(names, re)
+	}
+	if len(names) > 0 {
+		d.SessionRE = "(?:" + strings.Join(names, "|") + ")"
+	}
+
+	var exts []string
+	for i, e := range p.StaticExtensions {
+		if !extRE.MatchString(e) {
+			return nil, fmt.Errorf("profiles.static_extensions[%d]: %q is not a file extension (letters and digits, no dot)", i, e)
+		}
+		exts = append(exts, strings.ToLower(e))
+	}
+	if len(exts) > 0 {
+		// The extension ends the path; a query string does not count.
+		d.StaticRE = `(?i)^[^?#]*\.(?:` + strings.Join(exts, "|") + `)(?:[?#].*)?$`
+	}
+
+	for i, re := range p.NeverCache {
+		if re == "" {
+			return nil, fmt.Errorf("profiles.never_cache[%d]: an empty pattern would match every path", i)
+		}
+		if strings.Contains(re, `"}`) || strings.ContainsAny(re, "\r\n") {
+			return nil, fmt.Errorf("profiles.never_cache[%d]: %q cannot go into a VCL string (no newline, no \"})", i, re)
+		}
+		d.NeverCache = append(d.NeverCache, re)
+	}
+
+	for i, a := range p.PurgeACL {
+		entry, err := aclEntry(a)
+		if err != nil {
+			return nil, fmt.Errorf("profiles.purge_acl[%d]: %w", i, err)
+		}
+		d.PurgeACL = append(d.PurgeACL, entry)
+	}
+	return d, nil
+}
+
+var extRE = regexp.MustCompile(`^[A-Za-z0-9]+$`)
+
+// vclDuration writes d as a VCL duration literal.
+func vclDuration(d time.Duration) string {
+	switch {
+	case d != 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d != 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return fmt.Sprintf("%dms", d/time.Millisecond)
+}
+
+// aclEntry writes an address or CIDR as a VCL ACL entry.
+func aclEntry(s string) (string, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return fmt.Sprintf("%q", a.String()), nil
+	}
+	if p, err := netip.ParsePrefix(s); err == nil {
+		// VCL refuses a prefix with host bits set unless told otherwise.
+		p = p.Masked()
+		return fmt.Sprintf("%q/%d", p.Addr().String(), p.Bits()), nil
+	}
+	return "", fmt.Errorf("%q is not an IP address or CIDR (e.g. 10.0.0.0/8)", s)
+}

@@ -1,0 +1,12 @@
+{{- template "head" . }}
+
+sub vcl_recv {
+    call gearshift_recv;
+    # Light load: only static objects come from the cache.
+    return (pass);
+}
+
+sub vcl_backend_response {
+    call gearshift_backend_response;
+    call gearshift_hit_for_miss;
+}
