@@ -1,0 +1,143 @@
+package varnishadm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Ping checks that the session is alive and authenticated.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.Run(ctx, "ping")
+	return err
+}
+
+// Status returns the manager's view of the cache child, e.g.
+// "Child in state running".
+func (c *Client) Status(ctx context.Context) (string, error) {
+	body, err := c.Run(ctx, "status")
+	return strings.TrimSpace(body), err
+}
+
+// Banner returns the CLI banner: platform, storage and Varnish version.
+func (c *Client) Banner(ctx context.Context) (string, error) {
+	return c.Run(ctx, "banner")
+}
+
+// VCLInline compiles src and loads it as name. state is "warm", "cold",
+// "auto", or "" for Varnish's default (auto). A VCL that does not compile
+// is a *CLIError whose Text carries the VCC compiler's message.
+func (c *Client) VCLInline(ctx context.Context, name, src, state string) error {
+	args := []string{"vcl.inline", name, src}
+	if state != "" {
+		if err := checkState(state); err != nil {
+			return fmt.Errorf("vcl.inline %s on %s: %w", name, c.addr, err)
+		}
+		args = append(args, state)
+	}
+	_, err := c.Run(ctx, args...)
+	return err
+}
+
+// VCLUse makes the loaded VCL (or label) name the active one.
+func (c *Client) VCLUse(ctx context.Context, name string) error {
+	_, err := c.Run(ctx, "vcl.use", name)
+	return err
+}
+
+// VCLState sets the state of a loaded VCL: "warm", "cold" or "auto".
+func (c *Client) VCLState(ctx context.Context, name, state string) error {
+	if err := checkState(state); err != nil {
+		return fmt.Errorf("vcl.state %s on %s: %w", name, c.addr, err)
+	}
+	_, err := c.Run(ctx, "vcl.state", name, state)
+	return err
+}
+
+// VCLDiscard unloads a VCL that is neither active nor labelled.
+func (c *Client) VCLDiscard(ctx context.Context, name string) error {
+	_, err := c.Run(ctx, "vcl.discard", name)
+	return err
+}
+
+func checkState(state string) error {
+	switch state {
+	case "warm", "cold", "auto":
+		return nil
+	}
+	return fmt.Errorf("invalid VCL state %q: want warm, cold or auto", state)
+}
+
+// VCL is one entry of vcl.list.
+type VCL struct {
+	Name        string
+	Status      string // "active", "available", "discarded"
+	State       string // "auto", "warm", "cold", or "label" for a label
+	Temperature string // "init", "warm", "cold", "busy", "cooling"
+	Busy        int    // requests still using this VCL
+	Labels      int    // labels pointing at this VCL
+	LabelOf     string // for a label: the VCL it points to
+}
+
+// Active reports whether v is the VCL new requests are handled by.
+func (v VCL) Active() bool { return v.Status == "active" }
+
+// VCLList returns the loaded VCLs. It reads `vcl.list -j`: the text format
+// changed between Varnish 6.0 and 6.2, the JSON one did not.
+func (c *Client) VCLList(ctx context.Context) ([]VCL, error) {
+	status, body, err := c.run(ctx, []string{"vcl.list", "-j"})
+	if err != nil {
+		return nil, err
+	}
+	if status == statusTruncated {
+		return nil, fmt.Errorf("vcl.list on %s: answer truncated by varnishd's cli_limit parameter; raise it", c.addr)
+	}
+	vcls, err := parseVCLList(body)
+	if err != nil {
+		return nil, fmt.Errorf("vcl.list on %s: %w", c.addr, err)
+	}
+	return vcls, nil
+}
+
+// parseVCLList parses the JSON answer of `vcl.list -j`:
+// [ version, [args], timestamp, {vcl}, {vcl}, ... ].
+func parseVCLList(body string) ([]VCL, error) {
+	var top []json.RawMessage
+	if err := json.Unmarshal([]byte(body), &top); err != nil {
+		return nil, fmt.Errorf("parse vcl.list -j: %w", err)
+	}
+	if len(top) < 3 {
+		return nil, fmt.Errorf("parse vcl.list -j: %d elements, want at least 3", len(top))
+	}
+	var version int
+	if err := json.Unmarshal(top[0], &version); err != nil || version < 1 {
+		return nil, fmt.Errorf("parse vcl.list -j: bad version %s", top[0])
+	}
+	vcls := make([]VCL, 0, len(top)-3)
+	for i, raw := range top[3:] {
+		var e struct {
+			Status      string `json:"status"`
+			State       string `json:"state"`
+			Temperature string `json:"temperature"`
+			Busy        int    `json:"busy"`
+			Name        string `json:"name"`
+			Labels      int    `json:"labels"`
+			Label       *struct {
+				Name string `json:"name"`
+			} `json:"label"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("parse vcl.list -j: entry %d: %w", i, err)
+		}
+		if e.Name == "" {
+			return nil, fmt.Errorf("parse vcl.list -j: entry %d has no name", i)
+		}
+		v := VCL{Name: e.Name, Status: e.Status, State: e.State, Temperature: e.Temperature, Busy: e.Busy, Labels: e.Labels}
+		if e.Label != nil {
+			v.LabelOf = e.Label.Name
+		}
+		vcls = append(vcls, v)
+	}
+	return vcls, nil
+}
