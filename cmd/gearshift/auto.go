@@ -1,18 +1,28 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller"
 )
 
-// STUB: replaced when the auto command lands.
 func newAutoCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:    "auto",
-		Hidden: true,
-		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			return exitFailure, errors.New("auto is not implemented yet")
+		Use:   "auto",
+		Short: "Release a pinned gear: the daemon chooses again from the load",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
+			socket, _ := a.controlSocket()
+			ctx, cancel := context.WithTimeout(ctxOrBackground(cmd.Context()), 90*time.Second)
+			defer cancel()
+			s, err := controller.NewClient(socket).Auto(ctx)
+			if err != nil {
+				return clientFailure(err)
+			}
+			return printApplied(a.stdout, s)
 		}),
 	}
 }

@@ -1,18 +1,71 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/state"
 )
 
-// STUB: replaced when the force command lands.
 func newForceCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:    "force",
-		Hidden: true,
-		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			return exitFailure, errors.New("force is not implemented yet")
+	var forStr string
+	cmd := &cobra.Command{
+		Use:   "force light|moderate|heavy",
+		Short: "Pin a gear, for a while (--for) or until `gearshift auto`",
+		Example: `  gearshift force heavy --for 30m   # ride out a known surge
+  gearshift force light              # debugging: pass everything, until auto`,
+		ValidArgs: []string{"light", "moderate", "heavy"},
+		Args:      cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
+			st, err := state.Parse(args[0])
+			if err != nil {
+				return exitUsage, err
+			}
+			d, err := controller.ParseForceDuration(forStr)
+			if err != nil {
+				return exitUsage, fmt.Errorf("--for: %w", err)
+			}
+			socket, _ := a.controlSocket()
+			ctx, cancel := context.WithTimeout(ctxOrBackground(cmd.Context()), 90*time.Second)
+			defer cancel()
+			s, err := controller.NewClient(socket).Force(ctx, st, d)
+			if err != nil {
+				return clientFailure(err)
+			}
+			return printApplied(a.stdout, s)
 		}),
 	}
+	cmd.Flags().StringVar(&forStr, "for", "", "how long to pin the gear, e.g. 30m (default: until `gearshift auto`)")
+	return cmd
+}
+
+// printApplied prints the gear the daemon is in after a force or auto, and
+// fails when a target did not follow.
+func printApplied(w io.Writer, s *controller.Status) (int, error) {
+	switch {
+	case s.Mode == "forced" && s.ForcedUntil != nil:
+		fmt.Fprintf(w, "gear %s, forced until %s\n", s.State, s.ForcedUntil.Local().Format("2006-01-02 15:04:05 MST"))
+	case s.Mode == "forced":
+		fmt.Fprintf(w, "gear %s, forced until `gearshift auto`\n", s.State)
+	default:
+		fmt.Fprintf(w, "gear %s, auto: %s\n", s.State, s.Reason)
+	}
+	var bad []string
+	for _, t := range s.Targets {
+		if t.InSync {
+			fmt.Fprintf(w, "  %s: %s (%.2f ms)\n", t.Admin, t.ActiveVCL, t.LastSwitchMS)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: NOT IN SYNC: %s\n", t.Admin, orNone(t.Error))
+		bad = append(bad, t.Admin)
+	}
+	if len(bad) > 0 {
+		return exitFailure, fmt.Errorf("varnish %v did not switch to %s; the daemon keeps retrying", bad, s.State)
+	}
+	return exitOK, nil
 }

@@ -1,18 +1,238 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
 )
 
-// STUB: replaced when the status command lands.
 func newStatusCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:    "status",
-		Hidden: true,
-		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			return exitFailure, errors.New("status is not implemented yet")
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the running daemon's gear, why it is in it, its inputs and each Varnish target",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
+			return a.status(cmd.Context(), asJSON)
 		}),
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the daemon's /v1/status body")
+	return cmd
+}
+
+func (a *app) status(ctx context.Context, asJSON bool) (int, error) {
+	socket, cfg := a.controlSocket()
+	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 10*time.Second)
+	defer cancel()
+	st, err := controller.NewClient(socket).Status(ctx)
+	if err != nil {
+		return clientFailure(err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return exitOK, enc.Encode(st)
+	}
+	var th *state.Config
+	if cfg != nil {
+		sc := cfg.StateConfig()
+		th = &sc
+	}
+	formatStatus(a.stdout, st, th, time.Now())
+	return exitOK, nil
+}
+
+// controlSocket returns the daemon's control socket path from the config,
+// and the config when it loads. A config that does not load (edited and
+// not yet reloaded, say) must not keep the operator from the daemon: the
+// socket path is then read leniently from the file, or the default used.
+func (a *app) controlSocket() (string, *profiles.Config) {
+	cfg, err := a.loadConfig()
+	if err == nil {
+		return cfg.Control.Socket, cfg
+	}
+	socket := profiles.Default().Control.Socket
+	if b, rerr := os.ReadFile(a.configPath); rerr == nil {
+		var partial struct {
+			Control struct {
+				Socket string `yaml:"socket"`
+			} `yaml:"control"`
+		}
+		if yaml.Unmarshal(b, &partial) == nil && partial.Control.Socket != "" {
+			socket = partial.Control.Socket
+		}
+	}
+	return socket, nil
+}
+
+// clientFailure turns a control client error into an exit code and one
+// sentence naming what to do.
+func clientFailure(err error) (int, error) {
+	if errors.Is(err, controller.ErrUnreachable) {
+		return exitFailure, fmt.Errorf("%v (is the daemon running? start it with `gearshift start` or `systemctl start gearshift`)", err)
+	}
+	var ae *controller.APIError
+	if errors.As(err, &ae) && ae.StatusCode/100 == 4 {
+		return exitUsage, fmt.Errorf("the daemon refused: %s", ae.Message)
+	}
+	return exitFailure, fmt.Errorf("the daemon failed: %w", err)
+}
+
+func ctxOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// formatStatus writes the human status: what an operator needs at 3 AM,
+// in the order they ask for it. th adds the thresholds next to the inputs
+// (nil: unknown). Times are shown in now's location.
+func formatStatus(w io.Writer, s *controller.Status, th *state.Config, now time.Time) {
+	loc := now.Location()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+
+	gear := strings.ToUpper(s.State)
+	switch {
+	case s.Mode == "forced" && s.ForcedUntil != nil:
+		gear += fmt.Sprintf("   forced by operator until %s (%s left; `gearshift auto` releases it)",
+			clockAt(*s.ForcedUntil, now), ago(s.ForcedUntil.Sub(now)))
+	case s.Mode == "forced":
+		gear += "   forced by operator until `gearshift auto`"
+	default:
+		gear += "   auto"
+	}
+	fmt.Fprintf(tw, "gear\t%s\n", gear)
+	fmt.Fprintf(tw, "since\t%s (%s ago), %d transitions since start\n",
+		s.Since.In(loc).Format("2006-01-02 15:04:05 MST"), ago(now.Sub(s.Since)), s.Transitions)
+	fmt.Fprintf(tw, "why\t%s\n", s.Reason)
+
+	if sm := s.Sample; sm != nil {
+		var mod, hvy state.Rule
+		var modStay, hvyStay state.Rule
+		if th != nil {
+			mod, hvy, modStay, hvyStay = th.Moderate.Enter, th.Heavy.Enter, th.Moderate.Stay, th.Heavy.Stay
+		}
+		fmt.Fprintf(tw, "load/cpu\t%.2f%s\n", sm.LoadPerCPU,
+			thresholds(">=", mod.LoadPerCPU, modStay.LoadPerCPU, hvy.LoadPerCPU, hvyStay.LoadPerCPU, "%.2f"))
+		fmt.Fprintf(tw, "mem avail\t%.1f%%%s\n", sm.MemAvailablePct,
+			thresholds("<=", mod.MemAvailablePct, modStay.MemAvailablePct, hvy.MemAvailablePct, hvyStay.MemAvailablePct, "%.0f%%"))
+		if sm.PSICPU != nil || sm.PSIMem != nil {
+			fmt.Fprintf(tw, "pressure\tcpu %s%s, mem %s%s\n",
+				pct(sm.PSICPU), thresholds(">=", mod.PSICPU, modStay.PSICPU, hvy.PSICPU, hvyStay.PSICPU, "%.0f%%"),
+				pct(sm.PSIMem), thresholds(">=", mod.PSIMem, modStay.PSIMem, hvy.PSIMem, hvyStay.PSIMem, "%.0f%%"))
+		} else {
+			fmt.Fprintf(tw, "pressure\tno PSI on this kernel\n")
+		}
+		fmt.Fprintf(tw, "load\t%.2f %.2f %.2f, %d runnable, %d CPUs (sampled %s ago)\n",
+			sm.Load1, sm.Load5, sm.Load15, sm.Runnable, sm.CPUs, ago(now.Sub(sm.Time)))
+	} else {
+		fmt.Fprintf(tw, "inputs\tno sample yet\n")
+	}
+
+	for i, t := range s.Targets {
+		label := ""
+		if i == 0 {
+			label = "varnish"
+		}
+		var line string
+		switch {
+		case !t.Reachable:
+			line = fmt.Sprintf("%s  UNREACHABLE: %s", t.Admin, t.Error)
+		case !t.InSync:
+			line = fmt.Sprintf("%s  NOT IN SYNC, active %s", t.Admin, orNone(t.ActiveVCL))
+			if t.Error != "" {
+				line += ": " + t.Error
+			}
+		default:
+			line = fmt.Sprintf("%s  in sync, active %s", t.Admin, t.ActiveVCL)
+		}
+		if t.LastSwitchMS > 0 {
+			line += fmt.Sprintf(", last switch %.2f ms", t.LastSwitchMS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, line)
+	}
+	if len(s.Targets) == 0 {
+		fmt.Fprintf(tw, "varnish\tno targets configured\n")
+	}
+	if s.ConfigError != "" {
+		fmt.Fprintf(tw, "config\tRELOAD FAILED, previous config still in force: %s\n", s.ConfigError)
+	}
+	fmt.Fprintf(tw, "daemon\tgearshift %s, up %s\n", s.Version, ago(time.Duration(s.UptimeSeconds)*time.Second))
+}
+
+// thresholds renders the moderate and heavy enter/stay limits of one input,
+// e.g. "   (moderate >= 0.70, stays >= 0.50; heavy >= 1.50, stays >= 1.00)".
+func thresholds(op string, modEnter, modStay, hvyEnter, hvyStay *float64, format string) string {
+	var parts []string
+	for _, b := range []struct {
+		name        string
+		enter, stay *float64
+	}{{"moderate", modEnter, modStay}, {"heavy", hvyEnter, hvyStay}} {
+		switch {
+		case b.enter != nil && b.stay != nil:
+			parts = append(parts, fmt.Sprintf("%s %s "+format+", stays %s "+format, b.name, op, *b.enter, op, *b.stay))
+		case b.enter != nil:
+			parts = append(parts, fmt.Sprintf("%s %s "+format, b.name, op, *b.enter))
+		case b.stay != nil:
+			parts = append(parts, fmt.Sprintf("%s stays %s "+format, b.name, op, *b.stay))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "   (" + strings.Join(parts, "; ") + ")"
+}
+
+func pct(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", *p)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// clockAt shows t as a time of day, with the date when it is not today.
+func clockAt(t, now time.Time) string {
+	t = t.In(now.Location())
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// ago renders a duration for humans, coarsely: 45s, 12m, 3h05m, 2d4h.
+func ago(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// update rewrites golden files: go test ./cmd/gearshift -run Golden -update
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(tb testing.TB, name string, got []byte) {
+	tb.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatalf("read golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		tb.Errorf("%s differs (run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func fp(v float64) *float64 { return &v }
+
+func TestStatusGolden(t *testing.T) {
+	now := time.Date(2026, 11, 30, 15, 51, 2, 0, time.UTC)
+	since := time.Date(2026, 11, 30, 14, 51, 2, 0, time.UTC)
+	until := now.Add(29*time.Minute + 30*time.Second)
+	base := func() controller.Status {
+		return controller.Status{
+			Version:     "0.1.0",
+			State:       "moderate",
+			Mode:        "auto",
+			Since:       since,
+			Reason:      "load_per_cpu 0.82 >= 0.70 for 3 samples",
+			Transitions: 4,
+			Sample: &controller.SampleStatus{
+				Time: now.Add(-time.Second), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2, CPUs: 2,
+				LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: fp(12.5), PSIMem: fp(0),
+			},
+			Targets: []controller.TargetStatus{{
+				Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d",
+				InSync: true, LastSwitchMS: 0.41,
+			}},
+			UptimeSeconds: 3600,
+		}
+	}
+	sc := profiles.Default().StateConfig()
+	tests := []struct {
+		name   string
+		status func() controller.Status
+		thresh bool
+	}{
+		{"auto", base, true},
+		{"no-thresholds", base, false},
+		{"forced-until", func() controller.Status {
+			s := base()
+			s.State, s.Mode, s.ForcedUntil = "heavy", "forced", &until
+			s.Reason = "forced by operator until 16:20"
+			return s
+		}, true},
+		{"forced-no-psi", func() controller.Status {
+			s := base()
+			s.State, s.Mode = "light", "forced"
+			s.Reason = "forced by operator until auto"
+			s.Sample.PSICPU, s.Sample.PSIMem = nil, nil
+			return s
+		}, true},
+		{"trouble", func() controller.Status {
+			s := base()
+			s.ConfigError = "reload config: states.heavy.enter.load_per_cpu: must be > states.moderate.enter.load_per_cpu"
+			s.Targets = append(s.Targets,
+				controller.TargetStatus{Admin: "10.0.0.2:6082", Error: "connect to varnish admin 10.0.0.2:6082: connection refused"},
+				controller.TargetStatus{Admin: "10.0.0.3:6082", Reachable: true, ActiveVCL: "boot",
+					Error: `load profile gearshift-heavy-0badc0de into 10.0.0.3:6082: VCL compilation failed`})
+			return s
+		}, true},
+		{"starting", func() controller.Status {
+			s := base()
+			s.State, s.Reason, s.Transitions, s.Sample = "light", "starting in light", 0, nil
+			s.Since = now.Add(-2 * time.Second)
+			s.Targets[0].InSync, s.Targets[0].ActiveVCL, s.Targets[0].LastSwitchMS = false, "boot", 0
+			s.UptimeSeconds = 2
+			return s
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.status()
+			var buf bytes.Buffer
+			th := &sc
+			if !tc.thresh {
+				th = nil
+			}
+			formatStatus(&buf, &s, th, now)
+			golden(t, filepath.Join("status", tc.name+".txt"), buf.Bytes())
+		})
+	}
+}
