@@ -137,7 +137,7 @@ func TestParseProblems(t *testing.T) {
 			"states.moderate.enter.mem_available_pct: must be a percentage above 0 and at most 100, got 120 (line 2)",
 			"states.moderate.stay.load_per_cpu: must be > 0, got 0 (line 2)"}},
 		{"poll interval, fast window, cpus", base + "poll_interval: 5m\nfast_window: -1s\ncpus: -2", []string{
-			"poll_interval: must be between 10ms and 1m0s, got 5m0s (line 2)",
+			"poll_interval: must be between 10ms and 1m, got 5m (line 2)",
 			"fast_window: must not be negative (0 turns the fast signal off), got -1s (line 3)",
 			"cpus: must be 0 (detect) or a number of CPUs, got -2 (line 4)"}},
 		{"fast window shorter than a poll", base + "poll_interval: 2s\nfast_window: 1s", []string{
@@ -145,7 +145,7 @@ func TestParseProblems(t *testing.T) {
 		{"hysteresis", base + "hysteresis: { up_confirm: 0, down_window: -1s, min_dwell: -1m }", []string{
 			"hysteresis.up_confirm: must be at least 1 sample, got 0 (line 2)",
 			"hysteresis.down_window: must not be negative, got -1s (line 2)",
-			"hysteresis.min_dwell: must not be negative, got -1m0s (line 2)"}},
+			"hysteresis.min_dwell: must not be negative, got -1m (line 2)"}},
 		{"no targets", "varnish: { targets: [] }", []string{"varnish.targets: at least one Varnish target is needed (line 1)"}},
 		{"bad admin addresses", "varnish: { targets: [ { admin: localhost, secret_file: '{{secret}}' }, { admin: ':6082', secret_file: '{{secret}}' }, { admin: 'h:99999', secret_file: '{{secret}}' } ] }", []string{
 			`varnish.targets[0].admin: "localhost" is not host:port (e.g. 127.0.0.1:6082) (line 1)`,

@@ -62,11 +62,11 @@ func (v *validator) err() error {
 }
 
 func (c *Config) validateSettings(v *validator) {
-	poll := time.Duration(c.PollInterval)
-	if poll < MinPollInterval || poll > MaxPollInterval {
-		v.add("poll_interval", "must be between %s and %s, got %s", MinPollInterval, MaxPollInterval, poll)
+	poll := c.PollInterval
+	if poll < Duration(MinPollInterval) || poll > Duration(MaxPollInterval) {
+		v.add("poll_interval", "must be between %s and %s, got %s", Duration(MinPollInterval), Duration(MaxPollInterval), poll)
 	}
-	if fw := time.Duration(c.FastWindow); fw < 0 {
+	if fw := c.FastWindow; fw < 0 {
 		v.add("fast_window", "must not be negative (0 turns the fast signal off), got %s", fw)
 	} else if fw > 0 && fw < poll {
 		v.add("fast_window", "must be 0 (off) or at least poll_interval (%s), got %s", poll, fw)
@@ -75,7 +75,7 @@ func (c *Config) validateSettings(v *validator) {
 		v.add("cpus", "must be 0 (detect) or a number of CPUs, got %d", c.CPUs)
 	}
 
-	if t := time.Duration(c.Varnish.Timeout); t <= 0 {
+	if t := c.Varnish.Timeout; t <= 0 {
 		v.add("varnish.timeout", "must be positive, got %s", t)
 	}
 	if len(c.Varnish.Targets) == 0 {
@@ -112,10 +112,10 @@ func (c *Config) validateSettings(v *validator) {
 	if c.Hysteresis.UpConfirm < 1 {
 		v.add("hysteresis.up_confirm", "must be at least 1 sample, got %d", c.Hysteresis.UpConfirm)
 	}
-	if d := time.Duration(c.Hysteresis.DownWindow); d < 0 {
+	if d := c.Hysteresis.DownWindow; d < 0 {
 		v.add("hysteresis.down_window", "must not be negative, got %s", d)
 	}
-	if d := time.Duration(c.Hysteresis.MinDwell); d < 0 {
+	if d := c.Hysteresis.MinDwell; d < 0 {
 		v.add("hysteresis.min_dwell", "must not be negative, got %s", d)
 	}
 

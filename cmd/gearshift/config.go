@@ -2,17 +2,60 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 )
 
-// STUB: replaced when the config command lands.
 func newConfigCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:    "config",
-		Hidden: true,
-		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			return exitFailure, errors.New("config is not implemented yet")
-		}),
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Validate the config or print the effective config",
+		Long: `Validate the config file (--config, default /etc/gearshift/gearshift.yaml) or
+print the effective config: the file over the embedded defaults. When the
+default file does not exist, the embedded defaults are what applies.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check",
+		Short: "Validate the config; exit 2 with every problem, each with its key path",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(*cobra.Command, []string) (int, error) {
+			if _, err := a.loadConfig(); err != nil {
+				// Every problem on its own line, as they are, for editors and grep.
+				fmt.Fprintf(a.stderr, "gearshift: %v\n", err)
+				return exitUsage, nil
+			}
+			fmt.Fprintf(a.stdout, "config OK: %s\n", a.configSource())
+			return exitOK, nil
+		}),
+	}, &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective config (the file over the defaults) as YAML",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(*cobra.Command, []string) (int, error) {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return exitUsage, err
+			}
+			b, err := cfg.YAML()
+			if err != nil {
+				return exitFailure, fmt.Errorf("print config: %w", err)
+			}
+			fmt.Fprintf(a.stdout, "# effective gearshift config: %s\n", a.configSource())
+			a.stdout.Write(b)
+			return exitOK, nil
+		}),
+	})
+	return cmd
+}
+
+// configSource names where the config in force comes from.
+func (a *app) configSource() string {
+	if _, err := os.Stat(a.configPath); !a.configSet && errors.Is(err, os.ErrNotExist) {
+		return "embedded defaults (" + a.configPath + " does not exist)"
+	}
+	return a.configPath
 }
