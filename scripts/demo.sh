@@ -1,4 +1,227 @@
 #!/usr/bin/env bash
-# Placeholder until the demo stack lands: a local Varnish 7 and a small PHP
-# site on loopback with gearshift in the foreground.
-echo "make demo: the local Varnish + PHP demo stack is coming; for now run 'make test'."
+# gearshift demo: a small PHP site on a private Apache, a Varnish in front of
+# it, and gearshift in the foreground driving that Varnish, all on loopback.
+# About 10 s after start a bounded wrk surge loads the site, the gear shifts
+# up to heavy, and once the surge is over it steps back down.
+#
+#   scripts/demo.sh              run the demo until Ctrl-C (make demo)
+#   DEMO_SECONDS=90 scripts/demo.sh
+#                                run for 90 s, then stop everything and exit 0
+#   scripts/demo.sh load [SECONDS] [CONNECTIONS]
+#                                another surge against the running demo
+#   scripts/demo.sh status|force heavy --for 30s|auto|logs -f|...
+#                                the gearshift CLI against the running demo
+#
+# Knobs (environment): DEMO_SECONDS (0 = until Ctrl-C), DEMO_SURGE_AT (10),
+# DEMO_SURGE_SECONDS (30, 0 = no automatic surge), DEMO_SURGE_CONNS (24),
+# DEMO_TICK (5, seconds between probe lines), DEMO_LOG (human|json),
+# STACK_KEEP=1 keeps the temporary directory, GEARSHIFT=path uses that binary.
+set -euo pipefail
+STACK_NAME=demo
+# shellcheck source=scripts/demo/lib.sh
+. "$(dirname "$0")/demo/lib.sh"
+
+DEMO_SECONDS=${DEMO_SECONDS:-0}
+DEMO_SURGE_AT=${DEMO_SURGE_AT:-10}
+DEMO_SURGE_SECONDS=${DEMO_SURGE_SECONDS:-30}
+DEMO_SURGE_CONNS=${DEMO_SURGE_CONNS:-24}
+DEMO_TICK=${DEMO_TICK:-5}
+DEMO_LOG=${DEMO_LOG:-human}
+# Where a running demo leaves its addresses for `demo.sh load|status|...`.
+DEMO_ENV=${DEMO_ENV:-${TMPDIR:-/tmp}/gearshift-demo.env}
+
+# ---- talking to a running demo --------------------------------------------
+
+load_env() {
+	[ -r "$DEMO_ENV" ] || die "no demo is running (start one with 'make demo')"
+	# shellcheck disable=SC1090
+	. "$DEMO_ENV"
+	alive "$DEMO_PID" || die "the demo recorded in $DEMO_ENV is no longer running"
+}
+
+# surge_start SECONDS CONNS OUT starts a bounded wrk run in the background.
+surge_start() {
+	need_cmds wrk
+	DEMO_SESSIONS="$SESSIONS" wrk -t2 -c"$2" -d"$1s" --timeout 10s --latency \
+		-s "$DEMO_SRC/surge.lua" "$SITE/" >"$3" 2>&1 &
+	SURGE_PID=$!
+}
+
+# surge_summary OUT prints one line from a wrk report.
+surge_summary() {
+	awk '/Requests\/sec/ { rps = $2 }
+	     $1 == "50%" { p50 = $2 } $1 == "99%" { p99 = $2 }
+	     /Non-2xx/ { bad = $NF } /Socket errors/ { err = $0 }
+	     END { printf "%s req/s, latency p50 %s p99 %s", rps, p50, p99
+	           if (bad) printf ", %s non-2xx", bad
+	           if (err) printf ", %s", err
+	           print "" }' "$1"
+}
+
+cmd_load() {
+	load_env
+	local secs=${1:-30} conns=${2:-$DEMO_SURGE_CONNS} out
+	out=$(mktemp)
+	say "demo: wrk surge through Varnish for ${secs}s with $conns connections ($SITE/)"
+	surge_start "$secs" "$conns" "$out"
+	trap 'stop_pid "$SURGE_PID"; rm -f "$out"' EXIT
+	wait "$SURGE_PID" || true
+	say "demo: surge done: $(surge_summary "$out")"
+}
+
+# ---- the demo itself --------------------------------------------------------
+
+# probe LABEL [curl args] prints what a client sees: gear, cache verdict, time.
+probe() {
+	local label=$1
+	shift
+	curl -s -o /dev/null -D - -w 'time %{time_total}\n' --max-time 5 "$@" "$SITE/" | tr -d '\r' |
+		awk -v label="$label" -F': ' '
+			tolower($1) == "x-gearshift-profile" { gear = $2 }
+			tolower($1) == "x-cache" { cache = $2 }
+			/^time / { split($0, t, " "); ms = t[2] * 1000 }
+			END { printf "%s %s %s %.0fms", label, (gear ? gear : "-"), (cache ? cache : "-"), ms }'
+}
+
+tick() {
+	local t=$1 gear mode lpc
+	gear=$(status_field state)
+	mode=$(status_field mode)
+	lpc=$(status_field load_per_cpu)
+	printf '[demo +%3ss] gear %-8s %-6s load/cpu %-5s | GET / %s | %s\n' "$t" "${gear:-?}" "${mode:-?}" \
+		"${lpc:-?}" "$(probe anon)" "$(probe alice -b "PHPSESSID=$ALICE")"
+}
+
+transitions_summary() {
+	local log=$STACK_DIR/gearshift.log n
+	n=$(grep -c '"state change"' "$log" 2>/dev/null || true)
+	say "demo: gearshift logged ${n:-0} state change(s):"
+	grep '"state change"' "$log" 2>/dev/null |
+		sed -n 's/.*"ts":"\{0,1\}\([^",]*\).*"from":"\([a-z]*\)".*"to":"\([a-z]*\)".*/  \1  \2 -> \3/p' || true
+}
+
+banner() {
+	cat <<EOF
+
+gearshift demo: everything on loopback, in $STACK_DIR
+  the site, through Varnish   $SITE/            (also /news.php /login.php /style.css /logo.png)
+  Apache + PHP directly       $ORIGIN/
+  Varnish admin port          127.0.0.1:$ADMIN_PORT (secret $STACK_DIR/secret)
+  gearshift config            $GS_CONFIG
+
+Try, in another terminal:
+  curl -sI $SITE/ | grep -i '^x-'                         # X-Gearshift-Profile, X-Cache
+  curl -sI -b PHPSESSID=$ALICE $SITE/ | grep -i '^x-'     # alice, logged in
+  scripts/demo.sh status                 # = $GEARSHIFT status --config $GS_CONFIG
+  scripts/demo.sh force heavy --for 30s  # pin a gear; 'scripts/demo.sh auto' releases it
+  scripts/demo.sh logs -f --transitions
+  scripts/demo.sh load 30                # another 30 s wrk surge through Varnish
+
+EOF
+	if [ "$DEMO_SURGE_SECONDS" -gt 0 ]; then
+		say "A ${DEMO_SURGE_SECONDS}s wrk surge starts at +${DEMO_SURGE_AT}s: watch the gear go up, then back down."
+	fi
+	if [ "$DEMO_SECONDS" -gt 0 ]; then
+		say "The demo stops by itself after ${DEMO_SECONDS}s (Ctrl-C stops it sooner)."
+	else
+		say "Ctrl-C stops everything."
+	fi
+	say ""
+}
+
+demo_down() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "${STACK_DIR:-}" ] && [ -f "$STACK_DIR/gearshift.log" ]; then
+		transitions_summary
+	fi
+	say "demo: stopping gearshift, Varnish and Apache"
+	stack_down
+	if [ "${ENV_OURS:-0}" = 1 ]; then rm -f "$DEMO_ENV"; fi
+	exit "$rc"
+}
+
+cmd_run() {
+	need_cmds go apache2 varnishd curl wrk
+	trap demo_down EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	say "demo: building gearshift"
+	build_gearshift
+	stack_init
+	say "demo: starting Apache + PHP on $ORIGIN"
+	stack_apache
+	say "demo: starting Varnish on $SITE (admin 127.0.0.1:$ADMIN_PORT)"
+	stack_varnish
+	ALICE=$(login alice)
+	SESSIONS="$ALICE"
+	local i
+	for i in 1 2 3 4 5 6 7 8 9; do SESSIONS="$SESSIONS $(login "user$i")"; done
+
+	say "demo: starting gearshift run --config $GS_CONFIG"
+	local gs_out="$STACK_DIR/gearshift.stderr"
+	if [ "$DEMO_LOG" = json ]; then gs_out=/dev/stderr; fi
+	stack_gearshift "$gs_out"
+	if [ "$DEMO_LOG" != json ]; then
+		# gearshift's own human log view, following the daemon's log file.
+		if gs logs --help >/dev/null 2>&1; then
+			gs logs -f -n 50 &
+		else
+			tail -n +1 -f --pid="$GS_PID" "$gs_out" &
+		fi
+		STACK_PIDS+=("$!")
+	fi
+
+	if [ ! -e "$DEMO_ENV" ] || ! (. "$DEMO_ENV" && alive "$DEMO_PID"); then
+		cat >"$DEMO_ENV" <<EOF
+DEMO_PID=$$
+STACK_DIR=$STACK_DIR
+SITE=$SITE
+ORIGIN=$ORIGIN
+GS_CONFIG=$GS_CONFIG
+GEARSHIFT=$GEARSHIFT
+SESSIONS="$SESSIONS"
+EOF
+		ENV_OURS=1
+	fi
+	banner
+
+	local start=$SECONDS t next_tick=0 surge_out="$STACK_DIR/surge.txt" surging=0
+	SURGE_PID=""
+	while :; do
+		t=$((SECONDS - start))
+		if [ "$DEMO_SECONDS" -gt 0 ] && [ "$t" -ge "$DEMO_SECONDS" ]; then
+			say "demo: ${DEMO_SECONDS}s are up"
+			break
+		fi
+		alive "$APACHE_PID" || die "Apache stopped unexpectedly: $(tail -3 "$STACK_DIR/apache-error.log")"
+		alive "$VARNISH_PID" || die "Varnish stopped unexpectedly: $(tail -3 "$STACK_DIR/varnishd.log")"
+		alive "$GS_PID" || die "gearshift stopped unexpectedly (see $STACK_DIR/gearshift.log)"
+		if [ "$DEMO_SURGE_SECONDS" -gt 0 ] && [ "$t" -ge "$DEMO_SURGE_AT" ] && [ -z "$SURGE_PID" ]; then
+			say "[demo +${t}s] surge: wrk -c$DEMO_SURGE_CONNS for ${DEMO_SURGE_SECONDS}s through Varnish (home page, news, static, logged-in users)"
+			surge_start "$DEMO_SURGE_SECONDS" "$DEMO_SURGE_CONNS" "$surge_out"
+			STACK_PIDS+=("$SURGE_PID")
+			surging=1
+		fi
+		if [ "$surging" = 1 ] && ! alive "$SURGE_PID"; then
+			wait "$SURGE_PID" || true
+			surging=0
+			say "[demo +${t}s] surge over: $(surge_summary "$surge_out")"
+		fi
+		if [ "$t" -ge "$next_tick" ]; then
+			tick "$t"
+			next_tick=$((t + DEMO_TICK))
+		fi
+		sleep 1
+	done
+}
+
+case ${1:-run} in
+run) cmd_run ;;
+load) shift; cmd_load "$@" ;;
+-h | --help | help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
+*)
+	load_env
+	exec "$GEARSHIFT" --config "$GS_CONFIG" "$@"
+	;;
+esac

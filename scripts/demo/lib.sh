@@ -51,7 +51,7 @@ build_gearshift() {
 }
 
 stack_init() {
-	need_cmds apache2 varnishd curl
+	need_cmds apache2 varnishd curl setsid
 	PHPMOD=$(ls /usr/lib/apache2/modules/libphp*.so 2>/dev/null | head -1)
 	[ -n "$PHPMOD" ] || die "mod_php not found: run 'make deps' (Debian package libapache2-mod-php)"
 	STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/gearshift-${STACK_NAME:-stack}.XXXXXX")
@@ -101,7 +101,9 @@ stack_apache() {
 		  print }' "$DEMO_SRC/apache.conf.in" >"$STACK_DIR/apache.conf"
 	apache2 -f "$STACK_DIR/apache.conf" -t >/dev/null 2>"$STACK_DIR/apache-configtest.log" ||
 		die "apache config rejected: $(cat "$STACK_DIR/apache-configtest.log")"
-	apache2 -f "$STACK_DIR/apache.conf" -DFOREGROUND >>"$STACK_DIR/apache-error.log" 2>&1 &
+	# Its own session: on SIGTERM Apache signals its whole process group,
+	# which would otherwise include this script.
+	setsid apache2 -f "$STACK_DIR/apache.conf" -DFOREGROUND >>"$STACK_DIR/apache-error.log" 2>&1 &
 	APACHE_PID=$!
 	STACK_PIDS+=("$APACHE_PID")
 	wait_http "$ORIGIN/style.css" 15 || die "apache did not answer on $ORIGIN: $(tail -5 "$STACK_DIR/apache-error.log")"
@@ -113,7 +115,7 @@ stack_varnish() {
 	head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$STACK_DIR/secret"
 	echo >>"$STACK_DIR/secret"
 	chmod 600 "$STACK_DIR/secret"
-	varnishd -F -n "$STACK_DIR/varnish" \
+	setsid varnishd -F -n "$STACK_DIR/varnish" \
 		-a "127.0.0.1:$VARNISH_PORT" -T "127.0.0.1:$ADMIN_PORT" -S "$STACK_DIR/secret" \
 		-f "$STACK_DIR/boot.vcl" -s malloc,128m \
 		>>"$STACK_DIR/varnishd.log" 2>&1 &

@@ -1,0 +1,30 @@
+-- wrk script for the demo's load surge: a mix of what a busy PHP site gets.
+-- 60% anonymous home page, 15% the news page, 15% static files and 10% the
+-- home page of logged-in users (PHPSESSID values in DEMO_SESSIONS, space
+-- separated; the mix falls back to anonymous when there are none).
+local sessions = {}
+for s in string.gmatch(os.getenv("DEMO_SESSIONS") or "", "%S+") do
+  sessions[#sessions + 1] = s
+end
+local statics = { "/style.css", "/logo.png" }
+
+function setup(thread)
+  thread:set("id", math.random(1, 1000000))
+end
+
+function init(args)
+  math.randomseed(os.time() + (id or 0))
+end
+
+function request()
+  local r = math.random(100)
+  if r <= 60 then
+    return wrk.format("GET", "/")
+  elseif r <= 75 then
+    return wrk.format("GET", "/news.php")
+  elseif r <= 90 or #sessions == 0 then
+    return wrk.format("GET", statics[math.random(#statics)])
+  end
+  local sid = sessions[math.random(#sessions)]
+  return wrk.format("GET", "/", { ["Cookie"] = "PHPSESSID=" .. sid })
+end
