@@ -21,9 +21,13 @@ deps-if-missing:
 deps:
 	bash scripts/install-deps.sh
 
-bench: deps-if-missing
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./controller/varnishadm/
+# End-to-end: Apache + PHP through Varnish with each gear pinned by gearshift,
+# plus the varnishadm micro-benchmarks, in one table (about 2 minutes).
+bench: deps build
+	bash scripts/bench.sh
 
+# A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
+# all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0.
 demo: deps build
 	bash scripts/demo.sh
 
