@@ -299,3 +299,21 @@ func TestDurationString(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadLenient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gearshift.yaml")
+	doc := "control: { socket: /tmp/x.sock, colour: blue }\npid_file: /tmp/x.pid\ncpus: many\nvarnish: { targets: [] }\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadLenient(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Control.Socket != "/tmp/x.sock" || c.PIDFile != "/tmp/x.pid" || c.Log.File != Default().Log.File {
+		t.Errorf("LoadLenient = socket %q, pid %q, log %q", c.Control.Socket, c.PIDFile, c.Log.File)
+	}
+	if _, err := Load(path); err == nil {
+		t.Error("Load accepted what LoadLenient skipped")
+	}
+}

@@ -336,3 +336,28 @@ func describe(n *yaml.Node) string {
 	}
 	return strconv.Quote(n.Value)
 }
+
+// LoadLenient reads the config at path over the defaults as well as it can:
+// keys it does not know and values it cannot use are skipped, and nothing is
+// validated. It is for commands that only need to find a running daemon
+// (its socket, pid file and log file) while the file is being edited; such
+// commands still report what Load says is wrong. It fails only when the
+// file cannot be read or is not YAML.
+func LoadLenient(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg := Default()
+	var doc yaml.Node
+	err = yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc)
+	switch {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, fmt.Errorf("config %s: not valid YAML: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	default:
+		d := &decoder{lines: map[string]int{}}
+		d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
+	}
+	return cfg, nil
+}
