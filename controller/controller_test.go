@@ -1,0 +1,463 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// Tests in this file run the loop's tick against a real varnishd, with a
+// fake sensor and a fake clock.
+
+// fakeSensor returns the load it is set to.
+type fakeSensor struct {
+	mu    sync.Mutex
+	load1 float64
+	err   error
+	now   func() time.Time
+}
+
+func (f *fakeSensor) set(load1 float64) { f.mu.Lock(); f.load1 = load1; f.mu.Unlock() }
+
+func (f *fakeSensor) Sample(context.Context) (sensor.Sample, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return sensor.Sample{}, f.err
+	}
+	return sensor.Sample{
+		Time: f.now(), Load1: f.load1, Load5: f.load1, Load15: f.load1, Runnable: int(f.load1), CPUs: 1,
+		MemTotal: 8 << 30, MemAvailable: 6 << 30,
+	}, nil
+}
+
+// clock is a fake time source, advanced by the test.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// counting wraps a Target and counts the commands that change Varnish.
+type counting struct {
+	Target
+	mu      sync.Mutex
+	changes []string
+}
+
+func (c *counting) record(s string) { c.mu.Lock(); c.changes = append(c.changes, s); c.mu.Unlock() }
+func (c *counting) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.changes
+	c.changes = nil
+	return ch
+}
+func (c *counting) VCLInline(ctx context.Context, name, src, st string) error {
+	c.record("inline " + name)
+	return c.Target.VCLInline(ctx, name, src, st)
+}
+func (c *counting) VCLUse(ctx context.Context, name string) error {
+	c.record("use " + name)
+	return c.Target.VCLUse(ctx, name)
+}
+func (c *counting) VCLDiscard(ctx context.Context, name string) error {
+	c.record("discard " + name)
+	return c.Target.VCLDiscard(ctx, name)
+}
+
+type rig struct {
+	c      *Controller
+	v      *varnishtest.Varnish
+	sensor *fakeSensor
+	clock  *clock
+	logs   *observer.ObservedLogs
+	cmds   *counting // commands sent to v (the last connection)
+	cfg    *profiles.Config
+	next   func() (*profiles.Config, error) // what a reload reads
+}
+
+func testConfig(v *varnishtest.Varnish) *profiles.Config {
+	cfg := profiles.Default()
+	cfg.Varnish.Targets = []profiles.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
+	cfg.Varnish.Timeout = profiles.Duration(30 * time.Second) // VCL compiles on a busy machine
+	cfg.PollInterval = 0
+	cfg.Hysteresis.UpConfirm = 1
+	cfg.Hysteresis.MinDwell = profiles.Duration(time.Second)
+	cfg.Hysteresis.DownWindow = profiles.Duration(time.Second)
+	cfg.FastWindow = 0
+	return cfg
+}
+
+func newRig(t *testing.T, edit func(*profiles.Config)) *rig {
+	t.Helper()
+	v := varnishtest.Start(t, varnishtest.Config{})
+	r := &rig{v: v, clock: &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}}
+	r.sensor = &fakeSensor{now: r.clock.now}
+	r.cfg = testConfig(v)
+	if edit != nil {
+		edit(r.cfg)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	r.logs = logs
+	dial := DialAdmin(30 * time.Second)
+	var err error
+	r.c, err = New(Options{
+		Config: r.cfg,
+		Sensor: r.sensor,
+		Dial: func(addr, secret string) (Target, error) {
+			tg, err := dial(addr, secret)
+			if err != nil {
+				return nil, err
+			}
+			if addr != v.AdminAddr {
+				return tg, nil
+			}
+			r.cmds = &counting{Target: tg}
+			return r.cmds, nil
+		},
+		Build:      BuildProfiles,
+		LoadConfig: func() (*profiles.Config, error) { return r.next() },
+		Logger:     zap.New(core),
+		Now:        r.clock.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tg := range r.c.targets {
+			tg.close()
+		}
+	})
+	return r
+}
+
+func (r *rig) tick(t *testing.T) Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r.c.Tick(ctx)
+	r.clock.add(time.Second)
+	return r.c.Status()
+}
+
+// vcls returns varnishd's VCLs and the active one, as varnishadm prints them.
+func (r *rig) vcls(t *testing.T) (names map[string]bool, active string) {
+	t.Helper()
+	out, err := r.v.Adm("vcl.list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name := f[len(f)-1]
+		names[name] = true
+		if f[0] == "active" {
+			active = name
+		}
+	}
+	return names, active
+}
+
+func (r *rig) wantActive(t *testing.T, st state.State) {
+	t.Helper()
+	want := r.c.set[st].Name
+	if _, active := r.vcls(t); active != want {
+		t.Fatalf("active VCL = %q, want %q (%s)", active, want, st)
+	}
+	s := r.c.Status()
+	if s.State != st.String() || len(s.Targets) == 0 || !s.Targets[0].InSync || s.Targets[0].ActiveVCL != want {
+		t.Fatalf("status = %+v, want %s in sync on %s", s, st, want)
+	}
+}
+
+func (r *rig) logged(msg string) int { return r.logs.FilterMessage(msg).Len() }
+
+func TestTickFollowsMachine(t *testing.T) {
+	r := newRig(t, nil)
+
+	r.tick(t)
+	r.wantActive(t, state.Light)
+	names, _ := r.vcls(t)
+	for _, p := range r.c.set {
+		if !names[p.Name] {
+			t.Errorf("profile %s not loaded: %v", p.Name, names)
+		}
+	}
+	if got := r.cmds.take(); len(got) != 4 {
+		t.Errorf("first contact sent %v, want 3 vcl.inline and 1 vcl.use", got)
+	}
+
+	// In sync: nothing sent.
+	r.tick(t)
+	if got := r.cmds.take(); len(got) != 0 {
+		t.Errorf("in-sync tick sent %v, want nothing", got)
+	}
+
+	r.sensor.set(3) // 3 runnable per CPU: heavy at once (up_confirm 1)
+	s := r.tick(t)
+	r.wantActive(t, state.Heavy)
+	if got := r.cmds.take(); len(got) != 1 || !strings.HasPrefix(got[0], "use ") {
+		t.Errorf("switch sent %v, want one vcl.use", got)
+	}
+	if s.Targets[0].LastSwitchMS <= 0 || s.Transitions != 1 {
+		t.Errorf("status after switch = %+v", s)
+	}
+	entries := r.logs.FilterMessage("state change").All()
+	if len(entries) != 1 {
+		t.Fatalf("%d state change entries, want 1", len(entries))
+	}
+	f := entries[0].ContextMap()
+	if f["from"] != "light" || f["to"] != "heavy" || f["reason"] == "" || f["load_per_cpu"] == nil || f["switch_ms"] == nil {
+		t.Errorf("state change fields = %v", f)
+	}
+
+	r.sensor.set(0.1) // quiet: one step down at a time
+	r.clock.add(5 * time.Second)
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+	r.clock.add(5 * time.Second)
+	r.tick(t)
+	r.wantActive(t, state.Light)
+}
+
+func TestTickReconcilesAfterManagerRestart(t *testing.T) {
+	r := newRig(t, nil)
+	r.sensor.set(1) // moderate
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+
+	r.v.Restart() // every loaded VCL is gone; boot is active
+	for i := 0; i < 2; i++ {
+		r.tick(t)
+	}
+	r.wantActive(t, state.Moderate)
+	if r.logged("active VCL changed outside gearshift") != 0 {
+		t.Error("a manager restart was reported as a foreign vcl.use")
+	}
+}
+
+func TestTickUndoesForeignVCLUse(t *testing.T) {
+	r := newRig(t, nil)
+	r.tick(t)
+	r.wantActive(t, state.Light)
+
+	if _, err := r.v.Adm("vcl.use", "boot"); err != nil {
+		t.Fatal(err)
+	}
+	r.tick(t)
+	r.wantActive(t, state.Light)
+	if r.logged("active VCL changed outside gearshift") != 1 {
+		t.Errorf("want one warning %q, logs: %v", "active VCL changed outside gearshift", r.logs.All())
+	}
+}
+
+func TestTickDiscardsOnlyStaleOwnVCLs(t *testing.T) {
+	r := newRig(t, nil)
+	path := filepath.Join(r.v.Dir, "other.vcl")
+	if err := os.WriteFile(path, []byte(varnishtest.DefaultVCL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gearshift-light-deadbeef", "mine", "gearshift-check-0000"} {
+		if _, err := r.v.Adm("vcl.load", name, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.tick(t)
+	r.wantActive(t, state.Light)
+	names, _ := r.vcls(t)
+	if names["gearshift-light-deadbeef"] {
+		t.Error("stale gearshift-light-deadbeef not discarded")
+	}
+	for _, keep := range []string{"mine", "boot", "gearshift-check-0000"} {
+		if !names[keep] {
+			t.Errorf("%s was discarded; gearshift must not touch VCLs it does not own", keep)
+		}
+	}
+}
+
+func TestTickUnreachableTarget(t *testing.T) {
+	dead := varnishtest.FreeAddr(t)
+	r := newRig(t, func(cfg *profiles.Config) {
+		cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
+	})
+	s := r.tick(t)
+	r.wantActive(t, state.Light)
+	if len(s.Targets) != 2 || s.Targets[1].Reachable || s.Targets[1].InSync || !strings.Contains(s.Targets[1].Error, dead) {
+		t.Fatalf("status of the dead target = %+v", s.Targets)
+	}
+	for i := 0; i < 5; i++ {
+		r.clock.add(maxBackoff)
+		r.tick(t)
+	}
+	if tg := r.c.targets[1]; tg.failures < 2 {
+		t.Errorf("failures = %d, want the retries counted", tg.failures)
+	}
+	r.wantActive(t, state.Light)
+
+	// The live target fails too, then comes back.
+	r.v.Kill()
+	r.clock.add(maxBackoff)
+	s = r.tick(t)
+	if s.Targets[0].Reachable {
+		t.Fatalf("killed varnishd reported reachable: %+v", s.Targets[0])
+	}
+	r.v.Restart()
+	r.clock.add(maxBackoff)
+	r.tick(t)
+	r.wantActive(t, state.Light)
+	if r.logged("varnish reachable again") != 1 {
+		t.Errorf("want one %q entry", "varnish reachable again")
+	}
+}
+
+func TestForceAndAuto(t *testing.T) {
+	r := newRig(t, nil)
+	r.tick(t)
+	ctx := context.Background()
+
+	until := r.clock.now().Add(time.Minute)
+	resp := r.c.handle(ctx, request{kind: reqForce, state: state.Heavy, until: until})
+	if resp.err != nil || resp.status.Mode != "forced" || resp.status.ForcedUntil == nil || !resp.status.ForcedUntil.Equal(until) {
+		t.Fatalf("force = %+v, %v", resp.status, resp.err)
+	}
+	r.wantActive(t, state.Heavy)
+	r.tick(t)
+	r.wantActive(t, state.Heavy) // pinned despite no load
+
+	r.clock.add(2 * time.Minute) // past the deadline; stepping down is one gear at a time
+	r.tick(t)
+	if s := r.c.Status(); s.Mode != "auto" {
+		t.Fatalf("force did not expire: %+v", s)
+	}
+
+	resp = r.c.handle(ctx, request{kind: reqForce, state: state.Moderate})
+	if resp.status.Mode != "forced" || resp.status.ForcedUntil != nil {
+		t.Fatalf("force until auto = %+v", resp.status)
+	}
+	r.wantActive(t, state.Moderate)
+	r.clock.add(time.Hour)
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+	resp = r.c.handle(ctx, request{kind: reqAuto})
+	if resp.status.Mode != "auto" {
+		t.Fatalf("auto = %+v", resp.status)
+	}
+}
+
+func TestReload(t *testing.T) {
+	r := newRig(t, nil)
+	r.sensor.set(1)
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+	old := r.c.set
+	ctx := context.Background()
+
+	t.Run("broken profile keeps the old set", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.vcl")
+		os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644)
+		r.next = func() (*profiles.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.Heavy.VCLFile = bad
+			return cfg, nil
+		}
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err == nil || resp.status.ConfigError == "" {
+			t.Fatalf("broken reload = %+v, %v", resp.status, resp.err)
+		}
+		if r.c.set != old {
+			t.Fatal("profile set replaced by a broken one")
+		}
+		r.wantActive(t, state.Moderate)
+		names, _ := r.vcls(t)
+		for n := range names {
+			if ownName.MatchString(n) && n != old[0].Name && n != old[1].Name && n != old[2].Name {
+				t.Errorf("abandoned profile %s left loaded", n)
+			}
+		}
+	})
+
+	t.Run("good reload switches and discards the old", func(t *testing.T) {
+		r.next = func() (*profiles.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour) // new text, new names
+			return cfg, nil
+		}
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err != nil || resp.status.ConfigError != "" {
+			t.Fatalf("reload = %+v, %v", resp.status, resp.err)
+		}
+		if r.c.set == old {
+			t.Fatal("profile set not replaced")
+		}
+		r.wantActive(t, state.Moderate)
+		names, _ := r.vcls(t)
+		for _, p := range old {
+			if names[p.Name] {
+				t.Errorf("old profile %s not discarded", p.Name)
+			}
+		}
+		for _, p := range r.c.set {
+			if !names[p.Name] {
+				t.Errorf("new profile %s not loaded", p.Name)
+			}
+		}
+	})
+
+	t.Run("unchanged reload is a no-op", func(t *testing.T) {
+		r.cmds.take()
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err != nil {
+			t.Fatal(resp.err)
+		}
+		if got := r.cmds.take(); len(got) != 0 {
+			t.Errorf("unchanged reload sent %v", got)
+		}
+	})
+}
+
+func TestRunServesRequestsAndAppliesOnExit(t *testing.T) {
+	r := newRig(t, func(cfg *profiles.Config) { cfg.OnExit = "heavy" })
+	r.tick(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.c.Run(ctx) }()
+
+	s, err := r.c.Force(context.Background(), state.Moderate, time.Time{})
+	if err != nil || s.State != "moderate" {
+		t.Fatalf("Force = %+v, %v", s, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, active := r.vcls(t); active != r.c.set[state.Heavy].Name {
+		t.Errorf("on_exit heavy: active = %s", active)
+	}
+	if _, err := r.c.Auto(context.Background()); err != ErrStopped {
+		t.Errorf("Auto after stop = %v, want ErrStopped", err)
+	}
+}
