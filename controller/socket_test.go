@@ -1,0 +1,234 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// fakeAPI records what the handler asked for.
+type fakeAPI struct {
+	forced    *state.State
+	until     time.Time
+	autos     int
+	reloadErr error
+}
+
+func (f *fakeAPI) Status() Status { return Status{Version: Version, State: "light", Mode: "auto"} }
+
+func (f *fakeAPI) Force(_ context.Context, st state.State, until time.Time) (Status, error) {
+	f.forced, f.until = &st, until
+	s := f.Status()
+	s.State, s.Mode = st.String(), "forced"
+	if !until.IsZero() {
+		s.ForcedUntil = &until
+	}
+	return s, nil
+}
+
+func (f *fakeAPI) Auto(context.Context) (Status, error) { f.autos++; return f.Status(), nil }
+
+func (f *fakeAPI) Reload(context.Context) (Status, error) {
+	s := f.Status()
+	if f.reloadErr != nil {
+		s.ConfigError = f.reloadErr.Error()
+	}
+	return s, f.reloadErr
+}
+
+func TestHandler(t *testing.T) {
+	now := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name, method, path, body string
+		code                     int
+		errHas                   string
+		check                    func(t *testing.T, f *fakeAPI)
+	}{
+		{name: "status", method: "GET", path: "/v1/status", code: 200},
+		{name: "status HEAD", method: "HEAD", path: "/v1/status", code: 200},
+		{name: "status POST", method: "POST", path: "/v1/status", code: 405, errHas: "use GET"},
+		{name: "force GET", method: "GET", path: "/v1/force", code: 405, errHas: "use POST"},
+		{name: "unknown path", method: "GET", path: "/v2/status", code: 404, errHas: "no such endpoint"},
+		{name: "force", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":"30m"}`, code: 200,
+			check: func(t *testing.T, f *fakeAPI) {
+				if f.forced == nil || *f.forced != state.Heavy || !f.until.Equal(now.Add(30*time.Minute)) {
+					t.Errorf("forced %v until %v", f.forced, f.until)
+				}
+			}},
+		{name: "force until auto", method: "POST", path: "/v1/force", body: `{"state":"light"}`, code: 200,
+			check: func(t *testing.T, f *fakeAPI) {
+				if f.forced == nil || *f.forced != state.Light || !f.until.IsZero() {
+					t.Errorf("forced %v until %v", f.forced, f.until)
+				}
+			}},
+		{name: "force zero duration", method: "POST", path: "/v1/force", body: `{"state":"moderate","for":"0s"}`, code: 200},
+		{name: "bad json", method: "POST", path: "/v1/force", body: `{"state":`, code: 400, errHas: "bad request body"},
+		{name: "empty body", method: "POST", path: "/v1/force", body: ``, code: 400, errHas: "bad request body"},
+		{name: "not an object", method: "POST", path: "/v1/force", body: `["heavy"]`, code: 400, errHas: "bad request body"},
+		{name: "unknown field", method: "POST", path: "/v1/force", body: `{"state":"heavy","until":"5m"}`, code: 400, errHas: "unknown field"},
+		{name: "trailing data", method: "POST", path: "/v1/force", body: `{"state":"heavy"} {}`, code: 400, errHas: "trailing"},
+		{name: "unknown state", method: "POST", path: "/v1/force", body: `{"state":"turbo"}`, code: 400, errHas: "unknown state"},
+		{name: "missing state", method: "POST", path: "/v1/force", body: `{}`, code: 400, errHas: "unknown state"},
+		{name: "negative duration", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":"-5m"}`, code: 400, errHas: "negative"},
+		{name: "absurd duration", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":"8760h"}`, code: 400, errHas: "at most"},
+		{name: "not a duration", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":"soon"}`, code: 400, errHas: "bad duration"},
+		{name: "duration as number", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":30}`, code: 400, errHas: "bad request body"},
+		{name: "auto", method: "POST", path: "/v1/auto", code: 200,
+			check: func(t *testing.T, f *fakeAPI) {
+				if f.autos != 1 {
+					t.Errorf("autos = %d", f.autos)
+				}
+			}},
+		{name: "reload", method: "POST", path: "/v1/reload", code: 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeAPI{}
+			h := NewHandler(f, func() time.Time { return now })
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code {
+				t.Fatalf("code = %d, want %d; body %s", rec.Code, tc.code, rec.Body)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			if tc.method == "HEAD" {
+				return
+			}
+			if tc.code/100 == 2 {
+				var s Status
+				if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil || s.Version == "" {
+					t.Errorf("body %s: %v", rec.Body, err)
+				}
+			} else {
+				var e errorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || !strings.Contains(e.Error, tc.errHas) {
+					t.Errorf("error body %s, want an error containing %q", rec.Body, tc.errHas)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, f)
+			}
+		})
+	}
+}
+
+func TestHandlerReloadError(t *testing.T) {
+	f := &fakeAPI{reloadErr: errors.New("reload config: poll_interval: must be > 0")}
+	rec := httptest.NewRecorder()
+	NewHandler(f, nil).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/reload", nil))
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "poll_interval") {
+		t.Fatalf("reload error: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func serveSocket(t *testing.T, api API) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "run", "gearshift.sock") // run/ does not exist yet
+	ln, err := ListenSocket(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, api) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return path
+}
+
+func TestClientOverSocket(t *testing.T) {
+	f := &fakeAPI{}
+	path := serveSocket(t, f)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o660 || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("socket mode = %v, want socket 0660", fi.Mode())
+	}
+	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o755 {
+		t.Errorf("socket dir mode = %v, want 0755", di.Mode().Perm())
+	}
+
+	ctx := context.Background()
+	c := NewClient(path)
+	s, err := c.Status(ctx)
+	if err != nil || s.State != "light" {
+		t.Fatalf("Status = %+v, %v", s, err)
+	}
+	s, err = c.Force(ctx, state.Heavy, 30*time.Minute)
+	if err != nil || s.State != "heavy" || s.Mode != "forced" || s.ForcedUntil == nil {
+		t.Fatalf("Force = %+v, %v", s, err)
+	}
+	if _, err := c.Auto(ctx); err != nil || f.autos != 1 {
+		t.Fatalf("Auto: %v (autos %d)", err, f.autos)
+	}
+	f.reloadErr = errors.New("profiles.heavy.vcl_file: no such file")
+	_, err = c.Reload(ctx)
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 422 || !strings.Contains(ae.Message, "vcl_file") {
+		t.Fatalf("Reload error = %v", err)
+	}
+
+	t.Run("second daemon refused", func(t *testing.T) {
+		if _, err := ListenSocket(path, ""); err == nil || !strings.Contains(err.Error(), "another gearshift") {
+			t.Fatalf("ListenSocket on a live socket = %v", err)
+		}
+	})
+}
+
+func TestListenSocketRemovesStaleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gearshift.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // a dead daemon's socket file stays behind
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := ListenSocket(path, "")
+	if err != nil {
+		t.Fatalf("ListenSocket over a stale socket: %v", err)
+	}
+	ln.Close()
+
+	regular := filepath.Join(t.TempDir(), "not-a-socket")
+	os.WriteFile(regular, nil, 0o644)
+	if _, err := ListenSocket(regular, ""); err == nil {
+		t.Error("ListenSocket replaced a regular file")
+	}
+	if _, err := ListenSocket(filepath.Join(t.TempDir(), "s.sock"), "no-such-group-gearshift"); err == nil ||
+		!strings.Contains(err.Error(), "control.group") {
+		t.Errorf("unknown group: %v", err)
+	}
+}
+
+func TestClientUnreachable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gone.sock")
+	_, err := NewClient(path).Status(context.Background())
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("err = %v, want ErrUnreachable naming %s", err, path)
+	}
+	if strings.Contains(err.Error(), "http://") {
+		t.Errorf("err names a URL: %v", err)
+	}
+}
