@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/state"
@@ -58,24 +56,17 @@ func (a *app) status(ctx context.Context, asJSON bool) (int, error) {
 // controlSocket returns the daemon's control socket path from the config,
 // and the config when it loads. A config that does not load (edited and
 // not yet reloaded, say) must not keep the operator from the daemon: the
-// socket path is then read leniently from the file, or the default used.
+// socket path is then read leniently from the file (or the default used),
+// and the status shows no thresholds.
 func (a *app) controlSocket() (string, *profiles.Config) {
 	cfg, err := a.loadConfig()
 	if err == nil {
 		return cfg.Control.Socket, cfg
 	}
-	socket := profiles.Default().Control.Socket
-	if b, rerr := os.ReadFile(a.configPath); rerr == nil {
-		var partial struct {
-			Control struct {
-				Socket string `yaml:"socket"`
-			} `yaml:"control"`
-		}
-		if yaml.Unmarshal(b, &partial) == nil && partial.Control.Socket != "" {
-			socket = partial.Control.Socket
-		}
+	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
+		return lenient.Control.Socket, nil
 	}
-	return socket, nil
+	return profiles.Default().Control.Socket, nil
 }
 
 // clientFailure turns a control client error into an exit code and one
