@@ -1,0 +1,78 @@
+package varnishadm
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The two benchmarks below switch a real varnishd between two loaded, warm
+// VCLs: natively over one kept-alive connection, and by running the
+// varnishadm program per switch (connect, authenticate, command, exit).
+// Compare their ns/op; both also report p50 and p99 latency.
+
+func loadBenchVCLs(b *testing.B, c *Client) [2]string {
+	b.Helper()
+	names := [2]string{"bench-a", "bench-b"}
+	ctx := context.Background()
+	for _, name := range names {
+		if err := c.VCLInline(ctx, name, okVCL, "warm"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return names
+}
+
+func BenchmarkVCLUse(b *testing.B) {
+	_, c := startVarnish(b)
+	names := loadBenchVCLs(b, c)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := c.VCLUse(ctx, names[i%2]); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+func BenchmarkVCLUseVarnishadmProcess(b *testing.B) {
+	if _, err := exec.LookPath("varnishadm"); err != nil {
+		b.Skip("varnishadm not on PATH")
+	}
+	v, c := startVarnish(b)
+	names := loadBenchVCLs(b, c)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		out, err := exec.Command("varnishadm", "-T", v.AdminAddr, "-S", v.SecretFile, "vcl.use", names[i%2]).CombinedOutput()
+		if err != nil {
+			b.Fatalf("varnishadm vcl.use: %v: %s", err, out)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	b.Helper()
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		i := int(p*float64(len(lat)) + 0.5)
+		i = min(max(i-1, 0), len(lat)-1)
+		return float64(lat[i].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(0.50), "p50-us")
+	b.ReportMetric(pct(0.99), "p99-us")
+}
