@@ -1,0 +1,289 @@
+// Package trace reads recorded samples from CSV and replays them through
+// the state machine, for `gearshift simulate`.
+package trace
+
+import (
+	"bufio"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// Sample is one row of a trace.
+type Sample struct {
+	Line    int       // line in the file, for messages
+	Time    time.Time // seconds are counted from the Unix epoch
+	Text    string    // the time as written in the file
+	Load5   *float64  // not used by the machine; kept for completeness
+	Load15  *float64
+	Reading state.Reading
+}
+
+// Trace is a parsed CSV trace.
+type Trace struct {
+	Samples  []Sample
+	CPUs     string   // where the CPU count came from: "from the cpus column", or the caller's cpusFrom
+	Warnings []string // columns that were ignored
+}
+
+// Error is a row or header that cannot be read, located in the file.
+type Error struct {
+	Line   int
+	Column int    // 1-based; 0 when the error is about the whole line
+	Name   string // the column's name, when known
+	Err    error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Column > 0 && e.Name != "":
+		return fmt.Sprintf("line %d, column %d (%s): %v", e.Line, e.Column, e.Name, e.Err)
+	case e.Column > 0:
+		return fmt.Sprintf("line %d, column %d: %v", e.Line, e.Column, e.Err)
+	}
+	return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// columns lists the known columns, with the names sar/sadf use for the same
+// figures.
+var columns = map[string]string{
+	"time": "time", "timestamp": "time",
+	"load1": "load1", "ldavg-1": "load1",
+	"load5": "load5", "ldavg-5": "load5",
+	"load15": "load15", "ldavg-15": "load15",
+	"runnable": "runnable", "runq-sz": "runnable",
+	"cpus":              "cpus",
+	"mem_available_pct": "mem_available_pct",
+	"psi_cpu":           "psi_cpu",
+	"psi_mem":           "psi_mem",
+}
+
+// Parse reads a CSV trace: a header row naming the columns, then one sample
+// per row. "time" (RFC 3339, "2006-01-02 15:04:05 [zone]", or seconds) and
+// "load1" are required; "load5", "load15", "runnable", "cpus",
+// "mem_available_pct", "psi_cpu" and "psi_mem" are optional, and an empty
+// cell is a figure the row does not have. A row without "runnable" feeds the
+// fast signal with load1. Rows without "cpus" get cpus. The delimiter is a
+// comma, or a semicolon as sadf -d writes; a header starting with "#" (sadf)
+// is read too, and other lines starting with "#" are comments.
+func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
+	br := bufio.NewReader(r)
+	header, headerLine, err := firstLine(br)
+	if err != nil {
+		return nil, err
+	}
+	delim := ','
+	if !strings.Contains(header, ",") && strings.Contains(header, ";") {
+		delim = ';'
+	}
+	hr := csv.NewReader(strings.NewReader(strings.TrimPrefix(strings.TrimSpace(header), "#")))
+	hr.Comma = delim
+	names, err := hr.Read()
+	if err != nil {
+		return nil, &Error{Line: headerLine, Err: fmt.Errorf("read the header: %w", err)}
+	}
+
+	t := &Trace{CPUs: cpusFrom}
+	index := map[string]int{}
+	for i, n := range names {
+		key := strings.ToLower(strings.TrimSpace(n))
+		col, ok := columns[key]
+		if !ok {
+			t.Warnings = append(t.Warnings, fmt.Sprintf("line %d, column %d: ignoring unknown column %q", headerLine, i+1, strings.TrimSpace(n)))
+			continue
+		}
+		if j, dup := index[col]; dup {
+			return nil, &Error{Line: headerLine, Column: i + 1, Name: key, Err: fmt.Errorf("%s is already column %d", col, j+1)}
+		}
+		index[col] = i
+	}
+	for _, req := range []string{"time", "load1"} {
+		if _, ok := index[req]; !ok {
+			return nil, &Error{Line: headerLine, Err: fmt.Errorf("the header has no %q column (want at least time and load1, got %s)", req, strings.Join(names, string(delim)))}
+		}
+	}
+	if _, ok := index["cpus"]; ok {
+		t.CPUs = "from the cpus column"
+	}
+
+	cr := csv.NewReader(br)
+	cr.Comma = delim
+	cr.Comment = '#'
+	cr.FieldsPerRecord = len(names)
+	cr.TrimLeadingSpace = true
+	var secondsMode bool
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				if errors.Is(pe.Err, csv.ErrFieldCount) {
+					return nil, &Error{Line: pe.StartLine + headerLine, Err: fmt.Errorf("%d fields, the header has %d", len(rec), len(names))}
+				}
+				return nil, &Error{Line: pe.Line + headerLine, Column: pe.Column, Err: pe.Err}
+			}
+			return nil, err
+		}
+		line, _ := cr.FieldPos(0)
+		line += headerLine
+		row := rowReader{rec: rec, index: index, line: line}
+		s := Sample{Line: line}
+
+		s.Text = strings.TrimSpace(rec[index["time"]])
+		tm, secs, err := parseTime(s.Text)
+		if err != nil {
+			return nil, row.errorf("time", "%w", err)
+		}
+		if len(t.Samples) == 0 {
+			secondsMode = secs
+		} else if secs != secondsMode {
+			return nil, row.errorf("time", "%q mixes seconds and dates: earlier rows use %s", s.Text, map[bool]string{true: "seconds", false: "dates"}[secondsMode])
+		}
+		if n := len(t.Samples); n > 0 && !tm.After(t.Samples[n-1].Time) {
+			return nil, row.errorf("time", "%s is not after the previous row's %s (line %d): rows must be in time order", s.Text, t.Samples[n-1].Text, t.Samples[n-1].Line)
+		}
+		s.Time = tm
+
+		load1, err := row.number("load1", 0, math.Inf(1))
+		if err != nil {
+			return nil, err
+		}
+		if load1 == nil {
+			return nil, row.errorf("load1", "empty: every row needs load1")
+		}
+		if s.Load5, err = row.number("load5", 0, math.Inf(1)); err != nil {
+			return nil, err
+		}
+		if s.Load15, err = row.number("load15", 0, math.Inf(1)); err != nil {
+			return nil, err
+		}
+		runq, err := row.number("runnable", 0, math.Inf(1))
+		if err != nil {
+			return nil, err
+		}
+		if runq == nil {
+			runq = load1
+		}
+		rowCPUs := cpus
+		if c, err := row.number("cpus", 1, math.Inf(1)); err != nil {
+			return nil, err
+		} else if c != nil {
+			if *c != math.Trunc(*c) {
+				return nil, row.errorf("cpus", "%v is not a whole number", *c)
+			}
+			rowCPUs = int(min(*c, 1<<20))
+		}
+		s.Reading = state.Reading{Time: tm, Load1: *load1, RunQueue: *runq, CPUs: rowCPUs}
+		if s.Reading.MemAvailablePct, err = row.number("mem_available_pct", 0, 100); err != nil {
+			return nil, err
+		}
+		if s.Reading.PSICPU, err = row.number("psi_cpu", 0, 100); err != nil {
+			return nil, err
+		}
+		if s.Reading.PSIMem, err = row.number("psi_mem", 0, 100); err != nil {
+			return nil, err
+		}
+		t.Samples = append(t.Samples, s)
+	}
+	if len(t.Samples) == 0 {
+		return nil, &Error{Line: headerLine, Err: errors.New("no samples after the header")}
+	}
+	return t, nil
+}
+
+// firstLine returns the header: the first line that is not blank and not a
+// comment ("#" followed by a line without delimiters).
+func firstLine(br *bufio.Reader) (string, int, error) {
+	for n := 1; ; n++ {
+		line, err := br.ReadString('\n')
+		if trimmed := strings.TrimSpace(line); trimmed != "" {
+			if !strings.HasPrefix(trimmed, "#") || strings.ContainsAny(trimmed, ",;") {
+				return line, n, nil
+			}
+		}
+		if err == io.EOF {
+			return "", n, &Error{Line: n, Err: errors.New("empty trace: want a header row such as time,load1")}
+		}
+		if err != nil {
+			return "", n, err
+		}
+	}
+}
+
+// timeLayouts are the date formats accepted besides seconds.
+var timeLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02 15:04:05 MST", // sadf -d
+	"2006-01-02 15:04:05Z07:00",
+	"2006-01-02 15:04:05",
+}
+
+// parseTime reads RFC 3339, a "2006-01-02 15:04:05" date, or seconds (from
+// the Unix epoch, or from any origin: only differences matter).
+func parseTime(s string) (t time.Time, seconds bool, err error) {
+	if s == "" {
+		return time.Time{}, false, errors.New("empty: every row needs a time")
+	}
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e12 {
+			return time.Time{}, true, fmt.Errorf("%q is out of range for seconds", s)
+		}
+		return time.Unix(0, 0).UTC().Add(time.Duration(v * float64(time.Second))), true, nil
+	}
+	for _, l := range timeLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t, false, nil
+		}
+	}
+	return time.Time{}, false, fmt.Errorf("%q is neither RFC 3339 (2026-11-30T03:00:00Z) nor seconds", s)
+}
+
+type rowReader struct {
+	rec   []string
+	index map[string]int
+	line  int
+}
+
+func (r rowReader) errorf(col, format string, args ...any) error {
+	i := r.index[col]
+	return &Error{Line: r.line, Column: i + 1, Name: col, Err: fmt.Errorf(format, args...)}
+}
+
+// number reads the optional column col: nil when the trace has no such
+// column or the cell is empty.
+func (r rowReader) number(col string, lo, hi float64) (*float64, error) {
+	i, ok := r.index[col]
+	if !ok {
+		return nil, nil
+	}
+	cell := strings.TrimSpace(r.rec[i])
+	if cell == "" {
+		return nil, nil
+	}
+	v, err := strconv.ParseFloat(cell, 64)
+	if err != nil || math.IsNaN(v) {
+		return nil, r.errorf(col, "%q is not a number", cell)
+	}
+	if v < lo || v > hi {
+		switch {
+		case math.IsInf(hi, 1) && lo == 0:
+			return nil, r.errorf(col, "%s is negative", cell)
+		case math.IsInf(hi, 1):
+			return nil, r.errorf(col, "%s is below %g", cell, lo)
+		}
+		return nil, r.errorf(col, "%s is out of range %g to %g", cell, lo, hi)
+	}
+	return &v, nil
+}
