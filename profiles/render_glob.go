@@ -17,7 +17,7 @@ import (
 //	"?"         one name character
 //	"[a-f0-9]"  one character from the set; "[!...]" or "[^...]" negates it
 //	"{n}"       after "?" or a set: exactly n of them (1 to 255)
-//	"\\c"        the character c itself ("\\*" is a literal star)
+//	"\c"        the character c itself ("\*" is a literal star)
 //
 // Every other character is itself. Joomla's session cookie, 32 lower-case hex
 // digits, is "[0-9a-f]{32}". Cookie names never contain white space, ';',

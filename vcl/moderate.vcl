@@ -20,7 +20,7 @@ sub vcl_backend_response {
         beresp.http.Set-Cookie ||
         beresp.http.Surrogate-Control ~ "(?i)no-store" ||
         (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(private|no-cache|no-store)") ||
-        (!beresp.http.Cache-Control ~ "(?i)max-age\s*=" && !beresp.http.Expires) ||
+        (!beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" && !beresp.http.Expires) ||
         beresp.http.Vary == "*") {
         call gearshift_hit_for_miss;
     }

@@ -1,0 +1,712 @@
+package profiles
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+)
+
+// origin is a test backend. What it answers is driven by the query string:
+//
+//	cc=V      Cache-Control: V
+//	exp=past  Expires in 1981 (what PHP sends); exp=future: in an hour
+//	sc=V      Set-Cookie: V
+//	sleep=D   answer after D
+//	status=N  answer with status N
+//	loc=URL   Location: URL
+//
+// The body names the request URI, the hit number and the user: the value of
+// PHPSESSID or of a wordpress_logged_in_* cookie, or "anonymous".
+type origin struct {
+	srv  *httptest.Server
+	fail atomic.Bool // answer 503 to everything
+
+	mu       sync.Mutex
+	hits     map[string]int
+	inflight map[string]int
+	peak     map[string]int
+	last     map[string]http.Header // request headers, Host included
+}
+
+func newOrigin(tb testing.TB) *origin {
+	tb.Helper()
+	o := &origin{hits: map[string]int{}, inflight: map[string]int{}, peak: map[string]int{}, last: map[string]http.Header{}}
+	o.srv = httptest.NewServer(http.HandlerFunc(o.serve))
+	tb.Cleanup(o.srv.Close)
+	return o
+}
+
+func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
+	uri := r.URL.RequestURI()
+	h := r.Header.Clone()
+	h.Set("Host", r.Host)
+	o.mu.Lock()
+	o.hits[uri]++
+	n := o.hits[uri]
+	o.last[uri] = h
+	o.inflight[uri]++
+	if o.inflight[uri] > o.peak[uri] {
+		o.peak[uri] = o.inflight[uri]
+	}
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.inflight[uri]--
+		o.mu.Unlock()
+	}()
+
+	q := r.URL.Query()
+	if d, err := time.ParseDuration(q.Get("sleep")); err == nil {
+		time.Sleep(d)
+	}
+	if o.fail.Load() {
+		http.Error(w, "backend failing", http.StatusServiceUnavailable)
+		return
+	}
+	if v := q.Get("cc"); v != "" {
+		w.Header().Set("Cache-Control", v)
+	}
+	switch q.Get("exp") {
+	case "past":
+		w.Header().Set("Expires", "Thu, 19 Nov 1981 08:52:00 GMT")
+	case "future":
+		w.Header().Set("Expires", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+	}
+	if v := q.Get("sc"); v != "" {
+		w.Header().Set("Set-Cookie", v)
+	}
+	if v := q.Get("loc"); v != "" {
+		w.Header().Set("Location", v)
+	}
+	status := http.StatusOK
+	if s, err := strconv.Atoi(q.Get("status")); err == nil {
+		status = s
+	}
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "uri=%s hit=%d user=%s\n", uri, n, userOf(r))
+}
+
+func userOf(r *http.Request) string {
+	for _, c := range r.Cookies() {
+		if c.Name == "PHPSESSID" || strings.HasPrefix(c.Name, "wordpress_logged_in_") {
+			return c.Value
+		}
+	}
+	return "anonymous"
+}
+
+func (o *origin) count(uri string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.hits[uri]
+}
+
+func (o *origin) peakOf(uri string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.peak[uri]
+}
+
+func (o *origin) header(uri, name string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.last[uri].Get(name)
+}
+
+func (o *origin) port() int { return o.srv.Listener.Addr().(*net.TCPAddr).Port }
+
+// gears is a varnishd with several rendered profiles loaded at once, each
+// under a label; the X-Test-Gear request header picks the label.
+type gears struct {
+	v *varnishtest.Varnish
+}
+
+// loadGears renders each variant, loads it and routes to it by label.
+func loadGears(t *testing.T, variants map[string]string) *gears {
+	t.Helper()
+	v := varnishtest.Start(t, varnishtest.Config{})
+	var router strings.Builder
+	router.WriteString("vcl 4.1;\nbackend default none;\nsub vcl_recv {\n")
+	for label, text := range variants {
+		file := filepath.Join(v.Dir, label+".vcl")
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		name := "v_" + label
+		if out, err := v.Adm("vcl.load", name, file); err != nil {
+			t.Fatalf("load %s: %v\n%s", label, err, out)
+		}
+		if _, err := v.Adm("vcl.label", "l_"+label, name); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&router, "    if (req.http.X-Test-Gear == %q) { return (vcl(l_%s)); }\n", label, label)
+	}
+	router.WriteString("    return (synth(404, \"no such gear\"));\n}\n")
+	file := filepath.Join(v.Dir, "router.vcl")
+	if err := os.WriteFile(file, []byte(router.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := v.Adm("vcl.load", "router", file); err != nil {
+		t.Fatalf("load router: %v\n%s", err, out)
+	}
+	if _, err := v.Adm("vcl.use", "router"); err != nil {
+		t.Fatal(err)
+	}
+	return &gears{v: v}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// req describes one request to Varnish.
+type req struct {
+	gear   string
+	method string
+	path   string
+	host   string
+	cookie string
+	header map[string]string
+}
+
+var client = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Transport:     &http.Transport{MaxIdleConnsPerHost: 64},
+}
+
+func (g *gears) do(tb testing.TB, r req) reply {
+	tb.Helper()
+	if r.method == "" {
+		r.method = http.MethodGet
+	}
+	hr, err := http.NewRequest(r.method, g.v.URL(r.path), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hr.Header.Set("X-Test-Gear", r.gear)
+	if r.host != "" {
+		hr.Host = r.host
+	}
+	if r.cookie != "" {
+		hr.Header.Set("Cookie", r.cookie)
+	}
+	for k, v := range r.header {
+		hr.Header.Set(k, v)
+	}
+	resp, err := client.Do(hr)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", r.method, r.path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// want checks a reply's X-Cache and, when body is not "", that the body
+// contains it.
+func (rp reply) want(tb testing.TB, xcache, body string) {
+	tb.Helper()
+	if got := rp.header.Get("X-Cache"); got != xcache {
+		tb.Errorf("X-Cache = %q, want %q (status %d, body %q)", got, xcache, rp.status, rp.body)
+	}
+	if body != "" && !strings.Contains(rp.body, body) {
+		tb.Errorf("body = %q, want it to contain %q", rp.body, body)
+	}
+}
+
+func wantCount(tb testing.TB, o *origin, uri string, n int) {
+	tb.Helper()
+	if got := o.count(uri); got != n {
+		tb.Errorf("backend hits for %s = %d, want %d", uri, got, n)
+	}
+}
+
+// eventually polls cond for up to 10s.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	tb.Errorf("timed out waiting for %s", what)
+}
+
+func render(tb testing.TB, cfg *Config, s state.State) string {
+	tb.Helper()
+	text, err := Render(cfg, s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return text
+}
+
+func testConfig(o *origin) *Config {
+	cfg := Default()
+	cfg.Backend = Backend{Host: "127.0.0.1", Port: o.port()}
+	return cfg
+}
+
+// TestGearsAgainstVarnish proves SPEC section 5 against a real varnishd:
+// every gear with the default config, plus variants for what defaults
+// cannot show (a purge ACL that excludes the tester, hidden headers, short
+// heavy TTLs, a backend that goes away).
+func TestGearsAgainstVarnish(t *testing.T) {
+	varnishtest.Binary(t)
+	o := newOrigin(t)
+	down := newOrigin(t) // stopped by the grace test
+
+	cfg := testConfig(o)
+	other := testConfig(o)
+	other.Profiles.PurgeACL = []string{"192.0.2.0/24"}
+	other.Profiles.ExposeHeaders = false
+	other.Profiles.NormalizeHost = false
+	short := testConfig(down)
+	short.Profiles.HeavyMinTTL = Duration(2 * time.Second)
+	short.Profiles.HeavySessionTTL = Duration(2 * time.Second)
+	short.Profiles.HeavyGrace = Duration(10 * time.Minute)
+
+	g := loadGears(t, map[string]string{
+		"light":      render(t, cfg, state.Light),
+		"moderate":   render(t, cfg, state.Moderate),
+		"heavy":      render(t, cfg, state.Heavy),
+		"otherlight": render(t, other, state.Light),
+		"shortheavy": render(t, short, state.Heavy),
+	})
+
+	for _, s := range state.All {
+		gear := s.String()
+		t.Run(gear+"/common", func(t *testing.T) {
+			t.Parallel()
+			testCommon(t, g, o, gear)
+		})
+		t.Run(gear+"/no-serialisation", func(t *testing.T) {
+			t.Parallel()
+			testNoSerialisation(t, g, o, gear)
+		})
+	}
+	t.Run("light", func(t *testing.T) { t.Parallel(); testLight(t, g, o) })
+	t.Run("moderate", func(t *testing.T) { t.Parallel(); testModerate(t, g, o) })
+	t.Run("heavy", func(t *testing.T) { t.Parallel(); testHeavy(t, g, o) })
+	for _, name := range []string{"PHPSESSID", "wordpress_logged_in_0123abcd"} {
+		t.Run("heavy/isolation/"+name, func(t *testing.T) { t.Parallel(); testIsolation(t, g, o, name) })
+	}
+	t.Run("variant", func(t *testing.T) { t.Parallel(); testVariant(t, g, o) })
+	t.Run("heavy/min-ttl-and-grace", func(t *testing.T) { t.Parallel(); testGrace(t, g, down) })
+}
+
+// testCommon: what SPEC section 5 promises whatever the gear.
+func testCommon(t *testing.T, g *gears, o *origin, gear string) {
+	p := "/g/" + gear
+	get := func(path string, r req) reply {
+		t.Helper()
+		r.gear, r.path = gear, path
+		return g.do(t, r)
+	}
+
+	t.Run("static", func(t *testing.T) {
+		u := p + "/static/app.css?ver=1.2&cc=no-cache&sc=tracker%3D1"
+		r := get(u, req{cookie: "PHPSESSID=u1; _ga=GA1.2"})
+		r.want(t, "MISS", "user=anonymous")
+		if sc := r.header.Get("Set-Cookie"); sc != "" {
+			t.Errorf("static response kept Set-Cookie %q", sc)
+		}
+		if c := o.header(u, "Cookie"); c != "" {
+			t.Errorf("backend got Cookie %q for a static object", c)
+		}
+		get(u, req{cookie: "PHPSESSID=u2"}).want(t, "HIT", "user=anonymous")
+		get(u, req{}).want(t, "HIT", "")
+		wantCount(t, o, u, 1)
+		if got := r.header.Get("X-Gearshift-Profile"); got != gear {
+			t.Errorf("X-Gearshift-Profile = %q, want %q", got, gear)
+		}
+		// Upper-case extension, no query string.
+		u = p + "/static/LOGO.PNG"
+		get(u, req{}).want(t, "MISS", "")
+		get(u, req{}).want(t, "HIT", "")
+	})
+
+	t.Run("never-cached", func(t *testing.T) {
+		cacheable := "cc=max-age%3D600"
+		for _, tc := range []struct {
+			name string
+			r    req
+			uri  string
+		}{
+			{"POST", req{method: http.MethodPost}, p + "/post?" + cacheable},
+			{"PUT", req{method: http.MethodPut}, p + "/put?" + cacheable},
+			{"Authorization", req{header: map[string]string{"Authorization": "Basic dTpw"}}, p + "/auth?" + cacheable},
+			{"Authorization on a static object", req{header: map[string]string{"Authorization": "Basic dTpw"}}, p + "/auth.css?" + cacheable},
+			{"wp-admin", req{}, "/wp-admin/index.php?g=" + gear + "&" + cacheable},
+			{"wp-login.php", req{}, "/wp-login.php?g=" + gear + "&" + cacheable},
+			{"administrator", req{}, "/administrator/?g=" + gear + "&" + cacheable},
+			{"user/login", req{}, "/user/login?g=" + gear + "&" + cacheable},
+			{"cart", req{}, "/cart/?g=" + gear + "&" + cacheable},
+			{"checkout", req{}, "/checkout/?g=" + gear + "&" + cacheable},
+			{"my-account", req{}, "/my-account/?g=" + gear + "&" + cacheable},
+			{"admin asset", req{}, "/admin/style.css?g=" + gear + "&" + cacheable},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				get(tc.uri, tc.r).want(t, "PASS", "")
+				get(tc.uri, tc.r).want(t, "PASS", "")
+				wantCount(t, o, tc.uri, 2)
+			})
+		}
+	})
+
+	t.Run("PURGE and BAN from the ACL", func(t *testing.T) {
+		u := p + "/static/purge.png"
+		get(u, req{}).want(t, "MISS", "")
+		get(u, req{}).want(t, "HIT", "")
+		if r := get(u, req{method: "PURGE"}); r.status != http.StatusOK {
+			t.Errorf("PURGE status %d, want 200", r.status)
+		}
+		get(u, req{}).want(t, "MISS", "hit=2")
+
+		if r := get(p+"/static/purge", req{method: "BAN"}); r.status != http.StatusOK {
+			t.Errorf("BAN status %d, want 200", r.status)
+		}
+		get(u, req{}).want(t, "MISS", "hit=3")
+	})
+
+	t.Run("host normalisation", func(t *testing.T) {
+		u := p + "/static/host.png"
+		get(u, req{host: "WWW.Example.com:8080"}).want(t, "MISS", "")
+		if h := o.header(u, "Host"); h != "www.example.com" {
+			t.Errorf("backend saw Host %q, want www.example.com (lower case, no port)", h)
+		}
+		get(u, req{host: "example.com"}).want(t, "HIT", "")
+		get(u, req{host: "www.example.com:6081"}).want(t, "HIT", "")
+		get(u, req{host: "other.example"}).want(t, "MISS", "")
+	})
+
+	t.Run("X-Forwarded-For", func(t *testing.T) {
+		u := p + "/xff"
+		get(u, req{})
+		if xff := o.header(u, "X-Forwarded-For"); xff != "127.0.0.1" {
+			t.Errorf("backend saw X-Forwarded-For %q, want 127.0.0.1", xff)
+		}
+	})
+
+	t.Run("internal headers", func(t *testing.T) {
+		u := p + "/static/internal.png"
+		r := get(u, req{header: map[string]string{"X-Gs-Session": "forged", "X-Gs-Cache": "HIT"}})
+		r.want(t, "MISS", "")
+		for _, h := range []string{"X-Gs-Session", "X-Gs-Cache", "X-Gs-Host"} {
+			if v := o.header(u, h); v != "" {
+				t.Errorf("backend saw %s: %q", h, v)
+			}
+		}
+		for _, h := range []string{"X-Gs-Url", "X-Gs-Host"} {
+			if v := r.header.Get(h); v != "" {
+				t.Errorf("client saw %s: %q", h, v)
+			}
+		}
+	})
+}
+
+// testNoSerialisation: requests for an uncacheable, slow page reach the
+// backend in parallel (hit-for-miss), not one after another.
+func testNoSerialisation(t *testing.T, g *gears, o *origin, gear string) {
+	const n, delay = 8, 1500 * time.Millisecond
+	r := req{gear: gear, path: "/g/" + gear + "/slow?sleep=" + delay.String() + "&cc=no-cache,no-store&sc=cart%3Dx"}
+	if gear == "heavy" {
+		// Heavy caches anonymous pages whatever they say; a session
+		// response that sets a cookie is what stays uncacheable.
+		r.cookie = "PHPSESSID=slow"
+	}
+	// The first request of all is alone by design (request coalescing);
+	// it leaves the hit-for-miss marker every later request goes past.
+	first := g.do(t, r)
+	if gear == "light" {
+		first.want(t, "PASS", "")
+	} else {
+		first.want(t, "MISS", "")
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.do(t, r).want(t, "PASS", "")
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	peak := o.peakOf(r.path)
+	t.Logf("%s: %d concurrent requests to a %s uncacheable page: peak backend concurrency %d, %s in all", gear, n, delay, peak, elapsed.Round(time.Millisecond))
+	if peak < n {
+		t.Errorf("peak backend concurrency %d, want %d: requests were serialised", peak, n)
+	}
+	if elapsed > 2*delay {
+		t.Errorf("%d requests took %s; in parallel they take about %s", n, elapsed, delay)
+	}
+	wantCount(t, o, r.path, n+1)
+}
+
+func testLight(t *testing.T, g *gears, o *origin) {
+	for _, tc := range []struct{ name, uri, cookie string }{
+		{"cacheable page", "/g/light/page?cc=max-age%3D600", ""},
+		{"page with Expires", "/g/light/expires?exp=future", ""},
+		{"session page", "/g/light/session?cc=max-age%3D600", "PHPSESSID=l1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g.do(t, req{gear: "light", path: tc.uri, cookie: tc.cookie}).want(t, "PASS", "")
+			g.do(t, req{gear: "light", path: tc.uri, cookie: tc.cookie}).want(t, "PASS", "hit=2")
+			wantCount(t, o, tc.uri, 2)
+		})
+	}
+	t.Run("cookies reach the backend", func(t *testing.T) {
+		u := "/g/light/cookies"
+		g.do(t, req{gear: "light", path: u, cookie: "_ga=1; PHPSESSID=l2"})
+		if c := o.header(u, "Cookie"); c != "_ga=1; PHPSESSID=l2" {
+			t.Errorf("backend got Cookie %q", c)
+		}
+	})
+}
+
+func testModerate(t *testing.T, g *gears, o *origin) {
+	get := func(t *testing.T, uri, cookie string) reply {
+		t.Helper()
+		return g.do(t, req{gear: "moderate", path: uri, cookie: cookie})
+	}
+	t.Run("max-age honoured", func(t *testing.T) {
+		u := "/g/moderate/maxage?cc=public,max-age%3D2"
+		get(t, u, "").want(t, "MISS", "hit=1")
+		get(t, u, "").want(t, "HIT", "hit=1")
+		time.Sleep(2500 * time.Millisecond)
+		get(t, u, "") // stale within Varnish's default grace, refreshed behind
+		eventually(t, "a refetch once max-age has passed", func() bool { return o.count(u) == 2 })
+	})
+	for _, tc := range []struct{ name, uri string }{
+		{"s-maxage", "/g/moderate/smaxage?cc=s-maxage%3D600"},
+		{"Expires", "/g/moderate/expires?exp=future"},
+	} {
+		t.Run("cached: "+tc.name, func(t *testing.T) {
+			get(t, tc.uri, "").want(t, "MISS", "")
+			get(t, tc.uri, "").want(t, "HIT", "")
+			wantCount(t, o, tc.uri, 1)
+		})
+	}
+	for _, tc := range []struct{ name, uri string }{
+		{"no-cache", "/g/moderate/nocache?cc=no-cache,max-age%3D600"},
+		{"no-store", "/g/moderate/nostore?cc=no-store,max-age%3D600"},
+		{"private", "/g/moderate/private?cc=private,max-age%3D600"},
+		{"max-age=0", "/g/moderate/maxage0?cc=max-age%3D0"},
+		{"Set-Cookie", "/g/moderate/setcookie?cc=max-age%3D600&sc=a%3Db"},
+		{"Expires in 1981", "/g/moderate/php?cc=no-store,no-cache,must-revalidate&exp=past"},
+		{"no freshness information", "/g/moderate/nothing"},
+		{"error", "/g/moderate/error?cc=max-age%3D600&status=500"},
+	} {
+		t.Run("not cached: "+tc.name, func(t *testing.T) {
+			get(t, tc.uri, "").want(t, "MISS", "")
+			get(t, tc.uri, "").want(t, "PASS", "hit=2")
+			wantCount(t, o, tc.uri, 2)
+		})
+	}
+	t.Run("analytics cookies stripped", func(t *testing.T) {
+		u := "/g/moderate/anon?cc=max-age%3D600"
+		get(t, u, "_ga=GA1.2.3; _gid=x").want(t, "MISS", "user=anonymous")
+		if c := o.header(u, "Cookie"); c != "" {
+			t.Errorf("backend got Cookie %q for an anonymous request", c)
+		}
+		get(t, u, "_ga=other; __utma=1").want(t, "HIT", "")
+		get(t, u, "").want(t, "HIT", "")
+		wantCount(t, o, u, 1)
+	})
+	for _, cookie := range []string{"PHPSESSID=m1", "_ga=1; wordpress_logged_in_5f3e=admin%7C123", "SESSabc=1", "0123456789abcdef0123456789abcdef=j"} {
+		t.Run("session passed: "+cookie, func(t *testing.T) {
+			u := "/g/moderate/session?cc=max-age%3D600&c=" + strconv.Itoa(len(cookie)) + cookie[:3]
+			get(t, u, cookie).want(t, "PASS", "")
+			get(t, u, cookie).want(t, "PASS", "hit=2")
+			if c := o.header(u, "Cookie"); c != cookie {
+				t.Errorf("backend got Cookie %q, want %q", c, cookie)
+			}
+		})
+	}
+}
+
+func testHeavy(t *testing.T, g *gears, o *origin) {
+	get := func(t *testing.T, uri, cookie string) reply {
+		t.Helper()
+		return g.do(t, req{gear: "heavy", path: uri, cookie: cookie})
+	}
+	t.Run("anonymous cached whatever PHP says", func(t *testing.T) {
+		u := "/g/heavy/php?cc=no-store,no-cache,must-revalidate,private&exp=past&sc=PHPSESSID%3Dfresh%3B+path%3D%2F"
+		r := get(t, u, "_ga=1")
+		r.want(t, "MISS", "user=anonymous")
+		if sc := r.header.Get("Set-Cookie"); sc != "" {
+			t.Errorf("anonymous response kept Set-Cookie %q", sc)
+		}
+		if c := o.header(u, "Cookie"); c != "" {
+			t.Errorf("backend got Cookie %q for an anonymous request", c)
+		}
+		get(t, u, "").want(t, "HIT", "user=anonymous")
+		get(t, u, "_gid=2").want(t, "HIT", "user=anonymous")
+		wantCount(t, o, u, 1)
+	})
+	t.Run("session response that sets a cookie", func(t *testing.T) {
+		u := "/g/heavy/login?sc=wordpress_logged_in_x%3Dnew"
+		get(t, u, "PHPSESSID=h1").want(t, "MISS", "user=h1")
+		r := get(t, u, "PHPSESSID=h1")
+		r.want(t, "PASS", "hit=2")
+		if r.header.Get("Set-Cookie") == "" {
+			t.Error("session response lost its Set-Cookie")
+		}
+	})
+	t.Run("backend errors not cached", func(t *testing.T) {
+		u := "/g/heavy/error?status=503"
+		get(t, u, "").want(t, "MISS", "")
+		get(t, u, "").want(t, "PASS", "")
+		wantCount(t, o, u, 2)
+	})
+	t.Run("only session cookies in the key", func(t *testing.T) {
+		u := "/g/heavy/key?cc=no-cache"
+		get(t, u, "PHPSESSID=k1; _ga=1").want(t, "MISS", "user=k1")
+		get(t, u, "_ga=2;PHPSESSID=k1").want(t, "HIT", "user=k1")
+		get(t, u, "  PHPSESSID=k1 ;; _gid=3").want(t, "HIT", "user=k1")
+		wantCount(t, o, u, 1)
+	})
+	t.Run("same-host redirect to www not cached", func(t *testing.T) {
+		u := "/g/heavy/canonical?status=301&loc=http%3A%2F%2Fwww.example.com%2Fg%2Fheavy%2Fcanonical"
+		g.do(t, req{gear: "heavy", path: u, host: "example.com"}).want(t, "MISS", "")
+		g.do(t, req{gear: "heavy", path: u, host: "www.example.com"}).want(t, "PASS", "")
+		u = "/g/heavy/moved?status=301&loc=%2Fg%2Fheavy%2Fnew"
+		get(t, u, "").want(t, "MISS", "")
+		get(t, u, "").want(t, "HIT", "")
+	})
+}
+
+// testIsolation: one user's page is never served to another, nor to an
+// anonymous visitor, nor an anonymous page to a user.
+func testIsolation(t *testing.T, g *gears, o *origin, cookieName string) {
+	u := "/g/heavy/private?c=" + cookieName + "&cc=private,no-store"
+	get := func(cookie string) reply {
+		t.Helper()
+		return g.do(t, req{gear: "heavy", path: u, cookie: cookie})
+	}
+	a, b := cookieName+"=alice", cookieName+"=bob"
+	anon := get("")
+	anon.want(t, "MISS", "user=anonymous")
+	alice := get(a)
+	alice.want(t, "MISS", "user=alice\n")
+	bob := get(b)
+	bob.want(t, "MISS", "user=bob\n")
+	get(a).want(t, "HIT", alice.body)
+	get(b).want(t, "HIT", bob.body)
+	get("").want(t, "HIT", anon.body)
+	get("_ga=1").want(t, "HIT", anon.body)
+	get("_ga=1; " + a).want(t, "HIT", alice.body)
+	for _, forged := range []string{
+		cookieName + "=alic", cookieName + "=alice2", cookieName + "=", cookieName + "=alice bob",
+		"x" + cookieName + "=alice", cookieName + "x=alice", strings.ToLower(cookieName) + "=alice",
+		cookieName + "=bob; " + cookieName + "=alice", cookieName + "=alice; " + cookieName + "=bob",
+		"_ga=" + cookieName + "=alice", "_ga=1," + a,
+	} {
+		if forged == a || forged == b {
+			continue
+		}
+		r := get(forged)
+		if r.body == alice.body || r.body == bob.body {
+			t.Errorf("Cookie %q got another user's page: %q (X-Cache %s)", forged, r.body, r.header.Get("X-Cache"))
+		}
+	}
+	// Concurrent users hammering the same URL still each see their own.
+	var wg sync.WaitGroup
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			who := []string{"alice", "bob", "carol", "anonymous"}[i%4]
+			cookie := cookieName + "=" + who
+			if who == "anonymous" {
+				cookie = ""
+			}
+			if r := get(cookie); !strings.Contains(r.body, "user="+who+"\n") {
+				t.Errorf("%s got %q", who, r.body)
+			}
+		}(i)
+	}
+	wg.Wait()
+}
+
+// testVariant: a purge ACL that excludes the tester, hidden headers, no
+// host normalisation.
+func testVariant(t *testing.T, g *gears, o *origin) {
+	u := "/g/other/static/x.png"
+	r := g.do(t, req{gear: "otherlight", path: u})
+	for _, h := range []string{"X-Cache", "X-Gearshift-Profile"} {
+		if v := r.header.Get(h); v != "" {
+			t.Errorf("expose_headers false, yet %s: %q", h, v)
+		}
+	}
+	for _, m := range []string{"PURGE", "BAN"} {
+		if r := g.do(t, req{gear: "otherlight", path: u, method: m}); r.status != http.StatusMethodNotAllowed {
+			t.Errorf("%s from outside the ACL: status %d, want 405", m, r.status)
+		}
+	}
+	g.do(t, req{gear: "otherlight", path: u})
+	wantCount(t, o, u, 1)
+	g.do(t, req{gear: "otherlight", path: u, host: "www.example.com"})
+	wantCount(t, o, u, 2)
+	if h := o.header(u, "Host"); h != "www.example.com" {
+		t.Errorf("backend saw Host %q", h)
+	}
+}
+
+// testGrace: heavy's minimum TTL holds exactly, and stale objects are
+// served while the backend fails or is gone.
+func testGrace(t *testing.T, g *gears, o *origin) {
+	get := func(uri, cookie string) reply {
+		t.Helper()
+		return g.do(t, req{gear: "shortheavy", path: uri, cookie: cookie})
+	}
+	anon := "/g/grace/anon?cc=no-store,no-cache&exp=past"
+	sess := "/g/grace/session?cc=private"
+	get(anon, "").want(t, "MISS", "hit=1")
+	get(sess, "PHPSESSID=g1").want(t, "MISS", "user=g1")
+	time.Sleep(time.Second)
+	get(anon, "").want(t, "HIT", "hit=1")
+	get(sess, "PHPSESSID=g1").want(t, "HIT", "user=g1")
+	wantCount(t, o, anon, 1)
+
+	time.Sleep(1500 * time.Millisecond) // past the 2s minimum TTL
+	get(anon, "").want(t, "HIT", "hit=1")
+	eventually(t, "a background refresh once the minimum TTL has passed", func() bool { return o.count(anon) == 2 })
+
+	o.fail.Store(true)
+	time.Sleep(2500 * time.Millisecond)
+	get(anon, "").want(t, "HIT", "hit=2")
+	get(sess, "PHPSESSID=g1").want(t, "HIT", "user=g1")
+	eventually(t, "the failing refresh", func() bool { return o.count(anon) == 3 })
+	get(anon, "").want(t, "HIT", "hit=2")
+
+	o.srv.Close()
+	time.Sleep(2500 * time.Millisecond)
+	get(anon, "").want(t, "HIT", "hit=2")
+	get(sess, "PHPSESSID=g1").want(t, "HIT", "user=g1")
+	get(anon, "").want(t, "HIT", "hit=2")
+	if r := get("/g/grace/never-seen", ""); r.status != http.StatusServiceUnavailable {
+		t.Errorf("uncached page with the backend down: status %d, want 503", r.status)
+	}
+}
