@@ -616,7 +616,7 @@ func testIsolation(t *testing.T, g *gears, o *origin, cookieName string) {
 	get(b).want(t, "HIT", bob.body)
 	get("").want(t, "HIT", anon.body)
 	get("_ga=1").want(t, "HIT", anon.body)
-	get("_ga=1; " + a).want(t, "HIT", alice.body)
+	get("_ga=1; "+a).want(t, "HIT", alice.body)
 	for _, forged := range []string{
 		cookieName + "=alic", cookieName + "=alice2", cookieName + "=", cookieName + "=alice bob",
 		"x" + cookieName + "=alice", cookieName + "x=alice", strings.ToLower(cookieName) + "=alice",
