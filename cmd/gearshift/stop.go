@@ -86,6 +86,7 @@ func alive(pid int) bool {
 	}
 	return true
 }
+
 // runningPID returns the pid of the gearshift daemon named by the pid file,
 // or 0 when none runs (no file, or a stale one whose process is gone or is
 // not gearshift: the pid may have been reused).
