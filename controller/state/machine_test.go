@@ -479,3 +479,17 @@ func TestCurrentBeforeAnyStep(t *testing.T) {
 		t.Errorf("Current = %+v", d)
 	}
 }
+
+func TestReasonWithoutMemory(t *testing.T) {
+	m := New(defaultConfig(), 0)
+	d := m.StepReading(t0, Reading{Load1: 0.2, CPUs: 1})
+	if d.Reason != "moderate enter rule not held (load_per_cpu 0.20 < 0.70)" {
+		t.Errorf("reason %q: an unknown memory figure should not be quoted", d.Reason)
+	}
+	cfg := defaultConfig()
+	cfg.Moderate.Enter = Rule{PSICPU: f(20)}
+	d = New(cfg, 0).StepReading(t0, Reading{Load1: 0.2, CPUs: 1})
+	if d.Reason != "moderate enter rule not held (psi_cpu unavailable)" {
+		t.Errorf("reason %q", d.Reason)
+	}
+}

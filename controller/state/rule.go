@@ -50,8 +50,11 @@ func (r Rule) conds(sig Signals) []cond {
 		cs = append(cs, cond{"load_per_cpu", &v, *r.LoadPerCPU, true, 2})
 	}
 	if r.MemAvailablePct != nil {
-		v := sig.MemAvailablePct
-		cs = append(cs, cond{"mem_available_pct", &v, *r.MemAvailablePct, false, 1})
+		var v *float64
+		if !sig.memUnknown {
+			v = &sig.MemAvailablePct
+		}
+		cs = append(cs, cond{"mem_available_pct", v, *r.MemAvailablePct, false, 1})
 	}
 	if r.PSICPU != nil {
 		cs = append(cs, cond{"psi_cpu", sig.PSICPU, *r.PSICPU, true, 1})
@@ -74,22 +77,29 @@ func (r Rule) Holds(sig Signals) bool {
 }
 
 // explain lists the conditions that hold ("load_per_cpu 1.82 >= 1.50 and
-// mem_available_pct 8.0 <= 10"), or when none does, all the conditions, as
-// the reason why not.
+// mem_available_pct 8.0 <= 10"), or when none does, the conditions whose
+// signal is available, as the reason why not.
 func (r Rule) explain(sig Signals) string {
 	cs := r.conds(sig)
 	if len(cs) == 0 {
 		return "no condition configured"
 	}
-	var held, all []string
+	var held, available, unavailable []string
 	for _, c := range cs {
-		all = append(all, c.String())
-		if c.holds() {
+		switch {
+		case c.holds():
 			held = append(held, c.String())
+		case c.value != nil:
+			available = append(available, c.String())
+		default:
+			unavailable = append(unavailable, c.String())
 		}
 	}
-	if len(held) > 0 {
+	switch {
+	case len(held) > 0:
 		return strings.Join(held, " and ")
+	case len(available) > 0:
+		return strings.Join(available, ", ")
 	}
-	return strings.Join(all, ", ")
+	return strings.Join(unavailable, ", ")
 }

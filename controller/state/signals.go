@@ -80,7 +80,8 @@ func (e *EWMA) Reset() { e.value, e.last, e.primed = 0, time.Time{}, false }
 
 // derive turns a reading into decision signals (SPEC section 3), feeding the
 // fast EWMA on the way: load_per_cpu = max(Load1, EWMA(run queue)) / CPUs.
-// An unknown memory figure reads as 100% available, so no memory rule holds.
+// An unknown memory figure shows as 100% available and no memory condition
+// holds on it.
 func derive(now time.Time, r Reading, fast *EWMA) Signals {
 	cpus := r.CPUs
 	if cpus <= 0 {
@@ -104,6 +105,8 @@ func derive(now time.Time, r Reading, fast *EWMA) Signals {
 	}
 	if r.MemAvailablePct != nil {
 		sig.MemAvailablePct = *r.MemAvailablePct
+	} else {
+		sig.memUnknown = true
 	}
 	return sig
 }

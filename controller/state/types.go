@@ -81,7 +81,9 @@ type Config struct {
 type Signals struct {
 	Time            time.Time
 	LoadPerCPU      float64
-	MemAvailablePct float64
+	MemAvailablePct float64  // 100 when the input had no memory figure
 	PSICPU          *float64 // nil: no PSI on this kernel
 	PSIMem          *float64 // nil: no PSI on this kernel
+
+	memUnknown bool // the input had no memory figure: no memory condition holds
 }

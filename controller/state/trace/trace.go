@@ -61,6 +61,7 @@ var columns = map[string]string{
 	"load5": "load5", "ldavg-5": "load5",
 	"load15": "load15", "ldavg-15": "load15",
 	"runnable": "runnable", "runq-sz": "runnable",
+	"blocked":           "blocked", // sar -q: added to runq-sz, as Runnable counts blocked tasks
 	"cpus":              "cpus",
 	"mem_available_pct": "mem_available_pct",
 	"psi_cpu":           "psi_cpu",
@@ -72,7 +73,9 @@ var columns = map[string]string{
 // "load1" are required; "load5", "load15", "runnable", "cpus",
 // "mem_available_pct", "psi_cpu" and "psi_mem" are optional, and an empty
 // cell is a figure the row does not have. A row without "runnable" feeds the
-// fast signal with load1. Rows without "cpus" get cpus. The delimiter is a
+// fast signal with load1. sar's names are understood too: "timestamp",
+// "ldavg-1", "ldavg-5", "ldavg-15", "runq-sz", and "blocked", which is added
+// to the run queue. Rows without "cpus" get cpus. The delimiter is a
 // comma, or a semicolon as sadf -d writes; a header starting with "#" (sadf)
 // is read too, and other lines starting with "#" are comments.
 func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
@@ -173,8 +176,16 @@ func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
 		if err != nil {
 			return nil, err
 		}
-		if runq == nil {
+		blocked, err := row.number("blocked", 0, math.Inf(1))
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case runq == nil:
 			runq = load1
+		case blocked != nil:
+			v := *runq + *blocked
+			runq = &v
 		}
 		rowCPUs := cpus
 		if c, err := row.number("cpus", 1, math.Inf(1)); err != nil {
