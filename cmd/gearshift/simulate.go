@@ -1,18 +1,255 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/state/trace"
+	"github.com/gearshift/gearshift/profiles"
 )
 
-// STUB: replaced when the simulate command lands.
 func newSimulateCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:    "simulate",
-		Hidden: true,
-		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			return exitFailure, errors.New("simulate is not implemented yet")
+	var (
+		path   string
+		asJSON bool
+		cpus   int
+	)
+	cmd := &cobra.Command{
+		Use:   "simulate --trace FILE",
+		Short: "Replay a CSV trace of samples through the state machine",
+		Long: `Replay a CSV trace of samples through the state machine, with the config's
+thresholds and hysteresis, and print each transition and the time spent in
+each gear. Tune thresholds against last month's load before trusting the daemon.
+
+The trace has a header row. Columns: time (RFC 3339 or seconds) and load1
+are required; load5, load15, runnable, cpus, mem_available_pct, psi_cpu and
+psi_mem are optional (an empty cell is a missing figure). A row without
+runnable feeds the fast signal with load1. sadf -d output of sar -q
+(timestamp, ldavg-1, runq-sz; semicolons) is read as is.
+
+The CPU count comes from the cpus column, else --cpus, else the config's
+cpus, else this machine's.`,
+		Example: `  gearshift simulate --trace scripts/traces/surge.csv
+  gearshift simulate --trace last-month.csv --config candidate.yaml --json
+  sadf -d -- -q | gearshift simulate --trace - --cpus 8`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
+			return a.simulate(path, cpus, asJSON)
 		}),
 	}
+	cmd.Flags().StringVar(&path, "trace", "", "CSV trace to replay (- for standard input)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
+	cmd.Flags().IntVar(&cpus, "cpus", 0, "CPUs of the traced host, for rows without a cpus column (0 = the config's cpus, else this machine's)")
+	_ = cmd.MarkFlagRequired("trace")
+	return cmd
+}
+
+func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
+	if cpus < 0 {
+		return exitUsage, fmt.Errorf("--cpus %d: must be 0 (detect) or more", cpus)
+	}
+	cfg, err := a.loadSimulationConfig()
+	if err != nil {
+		return exitUsage, err
+	}
+	cpusFrom := "from --cpus"
+	switch {
+	case cpus > 0:
+	case cfg.CPUs > 0:
+		cpus, cpusFrom = cfg.CPUs, "from the config"
+	default:
+		cpus, cpusFrom = runtime.NumCPU(), "this machine's"
+	}
+
+	var in io.Reader = a.stdin
+	name := "standard input"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return exitUsage, fmt.Errorf("open trace: %w", err)
+		}
+		defer f.Close()
+		in, name = f, path
+	}
+	tr, err := trace.Parse(in, cpus, cpusFrom)
+	if err != nil {
+		var te *trace.Error
+		if errors.As(err, &te) {
+			return exitUsage, fmt.Errorf("trace %s, %w", name, err)
+		}
+		return exitUsage, fmt.Errorf("read trace %s: %w", name, err)
+	}
+	for _, w := range tr.Warnings {
+		fmt.Fprintf(a.stderr, "gearshift: trace %s, %s\n", name, w)
+	}
+
+	fast := time.Duration(cfg.FastWindow)
+	res := trace.Replay(state.New(cfg.StateConfig(), fast), tr.Samples)
+	if asJSON {
+		return printSimulationJSON(a.stdout, res)
+	}
+	configFrom := a.configPath
+	if !a.configSet {
+		if _, err := os.Stat(a.configPath); errors.Is(err, os.ErrNotExist) {
+			configFrom = "embedded defaults"
+		}
+	}
+	sc := cfg.StateConfig()
+	fmt.Fprintf(a.stdout, "Trace %s: %d samples over %s, %s.\n", name, res.Samples, dur(res.Duration), cpuNote(tr))
+	fmt.Fprintf(a.stdout, "Config: %s; fast_window %s, up_confirm %d, down_window %s, min_dwell %s.\n\n",
+		configFrom, dur(fast), sc.UpConfirm, dur(sc.DownWindow), dur(sc.MinDwell))
+	printSimulation(a.stdout, res)
+	return exitOK, nil
+}
+
+// loadSimulationConfig loads the config as every command does, except that
+// a replay talks to no Varnish: a config whose only problems are about files
+// and groups on this machine (admin secrets, VCL files, control.group) is
+// used anyway, so thresholds can be tuned away from the server.
+func (a *app) loadSimulationConfig() (*profiles.Config, error) {
+	cfg, err := a.loadConfig()
+	if err == nil {
+		return cfg, nil
+	}
+	var ce *profiles.Error
+	if !errors.As(err, &ce) {
+		return nil, err
+	}
+	for _, p := range ce.Problems {
+		if !strings.HasSuffix(p.Path, ".secret_file") && !strings.HasSuffix(p.Path, ".vcl_file") && p.Path != "control.group" {
+			return nil, err
+		}
+	}
+	if ce.File == "" {
+		return profiles.Default(), nil
+	}
+	// Every setting decoded and validated: only the file checks failed.
+	return profiles.LoadLenient(ce.File)
+}
+
+// cpuNote says how many CPUs the replay divided the load by, and why.
+func cpuNote(tr *trace.Trace) string {
+	counts := map[int]bool{}
+	for _, s := range tr.Samples {
+		counts[s.Reading.CPUs] = true
+	}
+	if len(counts) == 1 {
+		n := tr.Samples[0].Reading.CPUs
+		return fmt.Sprintf("%d CPU%s (%s)", n, plural(n), tr.CPUs)
+	}
+	return "CPUs from the cpus column, varying"
+}
+
+func printSimulation(w io.Writer, res trace.Result) {
+	if len(res.Transitions) == 0 {
+		fmt.Fprintf(w, "No transitions: light throughout.\n\n")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "OFFSET\tTIME\tSHIFT\tREASON")
+		for _, t := range res.Transitions {
+			fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\n", offset(t.Offset), t.Sample.Text, t.From, t.To, t.Reason)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+
+	width := len("TIME")
+	for _, d := range append(res.TimeIn[:], res.Duration) {
+		width = max(width, len(dur(d)))
+	}
+	fmt.Fprintf(w, "%-8s  %*s  %6s\n", "GEAR", width, "TIME", "SHARE")
+	for _, st := range state.All {
+		fmt.Fprintf(w, "%-8s  %*s  %6s\n", st, width, dur(res.TimeIn[st]), share(res.TimeIn[st], res.Duration))
+	}
+	fmt.Fprintf(w, "%-8s  %*s  %d transition%s\n", "total", width, dur(res.Duration), len(res.Transitions), plural(len(res.Transitions)))
+	fmt.Fprintf(w, "\nPeak load_per_cpu %.2f at %s", res.Peak.Value, offset(res.Peak.Offset))
+	if res.LowMem != nil {
+		fmt.Fprintf(w, "; lowest mem_available_pct %.1f at %s", res.LowMem.Value, offset(res.LowMem.Offset))
+	}
+	fmt.Fprintln(w, ".")
+}
+
+// simulationJSON is the shape SPEC section 7 fixes for simulate --json.
+type simulationJSON struct {
+	Transitions []transitionJSON `json:"transitions"`
+	Summary     struct {
+		Samples     int                `json:"samples"`
+		Transitions int                `json:"transitions"`
+		SecondsIn   map[string]float64 `json:"seconds_in"`
+	} `json:"summary"`
+}
+
+type transitionJSON struct {
+	OffsetS float64 `json:"offset_s"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Reason  string  `json:"reason"`
+}
+
+func printSimulationJSON(w io.Writer, res trace.Result) (int, error) {
+	out := simulationJSON{Transitions: []transitionJSON{}}
+	for _, t := range res.Transitions {
+		out.Transitions = append(out.Transitions, transitionJSON{
+			OffsetS: t.Offset.Seconds(), From: t.From.String(), To: t.To.String(), Reason: t.Reason,
+		})
+	}
+	out.Summary.Samples = res.Samples
+	out.Summary.Transitions = len(res.Transitions)
+	out.Summary.SecondsIn = map[string]float64{}
+	for _, st := range state.All {
+		out.Summary.SecondsIn[st.String()] = res.TimeIn[st].Seconds()
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return exitFailure, fmt.Errorf("write json: %w", err)
+	}
+	return exitOK, nil
+}
+
+// offset formats a time since the first sample as +H:MM:SS.
+func offset(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("+%d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// dur formats a duration to the second, without Go's trailing zero units.
+func dur(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d == 0 {
+		return "0s"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func share(part, whole time.Duration) string {
+	if whole <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

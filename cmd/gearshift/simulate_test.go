@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const traces = "../../scripts/traces"
+
+// TestSimulateGolden replays the example traces and compares the human
+// output with testdata/simulate/*.golden (-update rewrites them).
+func TestSimulateGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"surge", []string{"--trace", traces + "/surge.csv"}},
+		{"surge-tuned", []string{"--trace", traces + "/surge.csv", "--config", "testdata/simulate/tuned.yaml"}},
+		{"slow-climb", []string{"--trace", traces + "/slow-climb.csv", "--cpus", "2"}},
+		{"flapping", []string{"--trace", traces + "/flapping.csv"}},
+		{"sadf", []string{"--trace", "testdata/simulate/sadf.csv", "--cpus", "2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"simulate", "--config", "testdata/simulate/defaults.yaml"}, tc.args...)
+			code, stdout, stderr := runMain(t, args...)
+			if code != exitOK {
+				t.Fatalf("exit code %d, stderr %q", code, stderr)
+			}
+			golden(t, filepath.Join("simulate", tc.name+".golden"), []byte(stdout))
+		})
+	}
+}
+
+// TestSimulateJSON checks the shape SPEC section 7 fixes for --json.
+func TestSimulateJSON(t *testing.T) {
+	code, stdout, stderr := runMain(t, "simulate", "--config", "testdata/simulate/defaults.yaml", "--trace", traces+"/surge.csv", "--json")
+	if code != exitOK {
+		t.Fatalf("exit code %d, stderr %q", code, stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, stdout)
+	}
+	assertKeys(t, "top level", out, "summary", "transitions")
+	trs, ok := out["transitions"].([]any)
+	if !ok || len(trs) == 0 {
+		t.Fatalf("transitions = %v, want a non-empty array", out["transitions"])
+	}
+	for i, tr := range trs {
+		m := tr.(map[string]any)
+		assertKeys(t, "transition", m, "from", "offset_s", "reason", "to")
+		if _, ok := m["offset_s"].(float64); !ok {
+			t.Errorf("transition %d: offset_s %v is not a number", i, m["offset_s"])
+		}
+		for _, k := range []string{"from", "to", "reason"} {
+			if s, ok := m[k].(string); !ok || s == "" {
+				t.Errorf("transition %d: %s %v is not a non-empty string", i, k, m[k])
+			}
+		}
+	}
+	first := trs[0].(map[string]any)
+	if first["offset_s"] != 304.0 || first["from"] != "light" || first["to"] != "moderate" || first["reason"] != "load_per_cpu 1.63 >= 0.70 for 3 samples" {
+		t.Errorf("first transition %v", first)
+	}
+	sum := out["summary"].(map[string]any)
+	assertKeys(t, "summary", sum, "samples", "seconds_in", "transitions")
+	if sum["samples"] != 751.0 || sum["transitions"] != float64(len(trs)) {
+		t.Errorf("summary %v", sum)
+	}
+	in := sum["seconds_in"].(map[string]any)
+	assertKeys(t, "seconds_in", in, "heavy", "light", "moderate")
+	var total float64
+	for _, v := range in {
+		total += v.(float64)
+	}
+	if total != 1500 {
+		t.Errorf("seconds_in adds up to %v, want the trace's 1500s", total)
+	}
+}
+
+func TestSimulateJSONNoTransitions(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"simulate", "--config", "testdata/simulate/defaults.yaml", "--trace", "-", "--json"},
+		strings.NewReader("time,load1\n0,0.1\n1,0.1\n"), &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit code %d, stderr %q", code, errb.String())
+	}
+	want := `{
+  "transitions": [],
+  "summary": {
+    "samples": 2,
+    "transitions": 0,
+    "seconds_in": {
+      "heavy": 0,
+      "light": 1,
+      "moderate": 0
+    }
+  }
+}
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func assertKeys(tb testing.TB, what string, m map[string]any, want ...string) {
+	tb.Helper()
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		tb.Errorf("%s keys %v, want %v", what, got, want)
+	}
+}
+
+func TestSimulateErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := write("bad.csv", "time,load1\n0,1\n1,high\n")
+	badCfg := write("bad.yaml", "hysteresis: { min_dwell: soon }\n")
+	noSecret := write("nosecret.yaml", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: "+dir+"/missing } ] }\n")
+	good := write("good.csv", "time,load1,extra\n0,1,x\n")
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		{"bad row", []string{"--trace", bad}, exitUsage,
+			"gearshift: trace " + bad + ", line 3, column 2 (load1): \"high\" is not a number.\n"},
+		{"missing file", []string{"--trace", dir + "/nope.csv"}, exitUsage,
+			"gearshift: open trace: open " + dir + "/nope.csv: no such file or directory.\n"},
+		{"no --trace", nil, exitUsage, "gearshift: required flag(s) \"trace\" not set.\n"},
+		{"argument", []string{"--trace", good, "extra"}, exitUsage, "gearshift: unknown command \"extra\" for \"gearshift simulate\".\n"},
+		{"negative cpus", []string{"--trace", good, "--cpus", "-1"}, exitUsage, "gearshift: --cpus -1: must be 0 (detect) or more.\n"},
+		{"bad config", []string{"--trace", good, "--config", badCfg}, exitUsage,
+			"gearshift: config " + badCfg + ": hysteresis.min_dwell: \"soon\" is not a duration (use e.g. 90s, 2m, 1h) (line 1).\n"},
+		{"config for another machine", []string{"--trace", good, "--config", noSecret}, exitOK,
+			"gearshift: trace " + good + ", line 1, column 3: ignoring unknown column \"extra\"\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"simulate", "--config", "testdata/simulate/defaults.yaml"}, tc.args...)
+			code, _, stderr := runMain(t, args...)
+			if code != tc.wantCode {
+				t.Errorf("exit code %d, want %d", code, tc.wantCode)
+			}
+			if stderr != tc.wantStderr {
+				t.Errorf("stderr\n got %q\nwant %q", stderr, tc.wantStderr)
+			}
+		})
+	}
+}
