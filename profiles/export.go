@@ -1,0 +1,89 @@
+package profiles
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// CLIFile is the name of the varnishd -I command file Export writes.
+const CLIFile = "gearshift.cli"
+
+// Export writes the three profiles into dir as <state>.vcl, plus CLIFile:
+// varnishd commands that load them under their gearshift names and make
+// active's profile the active VCL. Started with -I dir/gearshift.cli,
+// varnishd boots straight into gearshift's profiles, and gearshift finds
+// them already loaded when it connects. It returns the paths written.
+func Export(set Set, dir string, active state.State) ([]string, error) {
+	if active < state.Light || active > state.Heavy {
+		return nil, fmt.Errorf("export profiles: unknown state %d", int(active))
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("export profiles: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("export profiles: %w", err)
+	}
+	var cli strings.Builder
+	var written []string
+	for _, p := range set {
+		if p.Name == "" || p.VCL == "" {
+			return nil, fmt.Errorf("export profiles: the %s profile is empty", p.State)
+		}
+		path := filepath.Join(dir, p.State.String()+".vcl")
+		quoted, err := cliQuote(path)
+		if err != nil {
+			return nil, fmt.Errorf("export profiles to %s: %w", dir, err)
+		}
+		if err := writeFileAtomic(path, []byte(p.VCL)); err != nil {
+			return nil, fmt.Errorf("export profile %s: %w", p.State, err)
+		}
+		written = append(written, path)
+		fmt.Fprintf(&cli, "vcl.load %s %s warm\n", p.Name, quoted)
+	}
+	fmt.Fprintf(&cli, "vcl.use %s\n", set[active].Name)
+	path := filepath.Join(dir, CLIFile)
+	if err := writeFileAtomic(path, []byte(cli.String())); err != nil {
+		return nil, fmt.Errorf("export profiles: %w", err)
+	}
+	return append(written, path), nil
+}
+
+// cliQuote quotes s as one argument of a Varnish CLI command.
+func cliQuote(s string) (string, error) {
+	if strings.ContainsAny(s, "\n\r") {
+		return "", fmt.Errorf("%q: a path with a line break cannot go into a CLI file", s)
+	}
+	if !strings.ContainsAny(s, " \t\"\\{}") {
+		return s, nil
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(s) + `"`, nil
+}
+
+// writeFileAtomic replaces path with data so that a reader (varnishd
+// starting) never sees half a file. The file is world-readable: Varnish's
+// VCL compiler runs as an unprivileged user.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

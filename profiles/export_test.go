@@ -1,0 +1,117 @@
+package profiles
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+)
+
+func TestExportFiles(t *testing.T) {
+	set, err := Build(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "with space", "gearshift")
+	paths, err := Export(set, dir, state.Moderate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 4 {
+		t.Fatalf("Export wrote %v", paths)
+	}
+	for _, p := range set {
+		b, err := os.ReadFile(filepath.Join(dir, p.State.String()+".vcl"))
+		if err != nil || string(b) != p.VCL {
+			t.Errorf("%s.vcl: %v, or not the profile's text", p.State, err)
+		}
+	}
+	cli, err := os.ReadFile(filepath.Join(dir, CLIFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, p := range set {
+		want += "vcl.load " + p.Name + ` "` + filepath.Join(dir, p.State.String()+".vcl") + `" warm` + "\n"
+	}
+	want += "vcl.use " + set[state.Moderate].Name + "\n"
+	if string(cli) != want {
+		t.Errorf("%s:\n%s\nwant:\n%s", CLIFile, cli, want)
+	}
+}
+
+// TestExportBootsVarnish starts varnishd with the exported -I file next to
+// a stock -f boot VCL, as a packaged unit does, and checks that gearshift's
+// profile is active under its gearshift name before gearshift connects.
+func TestExportBootsVarnish(t *testing.T) {
+	bin := varnishtest.Binary(t)
+	o := newOrigin(t)
+	set, err := Build(testConfig(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := searchableTempDir(t)
+	if _, err := Export(set, filepath.Join(dir, "export"), state.Heavy); err != nil {
+		t.Fatal(err)
+	}
+	boot := filepath.Join(dir, "default.vcl")
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(boot, []byte(varnishtest.DefaultVCL), 0o644)
+	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
+	admin, http := varnishtest.FreeAddr(t), varnishtest.FreeAddr(t)
+	cmd := exec.Command(bin, "-F", "-n", filepath.Join(dir, "n"), "-a", http, "-T", admin, "-S", secret,
+		"-f", boot, "-I", filepath.Join(dir, "export", CLIFile), "-s", "malloc,16m")
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+
+	c, err := varnishadm.NewFromFile(admin, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var vcls []varnishadm.VCL
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		vcls, err = c.VCLList(ctx)
+		cancel()
+		if err == nil && len(vcls) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("varnishd with -I did not come up: %v\n%s", err, log.String())
+		}
+	}
+	loaded := map[string]varnishadm.VCL{}
+	for _, v := range vcls {
+		loaded[v.Name] = v
+	}
+	for _, p := range set {
+		if _, ok := loaded[p.Name]; !ok {
+			t.Errorf("%s not loaded; vcl.list: %+v", p.Name, vcls)
+		}
+	}
+	if v := loaded[set[state.Heavy].Name]; !v.Active() {
+		t.Errorf("%s is not the active VCL; vcl.list: %+v", set[state.Heavy].Name, vcls)
+	}
+	g := &gears{v: &varnishtest.Varnish{HTTPAddr: http}}
+	g.do(t, req{path: "/exported"}).want(t, "MISS", "")
+	if r := g.do(t, req{path: "/exported"}); r.header.Get("X-Gearshift-Profile") != "heavy" {
+		t.Errorf("X-Gearshift-Profile = %q", r.header.Get("X-Gearshift-Profile"))
+	}
+}

@@ -1,0 +1,277 @@
+package profiles
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestRenderGolden pins the VCL rendered from the default config. Run
+// `go test ./profiles -run TestRenderGolden -update` after changing a
+// template, and review the diff.
+func TestRenderGolden(t *testing.T) {
+	for _, s := range state.All {
+		t.Run(s.String(), func(t *testing.T) {
+			got := render(t, Default(), s)
+			path := filepath.Join("testdata", "golden", s.String()+".vcl")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("rendered %s differs from %s (run with -update and review the diff)", s, path)
+			}
+		})
+	}
+}
+
+// TestRenderCompiles compiles every gear of several configs with the real
+// VCL compiler (varnishd -C: no child, no C compiler).
+func TestRenderCompiles(t *testing.T) {
+	bin := varnishtest.Binary(t)
+	dir := searchableTempDir(t)
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"defaults", func(*Config) {}},
+		{"empty lists", func(c *Config) {
+			c.Profiles.SessionCookies = nil
+			c.Profiles.StaticExtensions = nil
+			c.Profiles.NeverCache = nil
+			c.Profiles.PurgeACL = nil
+		}},
+		{"switches off", func(c *Config) {
+			c.Profiles.NormalizeHost = false
+			c.Profiles.ExposeHeaders = false
+			c.Profiles.HeavyGrace = 0
+		}},
+		{"odd values", func(c *Config) {
+			c.Backend = Backend{Host: "::1", Port: 8081}
+			c.Profiles.PurgeACL = []string{"10.1.2.3/8", "2001:db8::/32", "192.0.2.7"}
+			c.Profiles.SessionCookies = []string{"a.b-c", `x\*y`, "[!0-9]?{3}*", "[A-Z_]{8}"}
+			c.Profiles.NeverCache = []string{`^/(?:shop|basket)/`, `\?add-to-cart=`, `(?i)\.php$`}
+			c.Profiles.HeavySessionTTL = Duration(1500 * time.Millisecond)
+		}},
+	} {
+		cfg := Default()
+		tc.edit(cfg)
+		for _, s := range state.All {
+			t.Run(tc.name+"/"+s.String(), func(t *testing.T) {
+				file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+"-"+s.String()+".vcl")
+				if err := os.WriteFile(file, []byte(render(t, cfg, s)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(bin, "-C", "-n", filepath.Join(dir, "n"), "-f", file).CombinedOutput()
+				if err != nil {
+					t.Errorf("varnishd -C %s: %v\n%s", file, err, lastLines(string(out), 20))
+				}
+			})
+		}
+	}
+}
+
+// searchableTempDir is a temp dir the VCL compiler, which runs as Varnish's
+// unprivileged user, can read.
+func searchableTempDir(tb testing.TB) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	for d := dir; d != os.TempDir() && d != "/" && d != "."; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestCookieGlobRegex(t *testing.T) {
+	for _, tc := range []struct {
+		glob       string
+		match, not []string
+	}{
+		{"PHPSESSID", []string{"PHPSESSID"}, []string{"PHPSESSIDX", "XPHPSESSID", "phpsessid", "PHPSESSI"}},
+		{"wordpress_logged_in_*", []string{"wordpress_logged_in_", "wordpress_logged_in_5f3e0a"}, []string{"wordpress_logged_in", "wordpress_logged_inX", "xwordpress_logged_in_1"}},
+		{"wp-postpass_*", []string{"wp-postpass_abc"}, []string{"wpXpostpass_abc"}},
+		{"SESS*", []string{"SESS", "SESS0a9f"}, []string{"SSESS1", "sess1"}},
+		{"[0-9a-f]{32}", []string{"0123456789abcdef0123456789abcdef", "ffffffffffffffffffffffffffffffff"},
+			[]string{"0123456789abcdef0123456789abcde", "0123456789abcdef0123456789abcdef0", "0123456789ABCDEF0123456789ABCDEF", "0123456789abcdeg0123456789abcdef"}},
+		{"sess?", []string{"sess1", "sessA"}, []string{"sess", "sess12"}},
+		{"a?{2}b", []string{"axyb"}, []string{"axb", "axyzb"}},
+		{"x[!0-9]", []string{"xa", "x_"}, []string{"x1", "x", "xab"}},
+		{"x[^a-c]", []string{"xd"}, []string{"xb"}},
+		{"a.b", []string{"a.b"}, []string{"aXb"}},
+		{"a+b", []string{"a+b"}, []string{"aab", "ab"}},
+		{`star\*`, []string{"star*"}, []string{"starX", "star"}},
+		{"(x)|y", []string{"(x)|y"}, []string{"x", "y"}},
+		{"$x^", []string{"$x^"}, []string{"x"}},
+	} {
+		t.Run(tc.glob, func(t *testing.T) {
+			re, err := CookieGlobRegex(tc.glob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// As the VCL uses it: after a separator, before '='.
+			rx := regexp.MustCompile(`(^|;)\s*(?:` + re + `)=`)
+			for _, name := range tc.match {
+				if !rx.MatchString("a=1; " + name + "=v") {
+					t.Errorf("regex %s does not match cookie %q", re, name)
+				}
+			}
+			for _, name := range tc.not {
+				if rx.MatchString("a=1; " + name + "=v") {
+					t.Errorf("regex %s matches cookie %q", re, name)
+				}
+			}
+			if rx.MatchString("a=" + tc.match[0] + "=v") {
+				t.Errorf("regex %s matches inside a cookie value", re)
+			}
+		})
+	}
+}
+
+func TestCookieGlobRegexErrors(t *testing.T) {
+	for _, glob := range []string{"", "a b", "a;b", "a=b", "a,b", `a"b`, "[abc", "abc]", "a{3}", "[a]{0}", "[a]{x}", "[a]{3", "?{256}", "[]", "[!]", "[z-a]", `a\`, "caf\u00e9", "a}"} {
+		t.Run(glob, func(t *testing.T) {
+			if re, err := CookieGlobRegex(glob); err == nil {
+				t.Errorf("CookieGlobRegex(%q) = %q, want an error", glob, re)
+			}
+		})
+	}
+}
+
+func TestRenderErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		edit func(*Config)
+	}{
+		{"profiles.session_cookies[1]", func(c *Config) { c.Profiles.SessionCookies = []string{"ok", "bad name"} }},
+		{"profiles.static_extensions[0]", func(c *Config) { c.Profiles.StaticExtensions = []string{".png"} }},
+		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{"a\"}b"} }},
+		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{""} }},
+		{"profiles.purge_acl[0]", func(c *Config) { c.Profiles.PurgeACL = []string{"localhost"} }},
+		{"profiles.static_ttl", func(c *Config) { c.Profiles.StaticTTL = 0 }},
+		{"profiles.heavy_grace", func(c *Config) { c.Profiles.HeavyGrace = -1 }},
+		{"backend.host", func(c *Config) { c.Backend.Host = `a"b` }},
+		{"backend.port", func(c *Config) { c.Backend.Port = 0 }},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			cfg := Default()
+			tc.edit(cfg)
+			_, err := Render(cfg, state.Heavy)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.key+": ") {
+				t.Errorf("Render: error %v, want one starting with %q", err, tc.key+": ")
+			}
+			if _, err := Build(cfg); err == nil {
+				t.Error("Build: no error")
+			}
+		})
+	}
+}
+
+func TestName(t *testing.T) {
+	// sha256("vcl 4.1;\n") starts with these 8 hex digits.
+	const text = "vcl 4.1;\n"
+	got := Name(state.Heavy, text)
+	if !regexp.MustCompile(`^gearshift-heavy-[0-9a-f]{8}$`).MatchString(got) {
+		t.Fatalf("Name = %q", got)
+	}
+	if Name(state.Heavy, text) != got || Name(state.Heavy, text+" ") == got {
+		t.Error("Name is not a function of the text")
+	}
+	if Name(state.Light, text)[:len("gearshift-light-")] != "gearshift-light-" {
+		t.Errorf("Name(light) = %q", Name(state.Light, text))
+	}
+}
+
+func TestBuild(t *testing.T) {
+	dir := t.TempDir()
+	mine := filepath.Join(dir, "mine.vcl")
+	const text = "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"9\"; }\n"
+	if err := os.WriteFile(mine, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.Profiles.Moderate.VCLFile = mine
+	set, err := Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range set {
+		if p.State != state.State(i) {
+			t.Errorf("set[%d].State = %s", i, p.State)
+		}
+		if p.Name != Name(p.State, p.VCL) {
+			t.Errorf("%s: Name %q is not Name(state, VCL)", p.State, p.Name)
+		}
+	}
+	if set[state.Moderate].VCL != text || set[state.Moderate].Source != mine {
+		t.Errorf("moderate = %+v, want the file verbatim", set[state.Moderate])
+	}
+	if set[state.Light].Source != SourceBuiltin || set[state.Light].VCL != render(t, Default(), state.Light) {
+		t.Errorf("light is not the built-in profile")
+	}
+
+	again, err := Build(cfg)
+	if err != nil || again != set {
+		t.Errorf("Build is not deterministic: %v", err)
+	}
+
+	cfg.Profiles.Heavy.VCLFile = filepath.Join(dir, "missing.vcl")
+	_, err = Build(cfg)
+	if err == nil || !strings.HasPrefix(err.Error(), "profiles.heavy.vcl_file: open ") || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Build with a missing file: %v", err)
+	}
+}
+
+// TestRenderValues checks that config values land where they belong.
+func TestRenderValues(t *testing.T) {
+	cfg := Default()
+	cfg.Backend = Backend{Host: "10.0.0.5", Port: 8088}
+	cfg.Profiles.StaticTTL = Duration(90 * time.Second)
+	cfg.Profiles.HeavyMinTTL = Duration(5 * time.Minute)
+	cfg.Profiles.HeavySessionTTL = Duration(1500 * time.Millisecond)
+	cfg.Profiles.HeavyGrace = Duration(time.Hour)
+	cfg.Profiles.ExposeHeaders = false
+	heavy := render(t, cfg, state.Heavy)
+	for _, want := range []string{
+		`.host = "10.0.0.5";`, `.port = "8088";`,
+		"set beresp.ttl = 90s;", "set beresp.ttl = 5m;", "set beresp.ttl = 1500ms;", "set beresp.grace = 1h;",
+	} {
+		if !strings.Contains(heavy, want) {
+			t.Errorf("heavy VCL lacks %q", want)
+		}
+	}
+	if strings.Contains(heavy, "X-Gearshift-Profile") || strings.Contains(heavy, "resp.http.X-Cache") {
+		t.Error("expose_headers false, yet the VCL sets the headers")
+	}
+	light := render(t, cfg, state.Light)
+	if strings.Contains(light, "X-Gs-Session =") {
+		t.Error("light VCL computes a session key")
+	}
+}

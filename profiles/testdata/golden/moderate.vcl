@@ -1,0 +1,214 @@
+vcl 4.1;
+
+# gearshift profile "moderate": static objects and what the backend marks cacheable; session requests passed
+# Rendered by gearshift from its configuration; change the config (or set
+# profiles.moderate.vcl_file to use your own program), not this text.
+
+import std;
+
+backend default {
+    .host = "127.0.0.1";
+    .port = "8080";
+}
+
+# Clients allowed to PURGE and BAN (profiles.purge_acl).
+acl gearshift_purgers {
+    "127.0.0.1";
+    "::1";
+}
+
+# Shared by every gear: decides everything that does not depend on the gear
+# and returns; a gear's vcl_recv only sees anonymous or session requests for
+# cacheable, non-static content.
+sub gearshift_recv {
+    # Headers gearshift uses internally never come from the client.
+    unset req.http.X-Gs-Cache;
+    unset req.http.X-Gs-Session;
+    unset req.http.X-Gs-Host;
+    # HTTP/2 and some clients split cookies over several headers.
+    std.collect(req.http.Cookie, "; ");
+
+    # Host normalised: lower case without the port for everyone, and without
+    # "www." in the cache key only, so the backend still sees the name it
+    # was asked for (a www-canonicalising site would loop otherwise).
+    set req.http.Host = std.tolower(regsub(req.http.Host, ":[0-9]+$", ""));
+    set req.http.X-Gs-Host = regsub(req.http.Host, "^www\.", "");
+
+    if (req.method == "PURGE" || req.method == "BAN") {
+        if (client.ip !~ gearshift_purgers) {
+            return (synth(405, "Not allowed"));
+        }
+        unset req.http.Cookie;
+        if (req.method == "BAN") {
+            # The path is a regex over the URLs of this host.
+            ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url ~ " + req.url);
+            return (synth(200, "Banned"));
+        }
+        return (purge);
+    }
+
+    if (req.http.Upgrade ~ "(?i)websocket") {
+        return (pipe);
+    }
+    # Never cached, whatever the gear.
+    if (req.method != "GET" && req.method != "HEAD") {
+        return (pass);
+    }
+    if (req.http.Authorization) {
+        return (pass);
+    }
+    if (req.url ~ {"^/wp-admin"}) {
+        return (pass);
+    }
+    if (req.url ~ {"^/wp-login\.php"}) {
+        return (pass);
+    }
+    if (req.url ~ {"^/administrator"}) {
+        return (pass);
+    }
+    if (req.url ~ {"^/user/login"}) {
+        return (pass);
+    }
+    if (req.url ~ {"^/admin"}) {
+        return (pass);
+    }
+    if (req.url ~ {"^/cart"}) {
+        return (pass);
+    }
+    if (req.url ~ {"^/checkout"}) {
+        return (pass);
+    }
+    if (req.url ~ {"^/my-account"}) {
+        return (pass);
+    }
+
+    # Static objects: the same for everyone, cookies are noise.
+    if (req.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
+        unset req.http.Cookie;
+        return (hash);
+    }
+}
+
+sub vcl_pipe {
+    if (req.http.Upgrade) {
+        set bereq.http.Upgrade = req.http.Upgrade;
+        set bereq.http.Connection = req.http.Connection;
+    }
+}
+
+sub vcl_hash {
+    hash_data(req.url);
+    hash_data(req.http.X-Gs-Host);
+    # A site behind a TLS terminator answers http with a redirect to https.
+    hash_data(req.http.X-Forwarded-Proto);
+    if (req.http.X-Gs-Session) {
+        hash_data("gearshift-session");
+        hash_data(req.http.X-Gs-Session);
+    }
+    return (lookup);
+}
+
+sub vcl_hit {
+    set req.http.X-Gs-Cache = "HIT";
+}
+
+sub vcl_miss {
+    if (req.is_hitmiss) {
+        set req.http.X-Gs-Cache = "PASS";
+    } else {
+        set req.http.X-Gs-Cache = "MISS";
+    }
+}
+
+sub vcl_pass {
+    set req.http.X-Gs-Cache = "PASS";
+}
+
+sub vcl_backend_fetch {
+    unset bereq.http.X-Gs-Cache;
+    unset bereq.http.X-Gs-Session;
+    unset bereq.http.X-Gs-Host;
+}
+
+# Uncacheable responses become hit-for-miss objects: requests for them are
+# never queued behind one another, and a later cacheable response replaces
+# the marker.
+sub gearshift_hit_for_miss {
+    set beresp.uncacheable = true;
+    set beresp.ttl = 120s;
+    set beresp.grace = 0s;
+    return (deliver);
+}
+
+# Shared by every gear: passes, static objects, and redirects that would
+# loop once cached. A gear's vcl_backend_response handles the rest.
+sub gearshift_backend_response {
+    if (bereq.uncacheable) {
+        return (deliver);
+    }
+    # For BAN: lets the ban lurker match objects without a request.
+    set beresp.http.X-Gs-Url = bereq.url;
+    set beresp.http.X-Gs-Host = regsub(bereq.http.Host, "^www\.", "");
+
+    if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
+        if (beresp.status >= 500) {
+            call gearshift_hit_for_miss;
+        }
+        unset beresp.http.Set-Cookie;
+        set beresp.ttl = 1h;
+        return (deliver);
+    }
+
+    # www.example.com and example.com share a cache key: a redirect from
+    # one to the other, cached, would send the client round in circles.
+    if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^[a-zA-Z][a-zA-Z0-9+.-]*://") {
+        set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^:]*://([^/?#]*).*$", "\1"));
+        if (beresp.http.X-Gs-Location != bereq.http.Host &&
+            regsub(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", ""), "^www\.", "") == beresp.http.X-Gs-Host) {
+            unset beresp.http.X-Gs-Location;
+            call gearshift_hit_for_miss;
+        }
+        unset beresp.http.X-Gs-Location;
+    }
+}
+
+sub vcl_deliver {
+    unset resp.http.X-Gs-Url;
+    unset resp.http.X-Gs-Host;
+    set resp.http.X-Gearshift-Profile = "moderate";
+    if (req.http.X-Gs-Cache) {
+        set resp.http.X-Cache = req.http.X-Gs-Cache;
+    } else {
+        set resp.http.X-Cache = "PASS";
+    }
+}
+
+sub vcl_synth {
+    set resp.http.X-Gearshift-Profile = "moderate";
+    set resp.http.X-Cache = "PASS";
+}
+
+sub vcl_recv {
+    call gearshift_recv;
+    if (req.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
+        return (pass);
+    }
+    # Anonymous: the remaining cookies (analytics and the like) would make
+    # every page uncacheable.
+    unset req.http.Cookie;
+    return (hash);
+}
+
+sub vcl_backend_response {
+    call gearshift_backend_response;
+    # Cached exactly when the backend says so, with explicit freshness.
+    if (beresp.ttl <= 0s ||
+        beresp.http.Set-Cookie ||
+        beresp.http.Surrogate-Control ~ "(?i)no-store" ||
+        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(private|no-cache|no-store)") ||
+        (!beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" && !beresp.http.Expires) ||
+        beresp.http.Vary == "*") {
+        call gearshift_hit_for_miss;
+    }
+    return (deliver);
+}
