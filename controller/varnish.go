@@ -47,6 +47,9 @@ func (a adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
 	}
 	vcls := make([]VCL, 0, len(list))
 	for _, v := range list {
+		if v.Status == "discarded" {
+			continue // already on its way out, once its requests are done
+		}
 		vcls = append(vcls, VCL{Name: v.Name, Active: v.Active()})
 	}
 	return vcls, nil

@@ -162,11 +162,15 @@ func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
 			}
 			return exitOK, nil
 		case err := <-served:
+			if ctx.Err() != nil {
+				served <- err // a clean stop: the loop is finishing too
+				continue
+			}
 			// The socket broke: keep no daemon nobody can talk to.
 			log.Error("control socket failed", zap.Error(err))
 			cancel()
 			<-stopped
-			return exitFailure, fmt.Errorf("control socket %s: %w", cfg.Control.Socket, err)
+			return exitFailure, fmt.Errorf("control socket %s failed: %v", cfg.Control.Socket, err)
 		}
 	}
 }

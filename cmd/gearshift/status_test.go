@@ -37,7 +37,7 @@ func golden(tb testing.TB, name string, got []byte) {
 	}
 }
 
-func fp(v float64) *float64 { return &v }
+func pf64(v float64) *float64 { return &v }
 
 func TestStatusGolden(t *testing.T) {
 	now := time.Date(2026, 11, 30, 15, 51, 2, 0, time.UTC)
@@ -53,7 +53,7 @@ func TestStatusGolden(t *testing.T) {
 			Transitions: 4,
 			Sample: &controller.SampleStatus{
 				Time: now.Add(-time.Second), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2, CPUs: 2,
-				LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: fp(12.5), PSIMem: fp(0),
+				LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: pf64(12.5), PSIMem: pf64(0),
 			},
 			Targets: []controller.TargetStatus{{
 				Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d",
