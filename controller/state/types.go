@@ -1,3 +1,5 @@
+// Package state is gearshift's pure three-state machine: samples and time
+// in, the gear to be in and a reason out; no clock, no I/O.
 package state
 
 import (
