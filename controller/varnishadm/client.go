@@ -40,7 +40,8 @@ const (
 
 // Client talks to one varnishd admin port over a single connection, dialled
 // on the first command and re-dialled after any failure. It is safe for
-// concurrent use; commands are serialised.
+// concurrent use; commands are serialised. Create it with New or
+// NewFromFile.
 //
 // Every command is bounded by its context's deadline. When the context has
 // none, Timeout applies, or LoadTimeout for vcl.inline and vcl.load, which
@@ -122,7 +123,8 @@ func (c *Client) Close() error {
 	return err
 }
 
-// Run sends one command, quoting every argument, and returns the response
+// Run sends one command, escaping every argument so that Varnish receives
+// it byte for byte (see quoteArg), and returns the response
 // body when the status is 200, or 201 (the body was cut at varnishd's
 // cli_limit parameter). Any other status is a *CLIError. Errors name the
 // command (its first word only) and the address.
@@ -304,14 +306,15 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	cn := &conn{Conn: nc}
 	cn.rd = newReader(cn)
 	disarm := arm(ctx, cn)
-	defer disarm()
-	if err := c.authenticate(cn); err != nil {
+	err = c.authenticate(cn)
+	if !disarm() && err == nil {
+		// The context ended as the session came up: its deadline may
+		// still be applied to the socket, so do not keep it.
+		err = ctx.Err()
+	}
+	if err != nil {
 		cn.Close()
 		return nil, err
-	}
-	if ctx.Err() != nil {
-		cn.Close()
-		return nil, ctx.Err()
 	}
 	return cn, nil
 }
