@@ -87,6 +87,12 @@ func backend(t *testing.T) (*httptest.Server, *atomic.Int64, profiles.Backend) {
 
 func startDaemon(t *testing.T, edit func(*profiles.Config)) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, edit, "NOTIFY_SOCKET=")
+}
+
+// startDaemonEnv is startDaemon with extra environment variables.
+func startDaemonEnv(t *testing.T, edit func(*profiles.Config), env ...string) *daemon {
+	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	_, _, be := backend(t)
 	path, cfg := testConfig(t, v, func(cfg *profiles.Config) {
@@ -99,7 +105,7 @@ func startDaemon(t *testing.T, edit func(*profiles.Config)) *daemon {
 	d := &daemon{t: t, configPath: path, cfg: cfg, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(gearshiftBin, "run", "--config", path)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
+	d.cmd.Env = append(os.Environ(), env...)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

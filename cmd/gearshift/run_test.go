@@ -1,0 +1,92 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/profiles"
+)
+
+func TestRunBadConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gearshift.yaml")
+	os.WriteFile(path, []byte("poll_intervall: 1s\n"), 0o644)
+	_, errOut, code := runGearshift(t, "run", "--config", path)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr %s", code, errOut)
+	}
+	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); len(lines) != 1 || !strings.Contains(errOut, "poll_intervall") {
+		t.Errorf("want one sentence naming the key, got:\n%s", errOut)
+	}
+}
+
+func TestClientCommandsWithoutDaemon(t *testing.T) {
+	dir := t.TempDir()
+	cfg := profiles.Default()
+	cfg.Control.Socket = filepath.Join(dir, "nobody-home.sock")
+	b, _ := cfg.YAML()
+	path := filepath.Join(dir, "gearshift.yaml")
+	os.WriteFile(path, b, 0o644)
+	for _, args := range [][]string{{"status"}, {"status", "--json"}, {"force", "heavy"}, {"auto"}} {
+		out, errOut, code := runGearshift(t, append(args, "--config", path)...)
+		if code != 1 || !strings.Contains(errOut, cfg.Control.Socket) || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and a sentence naming the socket", args, code, out, errOut)
+		}
+	}
+}
+
+// TestRunSystemdAndOnExit runs the daemon as systemd would (NOTIFY_SOCKET),
+// refuses a second one, and checks on_exit at SIGTERM.
+func TestRunSystemdAndOnExit(t *testing.T) {
+	notifyPath := filepath.Join(t.TempDir(), "notify.sock")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
+	d := startDaemonEnv(t, func(cfg *profiles.Config) { cfg.OnExit = "heavy" }, "NOTIFY_SOCKET="+notifyPath)
+
+	want := func(msg string) {
+		t.Helper()
+		buf := make([]byte, 512)
+		for {
+			notify.SetReadDeadline(time.Now().Add(30 * time.Second))
+			n, err := notify.Read(buf)
+			if err != nil {
+				t.Fatalf("waiting for %q from the daemon: %v", msg, err)
+			}
+			if strings.Contains(string(buf[:n]), msg) {
+				return
+			}
+		}
+	}
+	want("READY=1")
+	if _, _, code := d.gs("force", "moderate"); code != 0 {
+		t.Fatal("force moderate failed")
+	}
+	want("STATUS=gear moderate")
+
+	pid, err := readPIDFile(d.cfg.PIDFile)
+	if err != nil || pid != d.cmd.Process.Pid {
+		t.Errorf("pid file holds %d (%v), want %d", pid, err, d.cmd.Process.Pid)
+	}
+	_, errOut, code := runGearshift(t, "run", "--config", d.configPath)
+	if code != 1 || !strings.Contains(errOut, "already running") {
+		t.Errorf("second daemon: exit %d, %s", code, errOut)
+	}
+
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	want("STOPPING=1")
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+	if a := activeVCL(t, d.v); !strings.HasPrefix(a, "gearshift-heavy-") {
+		t.Errorf("on_exit heavy: varnish runs %s", a)
+	}
+}
