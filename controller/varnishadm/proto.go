@@ -148,9 +148,9 @@ func trimPartial(b []byte) []byte {
 //   - A raw '\n' or '\r' ends the command line (cls_feed in
 //     vcli_serve.c), so both are always escaped.
 //   - Other control bytes and every byte >= 0x80 go out as \xHH: the
-//     manager runs its CLI sockets through a telnet filter (VLU_SetTelnet)
-//     that would eat 0xff, and the parser calls isspace() on plain (signed)
-//     chars.
+//     parser splits words with isspace() on plain (signed) chars, which
+//     also matches \v and \f and is undefined for bytes >= 0x80; escaped,
+//     the request line is plain printable ASCII.
 //   - NUL cannot be carried at all: arguments are C strings, so \x00 would
 //     silently truncate the argument. It is rejected.
 func quoteArg(s string) (string, error) {
