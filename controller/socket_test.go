@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,5 +231,24 @@ func TestClientUnreachable(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "http://") {
 		t.Errorf("err names a URL: %v", err)
+	}
+}
+
+func TestListenSocketGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to a group needs root")
+	}
+	path := filepath.Join(t.TempDir(), "gearshift.sock")
+	ln, err := ListenSocket(path, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Gid != 0 {
+		t.Errorf("socket group %d, want root (0)", st.Gid)
 	}
 }

@@ -1,0 +1,63 @@
+package logging
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+func TestFileReopenAndFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log", "gearshift.log") // log/ does not exist yet
+	lf, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	var console strings.Builder
+	log := New(lf, &console, zap.NewAtomicLevelAt(zap.InfoLevel))
+
+	log.Info("state change", zap.String("from", "light"), zap.String("to", "heavy"))
+	log.Debug("not at info")
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("still to the renamed file")
+	if err := lf.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	log.Warn("after reopen")
+
+	old, _ := os.ReadFile(path + ".1")
+	cur, _ := os.ReadFile(path)
+	if n := strings.Count(string(old), "\n"); n != 2 || strings.Contains(string(old), "not at info") {
+		t.Errorf("rotated file:\n%s", old)
+	}
+	var e map[string]any
+	if err := json.Unmarshal([]byte(strings.Split(string(old), "\n")[0]), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e["msg"] != "state change" || e["level"] != "info" || e["from"] != "light" || e["ts"] == nil {
+		t.Errorf("entry = %v", e)
+	}
+	if !strings.Contains(string(cur), `"msg":"after reopen"`) || strings.Count(string(cur), "\n") != 1 {
+		t.Errorf("new file:\n%s", cur)
+	}
+	if !strings.Contains(console.String(), "state change") || strings.Contains(console.String(), `"msg"`) {
+		t.Errorf("console copy:\n%s", console.String())
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
+		t.Errorf("log file mode %v, want 0640", fi.Mode().Perm())
+	}
+}
+
+func TestParseLevel(t *testing.T) {
+	for in, ok := range map[string]bool{"": true, "debug": true, "info": true, "warn": true, "error": true, "loud": false} {
+		if _, err := ParseLevel(in); (err == nil) != ok {
+			t.Errorf("ParseLevel(%q) = %v", in, err)
+		}
+	}
+}
