@@ -1,18 +1,195 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm"
+	"github.com/gearshift/gearshift/profiles"
 )
 
-// STUB: replaced when the profiles command lands.
+var gearNames = []string{"light", "moderate", "heavy"}
+
 func newProfilesCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:    "profiles",
-		Hidden: true,
-		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			return exitFailure, errors.New("profiles is not implemented yet")
+	cmd := &cobra.Command{
+		Use:   "profiles",
+		Short: "List, print, compile-check or export the three gears' VCL programs",
+		Long: `Each gear is one VCL program, rendered from gearshift's templates with the
+config's values, or read verbatim from profiles.<gear>.vcl_file. gearshift
+loads all three into Varnish under content-addressed names
+(gearshift-<gear>-<8 hex of sha256>) and switches between them with vcl.use.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	var use string
+	export := &cobra.Command{
+		Use:   "export DIR",
+		Short: "Write the three VCL files and a varnishd -I command file into DIR",
+		Long: `Write light.vcl, moderate.vcl and heavy.vcl into DIR, and gearshift.cli: the
+varnishd commands that load them under their gearshift names and make one of
+them active. Add "-I DIR/gearshift.cli" to varnishd's command line (see the
+README) and a restarted Varnish boots straight into gearshift's profiles,
+before gearshift reconnects.`,
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(_ *cobra.Command, args []string) (int, error) {
+			return a.profilesExport(args[0], use)
 		}),
 	}
+	export.Flags().StringVar(&use, "use", "light", "the gear varnishd starts in: light, moderate or heavy")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the gears with their VCL names and where each comes from",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(*cobra.Command, []string) (int, error) {
+			return a.profilesList()
+		}),
+	}, &cobra.Command{
+		Use:       "show light|moderate|heavy",
+		Short:     "Print a gear's VCL, ready for vcl.load",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: gearNames,
+		RunE: runE(func(_ *cobra.Command, args []string) (int, error) {
+			return a.profilesShow(args[0])
+		}),
+	}, &cobra.Command{
+		Use:   "check",
+		Short: "Compile the three gears in each configured Varnish, under temporary names, then discard them",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
+			return a.profilesCheck(ctxOrBackground(cmd.Context()))
+		}),
+	}, export)
+	return cmd
+}
+
+// buildProfiles loads the config and builds the set; any failure is a
+// config error.
+func (a *app) buildProfiles() (*profiles.Config, profiles.Set, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, profiles.Set{}, err
+	}
+	set, err := profiles.Build(cfg)
+	if err != nil {
+		return nil, profiles.Set{}, err
+	}
+	return cfg, set, nil
+}
+
+func (a *app) profilesList() (int, error) {
+	_, set, err := a.buildProfiles()
+	if err != nil {
+		return exitUsage, err
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "GEAR\tNAME\tSOURCE")
+	for _, p := range set {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", p.State, p.Name, p.Source)
+	}
+	return exitOK, w.Flush()
+}
+
+func (a *app) profilesShow(gear string) (int, error) {
+	s, err := state.Parse(gear)
+	if err != nil {
+		return exitUsage, err
+	}
+	_, set, err := a.buildProfiles()
+	if err != nil {
+		return exitUsage, err
+	}
+	_, err = fmt.Fprint(a.stdout, set[s].VCL)
+	return exitOK, err
+}
+
+func (a *app) profilesExport(dir, use string) (int, error) {
+	s, err := state.Parse(use)
+	if err != nil {
+		return exitUsage, fmt.Errorf("--use: %w", err)
+	}
+	_, set, err := a.buildProfiles()
+	if err != nil {
+		return exitUsage, err
+	}
+	paths, err := profiles.Export(set, dir, s)
+	if err != nil {
+		return exitFailure, err
+	}
+	for _, p := range paths {
+		fmt.Fprintf(a.stdout, "wrote %s\n", p)
+	}
+	fmt.Fprintf(a.stdout, "add \"-I %s\" to varnishd's command line to boot into gearshift's %s gear\n", paths[len(paths)-1], s)
+	return exitOK, nil
+}
+
+// profilesCheck compiles every gear in every target under a temporary name
+// and discards it at once, so nothing changes in Varnish. A profile that
+// does not compile prints the compiler's message.
+func (a *app) profilesCheck(ctx context.Context) (int, error) {
+	cfg, set, err := a.buildProfiles()
+	if err != nil {
+		return exitUsage, err
+	}
+	if len(cfg.Varnish.Targets) == 0 {
+		return exitUsage, errors.New("varnish.targets: no Varnish to check the profiles against")
+	}
+	failed, total := 0, 0
+	for _, t := range cfg.Varnish.Targets {
+		c, err := varnishadm.NewFromFile(t.Admin, t.SecretFile)
+		if err != nil {
+			return exitUsage, fmt.Errorf("varnish target %s: %w", t.Admin, err)
+		}
+		if d := time.Duration(cfg.Varnish.Timeout); d > 0 {
+			c.Timeout = d
+			if c.LoadTimeout < d {
+				c.LoadTimeout = d
+			}
+		}
+		for _, p := range set {
+			total++
+			if err := checkProfile(ctx, c, p); err != nil {
+				failed++
+				fmt.Fprintf(a.stdout, "%-8s %s on %s: FAILED\n", p.State, p.Name, t.Admin)
+				var ce *varnishadm.CLIError
+				if errors.As(err, &ce) {
+					fmt.Fprintf(a.stderr, "%s\n", strings.TrimRight(ce.Text, "\n"))
+				} else {
+					fmt.Fprintf(a.stderr, "%v\n", err)
+				}
+				continue
+			}
+			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK\n", p.State, p.Name, t.Admin)
+		}
+		c.Close()
+	}
+	if failed > 0 {
+		return exitFailure, fmt.Errorf("%d of %d profile checks failed: fix the VCL or the config and run `gearshift profiles check` again", failed, total)
+	}
+	return exitOK, nil
+}
+
+// checkProfile loads p under a temporary name and discards it.
+func checkProfile(ctx context.Context, c *varnishadm.Client, p profiles.Profile) error {
+	raw := make([]byte, 4)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	// Cold: compiled and loaded, but no backend or probe is started.
+	name := profiles.NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
+	if err := c.VCLInline(ctx, name, p.VCL, "cold"); err != nil {
+		return err
+	}
+	if err := c.VCLDiscard(ctx, name); err != nil {
+		return fmt.Errorf("%s compiled, but discarding it failed (discard it with `varnishadm vcl.discard %s`): %w", name, name, err)
+	}
+	return nil
 }

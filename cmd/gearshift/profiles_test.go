@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+func gearshift(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	code = Main(args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestProfilesListShowExport(t *testing.T) {
+	const target = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"
+	path, dir := opsConfigFile(t, target+"backend: { host: 127.0.0.1, port: 8099 }\n")
+	cfg, err := profiles.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := profiles.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("list", func(t *testing.T) {
+		out, errs, code := gearshift("--config", path, "profiles", "list")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 4 || !regexp.MustCompile(`^GEAR\s+NAME\s+SOURCE$`).MatchString(lines[0]) {
+			t.Fatalf("list output:\n%s", out)
+		}
+		for i, p := range set {
+			if f := strings.Fields(lines[i+1]); len(f) != 3 || f[0] != p.State.String() || f[1] != p.Name || f[2] != "built-in" {
+				t.Errorf("line %q, want %s %s built-in", lines[i+1], p.State, p.Name)
+			}
+		}
+	})
+
+	t.Run("show", func(t *testing.T) {
+		for _, s := range state.All {
+			out, errs, code := gearshift("--config", path, "profiles", "show", s.String())
+			if code != 0 || out != set[s].VCL {
+				t.Errorf("show %s: exit %d, %s; output is not the rendered VCL", s, code, errs)
+			}
+		}
+		if !strings.Contains(set[state.Heavy].VCL, `.port = "8099";`) {
+			t.Error("the config's backend is not in the VCL")
+		}
+	})
+
+	t.Run("export", func(t *testing.T) {
+		out, errs, code := gearshift("--config", path, "profiles", "export", filepath.Join(dir, "out"), "--use", "moderate")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		cli, err := os.ReadFile(filepath.Join(dir, "out", profiles.CLIFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(cli), "vcl.use "+set[state.Moderate].Name+"\n") {
+			t.Errorf("gearshift.cli:\n%s", cli)
+		}
+		if !strings.Contains(out, "-I "+filepath.Join(dir, "out", profiles.CLIFile)) {
+			t.Errorf("export output does not say how to use the -I file:\n%s", out)
+		}
+	})
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		doc  string
+		code int
+		msg  string
+	}{
+		{"show an unknown gear", []string{"profiles", "show", "medium"}, target, 2, `unknown state "medium"`},
+		{"show without a gear", []string{"profiles", "show"}, target, 2, "accepts 1 arg"},
+		{"export --use an unknown gear", []string{"profiles", "export", "x", "--use", "turbo"}, target, 2, "--use: unknown state"},
+		{"list with a missing vcl_file", []string{"profiles", "list"}, target + "profiles: { heavy: { vcl_file: $DIR/nope.vcl } }\n", 2, "profiles.heavy.vcl_file"},
+		{"list with a bad cookie glob", []string{"profiles", "list"}, target + "profiles: { session_cookies: [ \"[0-9\" ] }\n", 2, "profiles.session_cookies[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := opsConfigFile(t, tc.doc)
+			_, errs, code := gearshift(append([]string{"--config", p}, tc.args...)...)
+			if code != tc.code || !strings.Contains(errs, tc.msg) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.msg)
+			}
+			if strings.Count(strings.TrimSpace(errs), "\n") != 0 && code != 2 {
+				t.Errorf("stderr is more than one line: %q", errs)
+			}
+		})
+	}
+}
+
+func TestProfilesCheck(t *testing.T) {
+	v := varnishtest.Start(t, varnishtest.Config{})
+	vclList := func() string {
+		t.Helper()
+		out, err := v.Adm("vcl.list")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	path, cfg := testConfig(t, v, nil)
+	out, errs, code := gearshift("--config", path, "profiles", "check")
+	if code != 0 {
+		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
+	}
+	set, _ := profiles.Build(cfg)
+	for _, p := range set {
+		if !strings.Contains(out, p.Name+" on "+v.AdminAddr+": OK") {
+			t.Errorf("check output lacks %s OK:\n%s", p.Name, out)
+		}
+	}
+	if l := vclList(); strings.Contains(l, "gearshift-") {
+		t.Errorf("check left VCLs behind:\n%s", l)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.vcl")
+	os.WriteFile(bad, []byte("vcl 4.1;\nbackend default none;\nsub vcl_recv { set req.http.X = no_such_symbol; }\n"), 0o644)
+	path, _ = testConfig(t, v, func(c *profiles.Config) { c.Profiles.Moderate.VCLFile = bad })
+	out, errs, code = gearshift("--config", path, "profiles", "check")
+	if code != 1 {
+		t.Errorf("check with a broken profile: exit %d, want 1\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "no_such_symbol") || !strings.Contains(errs, "1 of 3 profile checks failed") {
+		t.Errorf("stderr lacks the compiler's message or the summary:\n%s", errs)
+	}
+	if !strings.Contains(out, "moderate") || !strings.Contains(out, "FAILED") || strings.Count(out, ": OK") != 2 {
+		t.Errorf("check output:\n%s", out)
+	}
+	if l := vclList(); strings.Contains(l, "gearshift-") {
+		t.Errorf("check left VCLs behind:\n%s", l)
+	}
+
+	path, _ = testConfig(t, v, func(c *profiles.Config) { c.Varnish.Targets[0].Admin = varnishtest.FreeAddr(t) })
+	if _, errs, code = gearshift("--config", path, "profiles", "check"); code != 1 {
+		t.Errorf("check against a closed port: exit %d, want 1: %s", code, errs)
+	}
+}
