@@ -350,10 +350,17 @@ func (c *Controller) stop() {
 		if err != nil {
 			c.log.Warn("on_exit: not switching", zap.Error(err))
 		} else {
+			for _, t := range c.targets {
+				t.retryAt = time.Time{} // one last try, backoff or not
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			ms := c.syncAll(ctx, st)
 			cancel()
-			c.log.Info("applied on_exit gear", zap.String("to", st.String()), zap.Float64("switch_ms", round(ms, 3)))
+			fields := []zap.Field{zap.String("to", st.String())}
+			if ms >= 0 {
+				fields = append(fields, zap.Float64("switch_ms", ms))
+			}
+			c.log.Info("applied on_exit gear", fields...)
 		}
 	}
 	for _, t := range c.targets {

@@ -145,6 +145,11 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 		}
 	}
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Stopping (or the request gave up): not Varnish's fault.
+			t.close()
+			return ms, switched
+		}
 		t.fail(now, err)
 		return ms, switched
 	}
