@@ -16,7 +16,10 @@ const CLIFile = "gearshift.cli"
 // varnishd commands that load them under their gearshift names and make
 // active's profile the active VCL. Started with -I dir/gearshift.cli,
 // varnishd boots straight into gearshift's profiles, and gearshift finds
-// them already loaded when it connects. It returns the paths written.
+// them already loaded when it connects. Every command is marked so that its
+// failure does not abort varnishd's start (a profile file deleted or
+// broken): Varnish then boots into its -f VCL and gearshift loads the
+// profiles when it connects. It returns the paths written.
 func Export(set Set, dir string, active state.State) ([]string, error) {
 	if active < state.Light || active > state.Heavy {
 		return nil, fmt.Errorf("export profiles: unknown state %d", int(active))
@@ -43,9 +46,9 @@ func Export(set Set, dir string, active state.State) ([]string, error) {
 			return nil, fmt.Errorf("export profile %s: %w", p.State, err)
 		}
 		written = append(written, path)
-		fmt.Fprintf(&cli, "vcl.load %s %s warm\n", p.Name, quoted)
+		fmt.Fprintf(&cli, "-vcl.load %s %s warm\n", p.Name, quoted)
 	}
-	fmt.Fprintf(&cli, "vcl.use %s\n", set[active].Name)
+	fmt.Fprintf(&cli, "-vcl.use %s\n", set[active].Name)
 	path := filepath.Join(dir, CLIFile)
 	if err := writeFileAtomic(path, []byte(cli.String())); err != nil {
 		return nil, fmt.Errorf("export profiles: %w", err)

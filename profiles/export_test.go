@@ -40,9 +40,9 @@ func TestExportFiles(t *testing.T) {
 	}
 	want := ""
 	for _, p := range set {
-		want += "vcl.load " + p.Name + ` "` + filepath.Join(dir, p.State.String()+".vcl") + `" warm` + "\n"
+		want += "-vcl.load " + p.Name + ` "` + filepath.Join(dir, p.State.String()+".vcl") + `" warm` + "\n"
 	}
-	want += "vcl.use " + set[state.Moderate].Name + "\n"
+	want += "-vcl.use " + set[state.Moderate].Name + "\n"
 	if string(cli) != want {
 		t.Errorf("%s:\n%s\nwant:\n%s", CLIFile, cli, want)
 	}
@@ -52,7 +52,6 @@ func TestExportFiles(t *testing.T) {
 // a stock -f boot VCL, as a packaged unit does, and checks that gearshift's
 // profile is active under its gearshift name before gearshift connects.
 func TestExportBootsVarnish(t *testing.T) {
-	bin := varnishtest.Binary(t)
 	o := newOrigin(t)
 	set, err := Build(testConfig(o))
 	if err != nil {
@@ -62,51 +61,13 @@ func TestExportBootsVarnish(t *testing.T) {
 	if _, err := Export(set, filepath.Join(dir, "export"), state.Heavy); err != nil {
 		t.Fatal(err)
 	}
-	boot := filepath.Join(dir, "default.vcl")
-	secret := filepath.Join(dir, "secret")
-	os.WriteFile(boot, []byte(varnishtest.DefaultVCL), 0o644)
-	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
-	admin, http := varnishtest.FreeAddr(t), varnishtest.FreeAddr(t)
-	cmd := exec.Command(bin, "-F", "-n", filepath.Join(dir, "n"), "-a", http, "-T", admin, "-S", secret,
-		"-f", boot, "-I", filepath.Join(dir, "export", CLIFile), "-s", "malloc,16m")
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
-
-	c, err := varnishadm.NewFromFile(admin, secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var vcls []varnishadm.VCL
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		vcls, err = c.VCLList(ctx)
-		cancel()
-		if err == nil && len(vcls) >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("varnishd with -I did not come up: %v\n%s", err, log.String())
-		}
-	}
-	loaded := map[string]varnishadm.VCL{}
-	for _, v := range vcls {
-		loaded[v.Name] = v
-	}
+	http, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile))
 	for _, p := range set {
-		if _, ok := loaded[p.Name]; !ok {
+		if _, ok := vcls[p.Name]; !ok {
 			t.Errorf("%s not loaded; vcl.list: %+v", p.Name, vcls)
 		}
 	}
-	if v := loaded[set[state.Heavy].Name]; !v.Active() {
+	if v := vcls[set[state.Heavy].Name]; !v.Active() {
 		t.Errorf("%s is not the active VCL; vcl.list: %+v", set[state.Heavy].Name, vcls)
 	}
 	g := &gears{v: &varnishtest.Varnish{HTTPAddr: http}}
@@ -114,4 +75,87 @@ func TestExportBootsVarnish(t *testing.T) {
 	if r := g.do(t, req{path: "/exported"}); r.header.Get("X-Gearshift-Profile") != "heavy" {
 		t.Errorf("X-Gearshift-Profile = %q", r.header.Get("X-Gearshift-Profile"))
 	}
+}
+
+// TestExportBrokenStillBoots: a broken or missing exported file does not
+// keep Varnish from starting; it boots into its -f VCL.
+func TestExportBrokenStillBoots(t *testing.T) {
+	set, err := Build(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := searchableTempDir(t)
+	if _, err := Export(set, filepath.Join(dir, "export"), state.Heavy); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "export", "heavy.vcl"), []byte("vcl 4.1; this is not VCL\n"), 0o644)
+	os.Remove(filepath.Join(dir, "export", "light.vcl"))
+	_, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile))
+	if v, ok := vcls["boot"]; !ok || !v.Active() {
+		t.Errorf("boot VCL not active; vcl.list: %+v", vcls)
+	}
+	if _, ok := vcls[set[state.Moderate].Name]; !ok {
+		t.Errorf("the intact moderate profile was not loaded; vcl.list: %+v", vcls)
+	}
+}
+
+// bootWithCLI starts varnishd with a stock boot VCL and -I cli, waits for
+// the CLI, and returns the HTTP address and the loaded VCLs by name.
+func bootWithCLI(t *testing.T, dir, cli string) (string, map[string]varnishadm.VCL) {
+	t.Helper()
+	bin := varnishtest.Binary(t)
+	boot := filepath.Join(dir, "default.vcl")
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(boot, []byte(varnishtest.DefaultVCL), 0o644)
+	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
+	admin, http := varnishtest.FreeAddr(t), varnishtest.FreeAddr(t)
+	cmd := exec.Command(bin, "-F", "-n", filepath.Join(dir, "n"), "-a", http, "-T", admin, "-S", secret,
+		"-f", boot, "-I", cli, "-s", "malloc,16m")
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+
+	c, err := varnishadm.NewFromFile(admin, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		select {
+		case <-exited:
+			t.Fatalf("varnishd exited:\n%s", log.String())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		list, err := c.VCLList(ctx)
+		cancel()
+		if err == nil && activeIn(list) {
+			vcls := map[string]varnishadm.VCL{}
+			for _, v := range list {
+				vcls[v.Name] = v
+			}
+			return http, vcls
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("varnishd with -I did not come up: %v\n%s", err, log.String())
+		}
+	}
+}
+
+func activeIn(list []varnishadm.VCL) bool {
+	for _, v := range list {
+		if v.Active() {
+			return true
+		}
+	}
+	return false
 }

@@ -68,7 +68,7 @@ func TestProfilesListShowExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(string(cli), "vcl.use "+set[state.Moderate].Name+"\n") {
+		if !strings.HasSuffix(string(cli), "-vcl.use "+set[state.Moderate].Name+"\n") {
 			t.Errorf("gearshift.cli:\n%s", cli)
 		}
 		if !strings.Contains(out, "-I "+filepath.Join(dir, "out", profiles.CLIFile)) {
