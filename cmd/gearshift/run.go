@@ -69,9 +69,16 @@ func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
 	}
 	log := logging.New(logFile, console, atom)
 	defer log.Sync()
+	// Why the daemon could not start goes to the log file too: a detached
+	// daemon's stderr is seen by no one. (On stderr Main prints it.)
+	fileLog := logging.New(logFile, nil, atom)
+	cannotStart := func(code int, err error) (int, error) {
+		fileLog.Error("cannot start", zap.Error(err))
+		return code, err
+	}
 
 	if err := writePIDFile(cfg.PIDFile); err != nil {
-		return exitFailure, err
+		return cannotStart(exitFailure, err)
 	}
 	defer removePIDFile(cfg.PIDFile)
 
@@ -107,12 +114,12 @@ func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
 		},
 	})
 	if err != nil {
-		return exitUsage, err
+		return cannotStart(exitUsage, err)
 	}
 
 	ln, err := controller.ListenSocket(cfg.Control.Socket, cfg.Control.Group)
 	if err != nil {
-		return exitFailure, err
+		return cannotStart(exitFailure, err)
 	}
 
 	sigs := make(chan os.Signal, 4)
