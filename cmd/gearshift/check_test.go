@@ -23,7 +23,7 @@ import (
 
 var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
 
-func fp(v float64) *float64 { return &v }
+func opsF64(v float64) *float64 { return &v }
 
 // healthyStatus is a daemon in moderate, in sync, with a fresh sample.
 func healthyStatus() *controller.Status {
@@ -34,7 +34,7 @@ func healthyStatus() *controller.Status {
 		Transitions: 4,
 		Sample: &controller.SampleStatus{
 			Time: checkNow.Add(-400 * time.Millisecond), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2,
-			CPUs: 2, LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: fp(12.5), PSIMem: fp(0),
+			CPUs: 2, LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: opsF64(12.5), PSIMem: opsF64(0),
 		},
 		Targets: []controller.TargetStatus{{
 			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41,

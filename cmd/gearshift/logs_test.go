@@ -128,11 +128,11 @@ func appendLog(tb testing.TB, path string, lines ...string) {
 	}
 }
 
-func entry(n int) string {
+func logEntryLine(n int) string {
 	return fmt.Sprintf(`{"level":"info","ts":%d,"msg":"state change","from":"light","to":"heavy","reason":"entry %d","switch_ms":0.5}`, 1796050800+n, n)
 }
 
-func human(n int) string {
+func logHumanLine(n int) string {
 	return fmt.Sprintf("2026-11-30 15:00:%02d  light → heavy        entry %d  (switch 0.5 ms)", n, n)
 }
 
@@ -164,36 +164,36 @@ func startFollow(t *testing.T, path string, edit func(*logOptions)) *lineSink {
 func TestLogsFollowRename(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gearshift.log")
-	appendLog(t, path, entry(1), entry(2), entry(3))
+	appendLog(t, path, logEntryLine(1), logEntryLine(2), logEntryLine(3))
 	sink := startFollow(t, path, nil)
-	sink.expect(t, human(2), human(3)) // -n 2
-	appendLog(t, path, entry(4))
-	sink.expect(t, human(4))
+	sink.expect(t, logHumanLine(2), logHumanLine(3)) // -n 2
+	appendLog(t, path, logEntryLine(4))
+	sink.expect(t, logHumanLine(4))
 
 	// logrotate's default: rename, then the daemon (SIGUSR1) opens a new file.
 	// A last line lands in the old file after the rename.
 	if err := os.Rename(path, path+".1"); err != nil {
 		t.Fatal(err)
 	}
-	appendLog(t, path+".1", entry(5))
-	sink.expect(t, human(5))
+	appendLog(t, path+".1", logEntryLine(5))
+	sink.expect(t, logHumanLine(5))
 	sink.expectNothing(t)
-	appendLog(t, path, entry(6), entry(7))
-	sink.expect(t, human(6), human(7))
-	appendLog(t, path+".1", entry(99)) // the old file is done with
-	appendLog(t, path, entry(8))
-	sink.expect(t, human(8))
+	appendLog(t, path, logEntryLine(6), logEntryLine(7))
+	sink.expect(t, logHumanLine(6), logHumanLine(7))
+	appendLog(t, path+".1", logEntryLine(99)) // the old file is done with
+	appendLog(t, path, logEntryLine(8))
+	sink.expect(t, logHumanLine(8))
 	sink.expectNothing(t)
 }
 
 func TestLogsFollowCopyTruncate(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gearshift.log")
-	appendLog(t, path, entry(1), entry(2))
+	appendLog(t, path, logEntryLine(1), logEntryLine(2))
 	sink := startFollow(t, path, nil)
-	sink.expect(t, human(1), human(2))
-	appendLog(t, path, entry(3))
-	sink.expect(t, human(3))
+	sink.expect(t, logHumanLine(1), logHumanLine(2))
+	appendLog(t, path, logEntryLine(3))
+	sink.expect(t, logHumanLine(3))
 
 	// logrotate copytruncate: copy away, truncate in place; the daemon
 	// keeps writing (O_APPEND) into the same file.
@@ -206,10 +206,10 @@ func TestLogsFollowCopyTruncate(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink.expectNothing(t)
-	appendLog(t, path, entry(4))
-	sink.expect(t, human(4))
-	appendLog(t, path, entry(5), entry(6))
-	sink.expect(t, human(5), human(6))
+	appendLog(t, path, logEntryLine(4))
+	sink.expect(t, logHumanLine(4))
+	appendLog(t, path, logEntryLine(5), logEntryLine(6))
+	sink.expect(t, logHumanLine(5), logHumanLine(6))
 	sink.expectNothing(t)
 }
 
@@ -224,10 +224,10 @@ func TestLogsFollowFiltersAndPartialLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := entry(1) + "\n"
+	e := logEntryLine(1) + "\n"
 	f.WriteString(e[:30])
 	sink.expectNothing(t)
 	f.WriteString(e[30:])
 	f.Close()
-	sink.expect(t, human(1))
+	sink.expect(t, logHumanLine(1))
 }

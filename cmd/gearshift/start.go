@@ -1,18 +1,168 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
+	godaemon "github.com/sevlyar/go-daemon"
 	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller"
 )
 
-// STUB: replaced when the start command lands.
 func newStartCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:    "start",
-		Hidden: true,
-		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			return exitFailure, errors.New("start is not implemented yet")
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "start",
+		Short: "Start the daemon in the background; exit 0 once it answers on its socket",
+		Long: `Start the daemon detached from the terminal, with its pid file and log file
+as the config says. start returns once the daemon answers on its control
+socket, or fails with the reason (from the daemon's log when it exited).
+Under systemd use the unit (gearshift run) instead.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
+			return a.start(ctxOrBackground(cmd.Context()), wait)
 		}),
 	}
+	cmd.Flags().DurationVar(&wait, "wait", defaultStartWait, "how long to wait for the daemon to answer on its socket")
+	return cmd
+}
+
+func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return exitUsage, err
+	}
+	if godaemon.WasReborn() {
+		// The detached child: be the daemon.
+		return runDaemon(a, cfg, false)
+	}
+	if os.Getenv("NOTIFY_SOCKET") != "" {
+		return exitUsage, errors.New("start detaches from its supervisor: under systemd run `gearshift run` (Type=notify) instead")
+	}
+	if pid, err := runningPID(cfg.PIDFile); err != nil {
+		return exitFailure, err
+	} else if pid > 0 {
+		return exitFailure, fmt.Errorf("gearshift is already running (pid %d from %s); stop it first or use reload", pid, cfg.PIDFile)
+	}
+	ctxq, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = controller.NewClient(cfg.Control.Socket).Status(ctxq)
+	cancel()
+	if err == nil {
+		return exitFailure, fmt.Errorf("a gearshift daemon already answers on %s; stop it first", cfg.Control.Socket)
+	}
+	for _, p := range []string{cfg.PIDFile, cfg.Control.Socket, cfg.Log.File} {
+		if p == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			return exitFailure, fmt.Errorf("create %s: %w", filepath.Dir(p), err)
+		}
+	}
+	args := []string{os.Args[0], "start"}
+	if a.configSet {
+		abs, err := filepath.Abs(a.configPath)
+		if err != nil {
+			return exitUsage, err
+		}
+		args = append(args, "--config", abs)
+	}
+	dctx := &godaemon.Context{
+		// The daemon itself writes and removes the pid file, as under
+		// `gearshift run`; go-daemon only detaches.
+		LogFileName: cfg.Log.File, // a panic's trace lands beside the log entries
+		LogFilePerm: 0o640,
+		WorkDir:     "/",
+		Umask:       0o027,
+		Args:        args,
+		Env:         withoutEnv(os.Environ(), "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"),
+	}
+	child, err := dctx.Reborn()
+	if err != nil {
+		return exitFailure, fmt.Errorf("detach the daemon: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() {
+		st, err := child.Wait()
+		if err == nil && !st.Success() {
+			err = errors.New(st.String())
+		}
+		exited <- err
+	}()
+	if err := waitAnswering(ctx, cfg.Control.Socket, wait, exited); err != nil {
+		if last := lastLogError(cfg.Log.File); last != "" {
+			err = fmt.Errorf("%w; its log says: %s", err, last)
+		}
+		return exitFailure, err
+	}
+	fmt.Fprintf(a.stdout, "gearshift started (pid %d), control socket %s\n", child.Pid, cfg.Control.Socket)
+	return exitOK, nil
+}
+
+// waitAnswering waits until a daemon answers on socket, the process exits
+// (a message on exited) or wait passes.
+func waitAnswering(ctx context.Context, socket string, wait time.Duration, exited <-chan error) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	c := controller.NewClient(socket)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		qctx, qcancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Status(qctx)
+		qcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			if err == nil {
+				return errors.New("the daemon exited during start")
+			}
+			return fmt.Errorf("the daemon exited during start (%v)", err)
+		case <-ctx.Done():
+			return fmt.Errorf("the daemon did not answer on %s within %s", socket, wait)
+		case <-tick.C:
+		}
+	}
+}
+
+// lastLogError returns the message of the last error entry in the log file
+// (or its last line when that is not JSON, such as a panic's trace).
+func lastLogError(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 64<<10 {
+		f.Seek(-64<<10, 0)
+	}
+	var last string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		var e map[string]any
+		if json.Unmarshal([]byte(line), &e) != nil {
+			if line != "" {
+				last = line
+			}
+			continue
+		}
+		if lvl, _ := e["level"].(string); lvl == "error" || lvl == "fatal" || lvl == "panic" {
+			last, _ = e["msg"].(string)
+			if s, ok := e["error"].(string); ok && s != "" {
+				last += ": " + s
+			}
+		}
+	}
+	return last
 }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// opsRun runs the built gearshift with args and returns its exit code and output.
+func opsRun(tb testing.TB, args ...string) (code int, stdout, stderr string) {
+	tb.Helper()
+	var o, e bytes.Buffer
+	cmd := exec.Command(gearshiftBin, args...)
+	cmd.Stdout, cmd.Stderr = &o, &e
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		tb.Fatal(err)
+	}
+	return code, o.String(), e.String()
+}
+
+// opsKillDaemon kills whatever daemon the pid file names, for a test's cleanup.
+func opsKillDaemon(pidFile string) {
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isGearshift(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// The daemon's life cycle as an operator (and cron) drives it, against a
+// real varnishd: start → check OK → stop → check CRITICAL → check --restart
+// → WARNING restarted → reload → stop.
+func TestStartCheckStopRoundTrip(t *testing.T) {
+	v := varnishtest.Start(t, varnishtest.Config{})
+	path, cfg := testConfig(t, v, func(c *profiles.Config) {
+		c.Hysteresis.UpConfirm = 1000 // stay in light whatever the machine's load
+	})
+	t.Cleanup(func() {
+		opsKillDaemon(cfg.PIDFile)
+		if t.Failed() {
+			b, _ := os.ReadFile(cfg.Log.File)
+			t.Logf("daemon log:\n%s", b)
+		}
+	})
+	gs := func(args ...string) (int, string, string) {
+		t.Helper()
+		return opsRun(t, append(args, "--config", path)...)
+	}
+	// eventuallyCheck waits for check to answer with the code wanted.
+	eventuallyCheck := func(want int, args ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			code, out, errOut := gs(append([]string{"check"}, args...)...)
+			if code == want {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("check %v: exit %d, want %d: %s%s", args, code, want, out, errOut)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	if code, out, errOut := gs("stop"); code != 0 || !strings.Contains(out, "not running") {
+		t.Errorf("stop without a daemon: exit %d, %q %q", code, out, errOut)
+	}
+	if code, _, errOut := gs("reload"); code != 1 || !strings.Contains(errOut, "not running") {
+		t.Errorf("reload without a daemon: exit %d, %q", code, errOut)
+	}
+
+	code, out, errOut := gs("start")
+	if code != 0 || !strings.HasPrefix(out, "gearshift started (pid ") {
+		t.Fatalf("start: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	pid, err := runningPID(cfg.PIDFile)
+	if err != nil || pid == 0 {
+		t.Fatalf("no daemon in the pid file after start: %d, %v", pid, err)
+	}
+	if code, _, errOut := gs("start"); code != 1 || !strings.Contains(errOut, "already running") {
+		t.Errorf("second start: exit %d, stderr %q; want 1 and already running", code, errOut)
+	}
+
+	out = eventuallyCheck(0)
+	if !strings.HasPrefix(out, "GEARSHIFT OK - gear light (auto") || !strings.Contains(out, "'state'=0;;;0;2") {
+		t.Errorf("check: %q", out)
+	}
+	if code, out, _ := gs("check", "--quiet"); code != 0 || out != "" {
+		t.Errorf("check --quiet: exit %d, %q", code, out)
+	}
+
+	if code, out, errOut := gs("reload"); code != 0 || !strings.Contains(out, "sent SIGHUP") {
+		t.Errorf("reload: exit %d, %q %q", code, out, errOut)
+	}
+	if code, out, errOut := gs("logs", "-n", "0", "--json"); code != 0 || !strings.Contains(out, `"reloading"`) {
+		t.Errorf("logs after reload: exit %d, %q %q", code, out, errOut)
+	}
+
+	if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 || !strings.Contains(out, "gearshift stopped") {
+		t.Fatalf("stop: exit %d, %q %q", code, out, errOut)
+	}
+	if alive(pid) {
+		t.Errorf("pid %d still alive after stop", pid)
+	}
+	if code, out, _ := gs("check"); code != 2 || !strings.HasPrefix(out, "GEARSHIFT CRITICAL - daemon not running") {
+		t.Errorf("check after stop: exit %d, %q", code, out)
+	}
+
+	code, out, errOut = gs("check", "--restart", "--timeout", "30s")
+	if code != 1 || !strings.HasPrefix(out, "GEARSHIFT WARNING - restarted") {
+		t.Fatalf("check --restart: exit %d, %q %q", code, out, errOut)
+	}
+	if p, _ := runningPID(cfg.PIDFile); p == 0 || p == pid {
+		t.Errorf("after check --restart the pid file names %d (old daemon %d)", p, pid)
+	}
+	eventuallyCheck(0)
+	if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 {
+		t.Fatalf("stop: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// start refuses a config that does not validate, before detaching.
+func TestStartBadConfig(t *testing.T) {
+	path, _ := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\ncpus: -1\n")
+	code, out, errOut := opsRun(t, "start", "--config", path)
+	if code != 2 || out != "" || !strings.Contains(errOut, "cpus: must be 0") {
+		t.Errorf("start with a bad config: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// Under systemd, start points at the unit instead of detaching from it.
+func TestStartUnderSystemd(t *testing.T) {
+	path, _ := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n")
+	cmd := exec.Command(gearshiftBin, "start", "--config", path)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=/run/systemd/notify")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "gearshift run") {
+		t.Errorf("start under systemd: %v, %s", err, out)
+	}
+}
