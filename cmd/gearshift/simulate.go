@@ -41,7 +41,7 @@ The CPU count comes from the cpus column, else --cpus, else the config's
 cpus, else this machine's.`,
 		Example: `  gearshift simulate --trace scripts/traces/surge.csv
   gearshift simulate --trace last-month.csv --config candidate.yaml --json
-  sadf -d -- -q | gearshift simulate --trace - --cpus 8`,
+  sadf -d -- -q | grep -v RESTART | gearshift simulate --trace - --cpus 8`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
 			return a.simulate(path, cpus, asJSON)
@@ -81,20 +81,19 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 		defer f.Close()
 		in, name = f, path
 	}
-	tr, err := trace.Parse(in, cpus, cpusFrom)
+	rd, err := trace.NewReader(in, cpus, cpusFrom)
 	if err != nil {
-		var te *trace.Error
-		if errors.As(err, &te) {
-			return exitUsage, fmt.Errorf("trace %s, %w", name, err)
-		}
-		return exitUsage, fmt.Errorf("read trace %s: %w", name, err)
+		return exitUsage, traceError(name, err)
 	}
-	for _, w := range tr.Warnings {
+	for _, w := range rd.Warnings {
 		fmt.Fprintf(a.stderr, "gearshift: trace %s, %s\n", name, w)
 	}
 
 	fast := time.Duration(cfg.FastWindow)
-	res := trace.Replay(state.New(cfg.StateConfig(), fast), tr.Samples)
+	res, err := trace.Replay(state.New(cfg.StateConfig(), fast), rd)
+	if err != nil {
+		return exitUsage, traceError(name, err)
+	}
 	if asJSON {
 		return printSimulationJSON(a.stdout, res)
 	}
@@ -105,7 +104,7 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 		}
 	}
 	sc := cfg.StateConfig()
-	fmt.Fprintf(a.stdout, "Trace %s: %d samples over %s, %s.\n", name, res.Samples, dur(res.Duration), cpuNote(tr))
+	fmt.Fprintf(a.stdout, "Trace %s: %d sample%s over %s, %s.\n", name, res.Samples, plural(res.Samples), dur(res.Duration), cpuNote(res, rd.CPUs))
 	fmt.Fprintf(a.stdout, "Config: %s; fast_window %s, up_confirm %d, down_window %s, min_dwell %s.\n\n",
 		configFrom, dur(fast), sc.UpConfirm, dur(sc.DownWindow), dur(sc.MinDwell))
 	printSimulation(a.stdout, res)
@@ -137,17 +136,21 @@ func (a *app) loadSimulationConfig() (*profiles.Config, error) {
 	return profiles.LoadLenient(ce.File)
 }
 
+// traceError names the trace in an error reading it.
+func traceError(name string, err error) error {
+	var te *trace.Error
+	if errors.As(err, &te) {
+		return fmt.Errorf("trace %s, %w", name, err)
+	}
+	return fmt.Errorf("read trace %s: %w", name, err)
+}
+
 // cpuNote says how many CPUs the replay divided the load by, and why.
-func cpuNote(tr *trace.Trace) string {
-	counts := map[int]bool{}
-	for _, s := range tr.Samples {
-		counts[s.Reading.CPUs] = true
+func cpuNote(res trace.Result, from string) string {
+	if res.CPUsMin == res.CPUsMax {
+		return fmt.Sprintf("%d CPU%s (%s)", res.CPUsMin, plural(res.CPUsMin), from)
 	}
-	if len(counts) == 1 {
-		n := tr.Samples[0].Reading.CPUs
-		return fmt.Sprintf("%d CPU%s (%s)", n, plural(n), tr.CPUs)
-	}
-	return "CPUs from the cpus column, varying"
+	return fmt.Sprintf("%d to %d CPUs (%s)", res.CPUsMin, res.CPUsMax, from)
 }
 
 func printSimulation(w io.Writer, res trace.Result) {

@@ -24,6 +24,7 @@ func TestSimulateGolden(t *testing.T) {
 		{"slow-climb", []string{"--trace", traces + "/slow-climb.csv", "--cpus", "2"}},
 		{"flapping", []string{"--trace", traces + "/flapping.csv"}},
 		{"sadf", []string{"--trace", "testdata/simulate/sadf.csv", "--cpus", "2"}},
+		{"memory-squeeze", []string{"--trace", "testdata/simulate/memory-squeeze.csv"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,6 +107,31 @@ func TestSimulateJSONNoTransitions(t *testing.T) {
 `
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestSimulateCPUs(t *testing.T) {
+	tests := []struct {
+		name, csv string
+		args      []string
+		want      string
+	}{
+		{"column", "time,load1,cpus\n0,1,4\n1,1,4\n", nil, "2 samples over 1s, 4 CPUs (from the cpus column)."},
+		{"column varying", "time,load1,cpus\n0,1,1\n1,1,4\n2,1,\n", []string{"--cpus", "2"}, "3 samples over 2s, 1 to 4 CPUs (from the cpus column)."},
+		{"flag", "time,load1\n0,1\n", []string{"--cpus", "3"}, "1 sample over 0s, 3 CPUs (from --cpus)."},
+		{"config", "time,load1\n0,1\n", []string{"--config", "testdata/simulate/tuned.yaml"}, "6 CPUs (from the config)."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"simulate", "--config", "testdata/simulate/defaults.yaml", "--trace", "-"}, tc.args...)
+			if code := Main(args, strings.NewReader(tc.csv), &out, &errb); code != exitOK {
+				t.Fatalf("exit code %d, stderr %q", code, errb.String())
+			}
+			if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(first, tc.want) {
+				t.Errorf("first line %q, want it to end with %q", first, tc.want)
+			}
+		})
 	}
 }
 

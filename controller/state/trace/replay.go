@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"io"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
@@ -16,12 +17,13 @@ type Transition struct {
 
 // Result is the outcome of a replay.
 type Result struct {
-	Samples     int
-	Duration    time.Duration // from the first sample to the last
-	Transitions []Transition
-	TimeIn      [len(state.All)]time.Duration // time spent in each gear
-	Peak        Extreme                       // highest load_per_cpu
-	LowMem      *Extreme                      // lowest mem_available_pct; nil when the trace has none
+	Samples          int
+	Duration         time.Duration // from the first sample to the last
+	CPUsMin, CPUsMax int           // CPU counts the load was divided by
+	Transitions      []Transition
+	TimeIn           [len(state.All)]time.Duration // time spent in each gear
+	Peak             Extreme                       // highest load_per_cpu
+	LowMem           *Extreme                      // lowest mem_available_pct; nil when the trace has none
 }
 
 // Extreme is the most extreme value of a signal and where it was seen.
@@ -30,33 +32,64 @@ type Extreme struct {
 	Offset time.Duration
 }
 
-// Replay feeds the samples, in order, to m. The gear decided at a sample
-// holds until the next one, so the last sample adds no time.
-func Replay(m *state.Machine, samples []Sample) Result {
-	var res Result
-	if len(samples) == 0 {
-		return res
+// Source yields the samples of a trace in order, then io.EOF. *Reader is one.
+type Source interface {
+	Next() (Sample, error)
+}
+
+// Samples is a Source of samples already in memory.
+func Samples(ss []Sample) Source { return &slice{ss} }
+
+type slice struct{ ss []Sample }
+
+func (s *slice) Next() (Sample, error) {
+	if len(s.ss) == 0 {
+		return Sample{}, io.EOF
 	}
-	start := samples[0].Time
-	res.Samples = len(samples)
-	res.Duration = samples[len(samples)-1].Time.Sub(start)
-	var prev state.State
-	for i, s := range samples {
-		off := s.Time.Sub(start)
-		if i > 0 {
-			res.TimeIn[prev] += s.Time.Sub(samples[i-1].Time)
+	x := s.ss[0]
+	s.ss = s.ss[1:]
+	return x, nil
+}
+
+// Replay feeds the samples of src, in order, to m, and stops at the first
+// error of src. The gear decided at a sample holds until the next one, so
+// the last sample adds no time.
+func Replay(m *state.Machine, src Source) (Result, error) {
+	var (
+		res         Result
+		first, prev Sample
+		gear        state.State
+	)
+	for {
+		s, err := src.Next()
+		if err == io.EOF {
+			break
 		}
+		if err != nil {
+			return res, err
+		}
+		if res.Samples == 0 {
+			first = s
+			res.CPUsMin, res.CPUsMax = s.Reading.CPUs, s.Reading.CPUs
+		} else {
+			res.TimeIn[gear] += s.Time.Sub(prev.Time)
+		}
+		res.Samples++
+		off := s.Time.Sub(first.Time)
+		res.Duration = off
+		res.CPUsMin, res.CPUsMax = min(res.CPUsMin, s.Reading.CPUs), max(res.CPUsMax, s.Reading.CPUs)
+
 		d := m.StepReading(s.Time, s.Reading)
 		if d.Changed {
 			res.Transitions = append(res.Transitions, Transition{Offset: off, Sample: s, From: d.From, To: d.State, Reason: d.Reason})
 		}
-		if i == 0 || d.Signals.LoadPerCPU > res.Peak.Value {
+		if res.Samples == 1 || d.Signals.LoadPerCPU > res.Peak.Value {
 			res.Peak = Extreme{d.Signals.LoadPerCPU, off}
 		}
 		if s.Reading.MemAvailablePct != nil && (res.LowMem == nil || d.Signals.MemAvailablePct < res.LowMem.Value) {
 			res.LowMem = &Extreme{d.Signals.MemAvailablePct, off}
 		}
-		prev = d.State
+		gear, prev = d.State, s
 	}
-	return res
+	return res, nil
 }

@@ -26,10 +26,10 @@ type Sample struct {
 	Reading state.Reading
 }
 
-// Trace is a parsed CSV trace.
+// Trace is a whole CSV trace, read by Parse.
 type Trace struct {
 	Samples  []Sample
-	CPUs     string   // where the CPU count came from: "from the cpus column", or the caller's cpusFrom
+	CPUs     string   // where the CPU count came from: "from the cpus column", or Parse's cpusFrom
 	Warnings []string // columns that were ignored
 }
 
@@ -68,17 +68,32 @@ var columns = map[string]string{
 	"psi_mem":           "psi_mem",
 }
 
-// Parse reads a CSV trace: a header row naming the columns, then one sample
-// per row. "time" (RFC 3339, "2006-01-02 15:04:05 [zone]", or seconds) and
-// "load1" are required; "load5", "load15", "runnable", "cpus",
-// "mem_available_pct", "psi_cpu" and "psi_mem" are optional, and an empty
-// cell is a figure the row does not have. A row without "runnable" feeds the
-// fast signal with load1. sar's names are understood too: "timestamp",
-// "ldavg-1", "ldavg-5", "ldavg-15", "runq-sz", and "blocked", which is added
-// to the run queue. Rows without "cpus" get cpus. The delimiter is a
-// comma, or a semicolon as sadf -d writes; a header starting with "#" (sadf)
-// is read too, and other lines starting with "#" are comments.
-func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
+// Reader reads a CSV trace one sample at a time: a header row naming the
+// columns, then one sample per row. "time" (RFC 3339, "2006-01-02 15:04:05
+// [zone]", or seconds) and "load1" are required; "load5", "load15",
+// "runnable", "cpus", "mem_available_pct", "psi_cpu" and "psi_mem" are
+// optional, and an empty cell is a figure the row does not have. A row
+// without "runnable" feeds the fast signal with load1. sar's names are
+// understood too: "timestamp", "ldavg-1", "ldavg-5", "ldavg-15", "runq-sz",
+// and "blocked", which is added to the run queue. The delimiter is a comma,
+// or a semicolon as sadf -d writes; a header starting with "#" (sadf) is read
+// too, and other lines starting with "#" are comments.
+type Reader struct {
+	CPUs     string   // where the CPU count came from: "from the cpus column", or NewReader's cpusFrom
+	Warnings []string // columns that are ignored
+
+	cr          *csv.Reader
+	names       []string
+	index       map[string]int
+	headerLine  int
+	cpus        int
+	secondsMode bool
+	prev        *Sample
+}
+
+// NewReader reads the header of the trace in r. Rows without a cpus figure
+// get cpus, which came from cpusFrom ("from --cpus").
+func NewReader(r io.Reader, cpus int, cpusFrom string) (*Reader, error) {
 	br := bufio.NewReader(r)
 	header, headerLine, err := firstLine(br)
 	if err != nil {
@@ -95,8 +110,7 @@ func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
 		return nil, &Error{Line: headerLine, Err: fmt.Errorf("read the header: %w", err)}
 	}
 
-	t := &Trace{CPUs: cpusFrom}
-	index := map[string]int{}
+	t := &Reader{CPUs: cpusFrom, names: names, index: map[string]int{}, headerLine: headerLine, cpus: cpus}
 	for i, n := range names {
 		key := strings.ToLower(strings.TrimSpace(n))
 		col, ok := columns[key]
@@ -104,114 +118,143 @@ func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
 			t.Warnings = append(t.Warnings, fmt.Sprintf("line %d, column %d: ignoring unknown column %q", headerLine, i+1, strings.TrimSpace(n)))
 			continue
 		}
-		if j, dup := index[col]; dup {
+		if j, dup := t.index[col]; dup {
 			return nil, &Error{Line: headerLine, Column: i + 1, Name: key, Err: fmt.Errorf("%s is already column %d", col, j+1)}
 		}
-		index[col] = i
+		t.index[col] = i
 	}
 	for _, req := range []string{"time", "load1"} {
-		if _, ok := index[req]; !ok {
+		if _, ok := t.index[req]; !ok {
 			return nil, &Error{Line: headerLine, Err: fmt.Errorf("the header has no %q column (want at least time and load1, got %s)", req, strings.Join(names, string(delim)))}
 		}
 	}
-	if _, ok := index["cpus"]; ok {
+	if _, ok := t.index["cpus"]; ok {
 		t.CPUs = "from the cpus column"
 	}
 
-	cr := csv.NewReader(br)
-	cr.Comma = delim
-	cr.Comment = '#'
-	cr.FieldsPerRecord = len(names)
-	cr.TrimLeadingSpace = true
-	var secondsMode bool
+	t.cr = csv.NewReader(br)
+	t.cr.Comma = delim
+	t.cr.Comment = '#'
+	t.cr.FieldsPerRecord = len(names)
+	t.cr.TrimLeadingSpace = true
+	t.cr.ReuseRecord = true
+	return t, nil
+}
+
+// Next returns the next sample, or io.EOF after the last one. A trace with
+// no sample at all is an error.
+func (t *Reader) Next() (Sample, error) {
+	rec, err := t.cr.Read()
+	if err == io.EOF {
+		if t.prev == nil {
+			return Sample{}, &Error{Line: t.headerLine, Err: errors.New("no samples after the header")}
+		}
+		return Sample{}, io.EOF
+	}
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			if errors.Is(pe.Err, csv.ErrFieldCount) {
+				return Sample{}, &Error{Line: pe.StartLine + t.headerLine, Err: fmt.Errorf("%d fields, the header has %d", len(rec), len(t.names))}
+			}
+			return Sample{}, &Error{Line: pe.Line + t.headerLine, Column: pe.Column, Err: pe.Err}
+		}
+		return Sample{}, err
+	}
+	line, _ := t.cr.FieldPos(0)
+	s, err := t.sample(rowReader{rec: rec, index: t.index, line: line + t.headerLine})
+	if err != nil {
+		return Sample{}, err
+	}
+	t.prev = &s
+	return s, nil
+}
+
+func (t *Reader) sample(row rowReader) (Sample, error) {
+	index := row.index
+	s := Sample{Line: row.line}
+	s.Text = strings.TrimSpace(row.rec[index["time"]])
+	tm, secs, err := parseTime(s.Text)
+	if err != nil {
+		return s, row.errorf("time", "%w", err)
+	}
+	if t.prev == nil {
+		t.secondsMode = secs
+	} else if secs != t.secondsMode {
+		return s, row.errorf("time", "%q mixes seconds and dates: earlier rows use %s", s.Text, map[bool]string{true: "seconds", false: "dates"}[t.secondsMode])
+	}
+	if t.prev != nil && !tm.After(t.prev.Time) {
+		return s, row.errorf("time", "%s is not after the previous row's %s (line %d): rows must be in time order", s.Text, t.prev.Text, t.prev.Line)
+	}
+	s.Time = tm
+
+	load1, err := row.number("load1", 0, math.Inf(1))
+	if err != nil {
+		return s, err
+	}
+	if load1 == nil {
+		return s, row.errorf("load1", "empty: every row needs load1")
+	}
+	if s.Load5, err = row.number("load5", 0, math.Inf(1)); err != nil {
+		return s, err
+	}
+	if s.Load15, err = row.number("load15", 0, math.Inf(1)); err != nil {
+		return s, err
+	}
+	runq, err := row.number("runnable", 0, math.Inf(1))
+	if err != nil {
+		return s, err
+	}
+	blocked, err := row.number("blocked", 0, math.Inf(1))
+	if err != nil {
+		return s, err
+	}
+	switch {
+	case runq == nil:
+		runq = load1
+	case blocked != nil:
+		v := *runq + *blocked
+		runq = &v
+	}
+	cpus := t.cpus
+	if c, err := row.number("cpus", 1, math.Inf(1)); err != nil {
+		return s, err
+	} else if c != nil {
+		if *c != math.Trunc(*c) {
+			return s, row.errorf("cpus", "%v is not a whole number", *c)
+		}
+		cpus = int(min(*c, 1<<20))
+	}
+	s.Reading = state.Reading{Time: tm, Load1: *load1, RunQueue: *runq, CPUs: cpus}
+	if s.Reading.MemAvailablePct, err = row.number("mem_available_pct", 0, 100); err != nil {
+		return s, err
+	}
+	if s.Reading.PSICPU, err = row.number("psi_cpu", 0, 100); err != nil {
+		return s, err
+	}
+	if s.Reading.PSIMem, err = row.number("psi_mem", 0, 100); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// Parse reads a whole trace (see Reader) into memory.
+func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
+	rd, err := NewReader(r, cpus, cpusFrom)
+	if err != nil {
+		return nil, err
+	}
+	t := &Trace{CPUs: rd.CPUs, Warnings: rd.Warnings}
 	for {
-		rec, err := cr.Read()
+		s, err := rd.Next()
 		if err == io.EOF {
-			break
+			return t, nil
 		}
 		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				if errors.Is(pe.Err, csv.ErrFieldCount) {
-					return nil, &Error{Line: pe.StartLine + headerLine, Err: fmt.Errorf("%d fields, the header has %d", len(rec), len(names))}
-				}
-				return nil, &Error{Line: pe.Line + headerLine, Column: pe.Column, Err: pe.Err}
-			}
-			return nil, err
-		}
-		line, _ := cr.FieldPos(0)
-		line += headerLine
-		row := rowReader{rec: rec, index: index, line: line}
-		s := Sample{Line: line}
-
-		s.Text = strings.TrimSpace(rec[index["time"]])
-		tm, secs, err := parseTime(s.Text)
-		if err != nil {
-			return nil, row.errorf("time", "%w", err)
-		}
-		if len(t.Samples) == 0 {
-			secondsMode = secs
-		} else if secs != secondsMode {
-			return nil, row.errorf("time", "%q mixes seconds and dates: earlier rows use %s", s.Text, map[bool]string{true: "seconds", false: "dates"}[secondsMode])
-		}
-		if n := len(t.Samples); n > 0 && !tm.After(t.Samples[n-1].Time) {
-			return nil, row.errorf("time", "%s is not after the previous row's %s (line %d): rows must be in time order", s.Text, t.Samples[n-1].Text, t.Samples[n-1].Line)
-		}
-		s.Time = tm
-
-		load1, err := row.number("load1", 0, math.Inf(1))
-		if err != nil {
-			return nil, err
-		}
-		if load1 == nil {
-			return nil, row.errorf("load1", "empty: every row needs load1")
-		}
-		if s.Load5, err = row.number("load5", 0, math.Inf(1)); err != nil {
-			return nil, err
-		}
-		if s.Load15, err = row.number("load15", 0, math.Inf(1)); err != nil {
-			return nil, err
-		}
-		runq, err := row.number("runnable", 0, math.Inf(1))
-		if err != nil {
-			return nil, err
-		}
-		blocked, err := row.number("blocked", 0, math.Inf(1))
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case runq == nil:
-			runq = load1
-		case blocked != nil:
-			v := *runq + *blocked
-			runq = &v
-		}
-		rowCPUs := cpus
-		if c, err := row.number("cpus", 1, math.Inf(1)); err != nil {
-			return nil, err
-		} else if c != nil {
-			if *c != math.Trunc(*c) {
-				return nil, row.errorf("cpus", "%v is not a whole number", *c)
-			}
-			rowCPUs = int(min(*c, 1<<20))
-		}
-		s.Reading = state.Reading{Time: tm, Load1: *load1, RunQueue: *runq, CPUs: rowCPUs}
-		if s.Reading.MemAvailablePct, err = row.number("mem_available_pct", 0, 100); err != nil {
-			return nil, err
-		}
-		if s.Reading.PSICPU, err = row.number("psi_cpu", 0, 100); err != nil {
-			return nil, err
-		}
-		if s.Reading.PSIMem, err = row.number("psi_mem", 0, 100); err != nil {
 			return nil, err
 		}
 		t.Samples = append(t.Samples, s)
 	}
-	if len(t.Samples) == 0 {
-		return nil, &Error{Line: headerLine, Err: errors.New("no samples after the header")}
-	}
-	return t, nil
 }
 
 // firstLine returns the header: the first line that is not blank and not a

@@ -178,8 +178,11 @@ func TestReplay(t *testing.T) {
 		Heavy:     state.Band{Enter: state.Rule{LoadPerCPU: f(1.5)}, Stay: state.Rule{LoadPerCPU: f(1)}},
 		UpConfirm: 3, DownWindow: 120 * time.Second, MinDwell: 60 * time.Second,
 	}
-	res := Replay(state.New(cfg, 0), tr.Samples)
-	if res.Samples != 6 || res.Duration != 400*time.Second {
+	res, err := Replay(state.New(cfg, 0), Samples(tr.Samples))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Samples != 6 || res.Duration != 400*time.Second || res.CPUsMin != 1 || res.CPUsMax != 1 {
 		t.Errorf("samples %d over %s", res.Samples, res.Duration)
 	}
 	if len(res.Transitions) != 2 {
@@ -201,3 +204,17 @@ func TestReplay(t *testing.T) {
 }
 
 func f(v float64) *float64 { return &v }
+
+func TestReplayStopsAtABadRow(t *testing.T) {
+	rd, err := NewReader(strings.NewReader("time,load1\n0,1\n1,1\n2,x\n3,1\n"), 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Replay(state.New(state.Config{UpConfirm: 1}, 0), rd)
+	if err == nil || err.Error() != `line 4, column 2 (load1): "x" is not a number` {
+		t.Errorf("error %v", err)
+	}
+	if res.Samples != 2 {
+		t.Errorf("replayed %d samples before the bad row, want 2", res.Samples)
+	}
+}
