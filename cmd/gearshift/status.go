@@ -143,11 +143,11 @@ func formatStatus(w io.Writer, s *controller.Status, th *state.Config, now time.
 		var line string
 		switch {
 		case !t.Reachable:
-			line = fmt.Sprintf("%s  UNREACHABLE: %s", t.Admin, t.Error)
+			line = fmt.Sprintf("%s  UNREACHABLE: %s", t.Admin, oneLine(t.Error))
 		case !t.InSync:
 			line = fmt.Sprintf("%s  NOT IN SYNC, active %s", t.Admin, orNone(t.ActiveVCL))
 			if t.Error != "" {
-				line += ": " + t.Error
+				line += ": " + oneLine(t.Error)
 			}
 		default:
 			line = fmt.Sprintf("%s  in sync, active %s", t.Admin, t.ActiveVCL)
@@ -161,7 +161,7 @@ func formatStatus(w io.Writer, s *controller.Status, th *state.Config, now time.
 		fmt.Fprintf(tw, "varnish\tno targets configured\n")
 	}
 	if s.ConfigError != "" {
-		fmt.Fprintf(tw, "config\tRELOAD FAILED, previous config still in force: %s\n", s.ConfigError)
+		fmt.Fprintf(tw, "config\tRELOAD FAILED, previous config still in force: %s\n", oneLine(s.ConfigError))
 	}
 	fmt.Fprintf(tw, "daemon\tgearshift %s, up %s\n", s.Version, ago(time.Duration(s.UptimeSeconds)*time.Second))
 }
@@ -187,6 +187,16 @@ func thresholds(op string, modEnter, modStay, hvyEnter, hvyStay *float64, format
 		return ""
 	}
 	return "   (" + strings.Join(parts, "; ") + ")"
+}
+
+// oneLine keeps a table row on one line: a VCL compiler's message runs over
+// many lines (status --json and the log have it as it is).
+func oneLine(msg string) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if r := []rune(msg); len(r) > 240 {
+		msg = string(r[:240]) + " …"
+	}
+	return msg
 }
 
 func pct(p *float64) string {

@@ -89,7 +89,7 @@ func TestStatusGolden(t *testing.T) {
 			s.Targets = append(s.Targets,
 				controller.TargetStatus{Admin: "10.0.0.2:6082", Error: "connect to varnish admin 10.0.0.2:6082: connection refused"},
 				controller.TargetStatus{Admin: "10.0.0.3:6082", Reachable: true, ActiveVCL: "boot",
-					Error: `load profile gearshift-heavy-0badc0de into 10.0.0.3:6082: VCL compilation failed`})
+					Error: "load profile gearshift-heavy-0badc0de into 10.0.0.3:6082: vcl.inline on 10.0.0.3:6082: varnish cli status 106: Message from VCC-compiler:\nExpected ';' got 'sub'\n('<vcl.inline>' Line 12 Pos 1)\nRunning VCC-compiler failed, exited with 2\nVCL compilation failed"})
 			return s
 		}, true},
 		{"starting", func() controller.Status {
