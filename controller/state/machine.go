@@ -90,9 +90,9 @@ func (m *Machine) StepReading(now time.Time, r Reading) Decision {
 		if m.until.IsZero() || now.Before(m.until) {
 			return m.decide(now, cur, m.forcedReason(now), sig)
 		}
+		released = fmt.Sprintf("force expired at %s, resuming from %s; ", clock(now, m.until), cur)
 		m.forced, m.until = false, time.Time{}
 		m.dwellFrom = now
-		released = fmt.Sprintf("force expired at %s, resuming from %s; ", clock(now, now), cur)
 	}
 	next, reason := m.auto(now, cur, sig)
 	return m.decide(now, next, released+reason, sig)
