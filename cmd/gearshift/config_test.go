@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // opsGolden compares got with testdata/<name>, rewriting the file instead
@@ -115,5 +120,112 @@ func TestConfigCheckMissingFile(t *testing.T) {
 	code, _, stderr := runMain(t, "config", "check", "--config", missing)
 	if code != 2 || !strings.Contains(stderr, "no such file") {
 		t.Errorf("exit %d, stderr %q; want 2 and the missing file named", code, stderr)
+	}
+}
+
+// uncommentRE matches a commented-out setting of the example config
+// ("#poll_interval: 1s", "#  moderate:"), not its prose.
+var uncommentRE = regexp.MustCompile(`(?m)^([ \t]*)#([ \t]*[a-z_]+:([ \t].*)?)$`)
+
+// The example config installed to /etc says what the defaults are: as
+// shipped, and with every commented setting uncommented, it is the defaults.
+func TestExampleConfig(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "gearshift.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("x\n"), 0o600)
+	def := profiles.Default()
+	def.Varnish.Targets[0].SecretFile = secret
+	want, _ := def.YAML()
+	for name, doc := range map[string]string{
+		"as shipped":  string(b),
+		"uncommented": uncommentRE.ReplaceAllString(string(b), "$1$2"),
+	} {
+		cfg, err := profiles.Parse([]byte(strings.ReplaceAll(doc, "/etc/varnish/secret", secret)))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if got, _ := cfg.YAML(); string(got) != string(want) {
+			t.Errorf("%s: the example is not the defaults:\n%s\n--- defaults:\n%s", name, got, want)
+		}
+	}
+	if n := len(uncommentRE.FindAllString(string(b), -1)); n < 30 {
+		t.Errorf("only %d commented settings found: is the example still documenting every key?", n)
+	}
+}
+
+// install.sh into a DESTDIR: everything in place with the right modes, the
+// binary's path filled in, and a second run keeps the operator's config.
+func TestInstallScript(t *testing.T) {
+	dest := t.TempDir()
+	install := func() string {
+		t.Helper()
+		cmd := exec.Command("sh", filepath.Join("..", "..", "scripts", "install.sh"), gearshiftBin)
+		cmd.Env = append(os.Environ(), "DESTDIR="+dest, "PREFIX=/opt/gearshift")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("install.sh: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	install()
+	for path, mode := range map[string]os.FileMode{
+		"opt/gearshift/bin/gearshift":          0o755,
+		"etc/gearshift/gearshift.yaml":         0o640,
+		"etc/gearshift/gearshift.yaml.example": 0o644,
+		"etc/systemd/system/gearshift.service": 0o644,
+		"etc/cron.d/gearshift":                 0o644,
+		"etc/logrotate.d/gearshift":            0o644,
+		"var/log/gearshift":                    0o750 | os.ModeDir,
+	} {
+		fi, err := os.Stat(filepath.Join(dest, path))
+		if err != nil {
+			t.Errorf("not installed: %v", err)
+			continue
+		}
+		if fi.Mode() != mode {
+			t.Errorf("%s: mode %v, want %v", path, fi.Mode(), mode)
+		}
+	}
+	unit, _ := os.ReadFile(filepath.Join(dest, "etc/systemd/system/gearshift.service"))
+	cron, _ := os.ReadFile(filepath.Join(dest, "etc/cron.d/gearshift"))
+	for what, want := range map[string]string{
+		string(unit): "\nExecStart=/opt/gearshift/bin/gearshift run --config /etc/gearshift/gearshift.yaml\n",
+		string(cron): "root\t/opt/gearshift/bin/gearshift check --restart --quiet\n",
+	} {
+		if !strings.Contains(what, want) || strings.Contains(what, "/usr/local/bin/gearshift") {
+			t.Errorf("binary path not filled in, want %q in:\n%s", want, what)
+		}
+	}
+
+	conf := filepath.Join(dest, "etc/gearshift/gearshift.yaml")
+	mine := []byte("# the operator's own\nbackend: { port: 8081 }\n")
+	os.WriteFile(conf, mine, 0o600)
+	out := install()
+	if got, _ := os.ReadFile(conf); string(got) != string(mine) {
+		t.Errorf("a second install overwrote the config:\n%s", got)
+	}
+	if !strings.Contains(out, "kept /etc/gearshift/gearshift.yaml") || strings.Contains(out, "installed") {
+		t.Errorf("second install, want nothing installed and the config kept:\n%s", out)
+	}
+}
+
+// The unit passes systemd's own checks, where systemd-analyze is installed.
+func TestServiceUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "gearshift.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := filepath.Join(t.TempDir(), "gearshift.service")
+	os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/gearshift", gearshiftBin)), 0o644)
+	if out, err := exec.Command(analyze, "verify", unit).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
