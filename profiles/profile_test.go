@@ -310,6 +310,7 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	for _, name := range []string{"PHPSESSID", "wordpress_logged_in_0123abcd"} {
 		t.Run("heavy/isolation/"+name, func(t *testing.T) { t.Parallel(); testIsolation(t, g, o, name) })
 	}
+	t.Run("shifting down from heavy", func(t *testing.T) { t.Parallel(); testShiftDown(t, g, o) })
 	t.Run("variant", func(t *testing.T) { t.Parallel(); testVariant(t, g, o) })
 	t.Run("heavy/min-ttl-and-grace", func(t *testing.T) { t.Parallel(); testGrace(t, g, down) })
 }
@@ -709,4 +710,32 @@ func testGrace(t *testing.T, g *gears, o *origin) {
 	if r := get("/g/grace/never-seen", ""); r.status != http.StatusServiceUnavailable {
 		t.Errorf("uncached page with the backend down: status %d, want 503", r.status)
 	}
+}
+
+// testShiftDown: what only heavy would cache is not served by the lighter
+// gears once the daemon shifts down; the backend's rules apply again at once.
+func testShiftDown(t *testing.T, g *gears, o *origin) {
+	get := func(gear, uri string) reply {
+		t.Helper()
+		return g.do(t, req{gear: gear, path: uri})
+	}
+	u := "/g/shift/php?cc=no-store,no-cache&exp=past"
+	get("heavy", u).want(t, "MISS", "hit=1")
+	r := get("heavy", u)
+	r.want(t, "HIT", "hit=1")
+	if v := r.header.Get("X-Gs-Gear"); v != "" {
+		t.Errorf("client saw X-Gs-Gear: %q", v)
+	}
+	get("moderate", u).want(t, "MISS", "hit=2")
+	get("moderate", u).want(t, "PASS", "hit=3")
+	get("light", u).want(t, "PASS", "hit=4")
+	// Past moderate's hit-for-miss marker (hence PASS), and cached again.
+	get("heavy", u).want(t, "PASS", "hit=5")
+	get("heavy", u).want(t, "HIT", "hit=5")
+
+	u = "/g/shift/cacheable?cc=max-age%3D600"
+	get("heavy", u).want(t, "MISS", "hit=1")
+	get("moderate", u).want(t, "MISS", "hit=2")
+	get("moderate", u).want(t, "HIT", "hit=2")
+	get("heavy", u).want(t, "HIT", "hit=2")
 }

@@ -26,9 +26,12 @@ acl gearshift_purgers {
 # cacheable, non-static content.
 sub gearshift_recv {
     # Headers gearshift uses internally never come from the client.
-    unset req.http.X-Gs-Cache;
-    unset req.http.X-Gs-Session;
-    unset req.http.X-Gs-Host;
+    if (req.restarts == 0) {
+        unset req.http.X-Gs-Cache;
+        unset req.http.X-Gs-Session;
+        unset req.http.X-Gs-Host;
+        unset req.http.X-Gs-Refresh;
+    }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
 {{- if .NormalizeHost}}
@@ -36,7 +39,9 @@ sub gearshift_recv {
     # Host normalised: lower case without the port for everyone, and without
     # "www." in the cache key only, so the backend still sees the name it
     # was asked for (a www-canonicalising site would loop otherwise).
-    set req.http.Host = std.tolower(regsub(req.http.Host, ":[0-9]+$", ""));
+    if (req.http.Host) {
+        set req.http.Host = std.tolower(regsub(req.http.Host, ":[0-9]+$", ""));
+    }
     set req.http.X-Gs-Host = regsub(req.http.Host, "^www\.", "");
 {{- else}}
     set req.http.X-Gs-Host = req.http.Host;
@@ -123,6 +128,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Cache;
     unset bereq.http.X-Gs-Session;
     unset bereq.http.X-Gs-Host;
+    unset bereq.http.X-Gs-Refresh;
 }
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
@@ -178,6 +184,7 @@ sub gearshift_backend_response {
 sub vcl_deliver {
     unset resp.http.X-Gs-Url;
     unset resp.http.X-Gs-Host;
+    unset resp.http.X-Gs-Gear;
 {{- if .ExposeHeaders}}
     set resp.http.X-Gearshift-Profile = "{{.State}}";
     if (req.http.X-Gs-Cache) {

@@ -52,6 +52,8 @@ sub vcl_backend_response {
         }
     }
     set beresp.grace = {{.HeavyGrace}};
+    # Lets the lighter gears recognise what only heavy would cache.
+    set beresp.http.X-Gs-Gear = "heavy";
     return (deliver);
 }
 

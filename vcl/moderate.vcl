@@ -10,7 +10,20 @@ sub vcl_recv {
     # Anonymous: the remaining cookies (analytics and the like) would make
     # every page uncacheable.
     unset req.http.Cookie;
+    if (req.http.X-Gs-Refresh) {
+        set req.hash_always_miss = true;
+    }
     return (hash);
+}
+
+sub vcl_hit {
+    # The heavy gear caches past what the backend allows, and keeps stale
+    # copies longer: once out of heavy, such an object is fetched afresh
+    # and the backend's answer replaces it.
+    if (obj.http.X-Gs-Gear == "heavy" && req.restarts == 0) {
+        set req.http.X-Gs-Refresh = "1";
+        return (restart);
+    }
 }
 
 sub vcl_backend_response {

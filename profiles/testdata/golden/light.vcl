@@ -22,16 +22,21 @@ acl gearshift_purgers {
 # cacheable, non-static content.
 sub gearshift_recv {
     # Headers gearshift uses internally never come from the client.
-    unset req.http.X-Gs-Cache;
-    unset req.http.X-Gs-Session;
-    unset req.http.X-Gs-Host;
+    if (req.restarts == 0) {
+        unset req.http.X-Gs-Cache;
+        unset req.http.X-Gs-Session;
+        unset req.http.X-Gs-Host;
+        unset req.http.X-Gs-Refresh;
+    }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
 
     # Host normalised: lower case without the port for everyone, and without
     # "www." in the cache key only, so the backend still sees the name it
     # was asked for (a www-canonicalising site would loop otherwise).
-    set req.http.Host = std.tolower(regsub(req.http.Host, ":[0-9]+$", ""));
+    if (req.http.Host) {
+        set req.http.Host = std.tolower(regsub(req.http.Host, ":[0-9]+$", ""));
+    }
     set req.http.X-Gs-Host = regsub(req.http.Host, "^www\.", "");
 
     if (req.method == "PURGE" || req.method == "BAN") {
@@ -128,6 +133,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Cache;
     unset bereq.http.X-Gs-Session;
     unset bereq.http.X-Gs-Host;
+    unset bereq.http.X-Gs-Refresh;
 }
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
@@ -175,6 +181,7 @@ sub gearshift_backend_response {
 sub vcl_deliver {
     unset resp.http.X-Gs-Url;
     unset resp.http.X-Gs-Host;
+    unset resp.http.X-Gs-Gear;
     set resp.http.X-Gearshift-Profile = "light";
     if (req.http.X-Gs-Cache) {
         set resp.http.X-Cache = req.http.X-Gs-Cache;
