@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,6 +243,29 @@ func TestTickFollowsMachine(t *testing.T) {
 	r.clock.add(5 * time.Second)
 	r.tick(t)
 	r.wantActive(t, state.Light)
+
+	// A failing sensor: logged, the gear held, the loop alive.
+	r.sensor.mu.Lock()
+	r.sensor.err = errors.New("read /proc/loadavg: input/output error")
+	r.sensor.mu.Unlock()
+	before := r.c.Status()
+	for i := 0; i < 3; i++ {
+		r.tick(t)
+	}
+	r.wantActive(t, state.Light)
+	if s := r.c.Status(); s.Sample == nil || !s.Sample.Time.Equal(before.Sample.Time) || s.Transitions != before.Transitions {
+		t.Errorf("status after sensor failures = %+v", s)
+	}
+	if r.logged("read sensors") != 3 {
+		t.Errorf("want 3 %q entries", "read sensors")
+	}
+	r.sensor.mu.Lock()
+	r.sensor.err = nil
+	r.sensor.mu.Unlock()
+	r.tick(t)
+	if r.logged("sensors readable again") != 1 {
+		t.Errorf("want one %q entry", "sensors readable again")
+	}
 }
 
 func TestTickReconcilesAfterManagerRestart(t *testing.T) {
@@ -424,6 +448,28 @@ func TestReload(t *testing.T) {
 			if !names[p.Name] {
 				t.Errorf("new profile %s not loaded", p.Name)
 			}
+		}
+	})
+
+	t.Run("an unreachable new target does not block a reload", func(t *testing.T) {
+		dead := varnishtest.FreeAddr(t)
+		r.next = func() (*profiles.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour)
+			cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: dead, SecretFile: r.v.SecretFile})
+			return cfg, nil
+		}
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err != nil || len(resp.status.Targets) != 2 || resp.status.Targets[1].Reachable || !resp.status.Targets[0].InSync {
+			t.Fatalf("reload with a dead target = %+v, %v", resp.status, resp.err)
+		}
+		r.next = func() (*profiles.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour)
+			return cfg, nil
+		}
+		if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil || len(resp.status.Targets) != 1 {
+			t.Fatalf("reload dropping the dead target = %+v, %v", resp.status, resp.err)
 		}
 	})
 
