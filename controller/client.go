@@ -97,7 +97,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*Status
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w on %s: %v", ErrUnreachable, c.socket, unwrapURLError(err))
+		return nil, fmt.Errorf("%w on %s: %w", ErrUnreachable, c.socket, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

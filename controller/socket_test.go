@@ -232,6 +232,9 @@ func TestClientUnreachable(t *testing.T) {
 	if strings.Contains(err.Error(), "http://") {
 		t.Errorf("err names a URL: %v", err)
 	}
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("err %v does not wrap the cause", err)
+	}
 }
 
 func TestListenSocketGroup(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -72,6 +73,9 @@ func (a *app) controlSocket() (string, *profiles.Config) {
 // clientFailure turns a control client error into an exit code and one
 // sentence naming what to do.
 func clientFailure(err error) (int, error) {
+	if errors.Is(err, controller.ErrUnreachable) && errors.Is(err, os.ErrPermission) {
+		return exitFailure, fmt.Errorf("%v (run as root, or as a member of the config's control.group)", err)
+	}
 	if errors.Is(err, controller.ErrUnreachable) {
 		return exitFailure, fmt.Errorf("%v (is the daemon running? start it with `gearshift start` or `systemctl start gearshift`)", err)
 	}
