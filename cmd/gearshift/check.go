@@ -79,7 +79,8 @@ Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
 CRITICAL: the daemon is not running or its socket is silent past --timeout; a
 Varnish target is unreachable or not in sync; the last sample is older than
 --max-age.
-WARNING: a config reload failed (the old config stays in force); the gear is
+WARNING: a config reload failed (the old config stays in force); the config
+file does not validate (the next start or reload would fail); the gear is
 pinned and --warn-forced is given; the gear is one of --warn-state; the daemon
 was restarted by --restart.
 UNKNOWN: bad flags, or the check itself ran past --timeout.
@@ -107,7 +108,7 @@ systemd and only reports.`,
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "CRITICAL when the daemon's socket is silent this long; UNKNOWN when the check itself runs past it")
 	f.DurationVar(&o.maxAge, "max-age", 30*time.Second, "CRITICAL when the daemon's last sample is older")
 	f.StringArrayVar(&o.warnStates, "warn-state", nil, "WARNING while the gear is this state (light, moderate, heavy; repeatable)")
-	f.BoolVar(&o.warnForced, "warn-forced", false, "WARNING while the gear is pinned by `gearshift force`")
+	f.BoolVar(&o.warnForced, "warn-forced", false, "WARNING while the gear is pinned (gearshift force)")
 	f.BoolVar(&o.restart, "restart", false, "start the daemon when it is not running, and report WARNING restarted")
 	f.BoolVar(&o.quiet, "quiet", false, "print nothing when OK (cron mails only problems)")
 	return cmd
@@ -124,7 +125,7 @@ func (a *app) check(ctx context.Context, o checkOptions) (int, error) {
 		opts:      o,
 		cfg:       cfg,
 		cfgErr:    cfgErr,
-		cfgPath:   a.configPath,
+		cfgPath:   a.configSource(),
 		client:    controller.NewClient(cfg.Control.Socket),
 		now:       time.Now,
 		running:   func() (int, error) { return runningPID(cfg.PIDFile) },

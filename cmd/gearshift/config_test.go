@@ -229,3 +229,20 @@ func TestServiceUnitVerifies(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// The help of the operating commands is what an operator reads first.
+func TestHelpGolden(t *testing.T) {
+	for _, args := range [][]string{
+		{"config"}, {"config", "check"}, {"config", "show"},
+		{"check"}, {"logs"}, {"start"}, {"stop"}, {"reload"},
+	} {
+		name := strings.Join(args, "-")
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runMain(t, append(args, "--help")...)
+			if code != 0 || stderr != "" {
+				t.Errorf("exit %d, stderr %q", code, stderr)
+			}
+			opsGolden(t, "help/"+name+".golden", stdout)
+		})
+	}
+}

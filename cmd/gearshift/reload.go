@@ -14,7 +14,7 @@ func newReloadCmd(a *app) *cobra.Command {
 		Long: `Validate the config, then send SIGHUP to the daemon named by the pid file.
 The daemon loads the new config and profiles into Varnish before switching to
 them; if that fails the old ones stay in force, and status and check report
-the error. A config that does not validate is not sent: fix it first.`,
+the error. When the config does not validate, nothing is sent: fix it first.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(*cobra.Command, []string) (int, error) {
 			cfg, invalid := a.daemonConfig()
