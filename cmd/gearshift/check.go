@@ -242,7 +242,7 @@ func (c *checker) query(ctx context.Context) (*controller.Status, error) {
 	case pid > 0:
 		return nil, fmt.Errorf("daemon (pid %d) not answering on %s: %v", pid, c.cfg.Control.Socket, trimUnreachable(err, c.cfg.Control.Socket))
 	}
-	return nil, errNotRunning
+	return nil, fmt.Errorf("%w (no answer on %s, no live process in %s)", errNotRunning, c.cfg.Control.Socket, c.cfg.PIDFile)
 }
 
 var errNotRunning = errors.New("daemon not running")

@@ -273,7 +273,7 @@ func TestCheckCommand(t *testing.T) {
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf("varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: %s } ] }\ncontrol: { socket: %s }\npid_file: %s/gs.pid\n", secret, socket, dir)), 0o644)
 
 	code, stdout, _ := runMain(t, "check", "--config", cfgPath)
-	if code != 2 || !strings.HasPrefix(stdout, "GEARSHIFT CRITICAL - daemon not running\n") {
+	if code != 2 || !strings.HasPrefix(stdout, "GEARSHIFT CRITICAL - daemon not running (no answer on "+socket) {
 		t.Errorf("no daemon: exit %d, %q", code, stdout)
 	}
 
