@@ -158,7 +158,7 @@ func (a *app) profilesCheck(ctx context.Context) (int, error) {
 			total++
 			if err := checkProfile(ctx, c, p); err != nil {
 				failed++
-				fmt.Fprintf(a.stdout, "%-8s %s on %s: FAILED\n", p.State, p.Name, t.Admin)
+				fmt.Fprintf(a.stdout, "%-8s %s on %s: FAILED (source: %s)\n", p.State, p.Name, t.Admin, p.Source)
 				var ce *varnishadm.CLIError
 				if errors.As(err, &ce) {
 					fmt.Fprintf(a.stderr, "%s\n", strings.TrimRight(ce.Text, "\n"))
