@@ -317,3 +317,16 @@ func TestLoadLenient(t *testing.T) {
 		t.Error("Load accepted what LoadLenient skipped")
 	}
 }
+
+func TestParseSettingsIgnoresFiles(t *testing.T) {
+	doc := "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n"
+	if _, err := ParseSettings([]byte(doc)); err != nil {
+		t.Errorf("ParseSettings looked at the secret file: %v", err)
+	}
+	if _, err := ParseSettings([]byte(doc + "cpus: -1\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), "cpus:") || !strings.Contains(err.Error(), "bogus: unknown key") {
+		t.Errorf("ParseSettings error = %v", err)
+	}
+	if _, err := Parse([]byte(doc)); err == nil {
+		t.Error("Parse accepted a missing secret file")
+	}
+}

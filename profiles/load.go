@@ -78,7 +78,14 @@ func Load(path string) (*Config, error) {
 // Parse decodes a YAML config over the defaults and validates it. A rule
 // given in the document (states.heavy.enter, …) replaces that rule's
 // defaults as a whole; a list replaces the default list.
-func Parse(b []byte) (*Config, error) {
+func Parse(b []byte) (*Config, error) { return parse(b, (*Config).Validate) }
+
+// ParseSettings is Parse with ValidateSettings: the document is judged on its
+// own, without looking at the files it names (the admin secret may be
+// unreadable to whoever asks, such as a monitoring agent).
+func ParseSettings(b []byte) (*Config, error) { return parse(b, (*Config).ValidateSettings) }
+
+func parse(b []byte, validate func(*Config) error) (*Config, error) {
 	cfg := Default()
 	d := &decoder{lines: map[string]int{}}
 	var doc yaml.Node
@@ -93,7 +100,7 @@ func Parse(b []byte) (*Config, error) {
 	// Validate even when decoding failed (a bad value keeps its default), so
 	// that one run reports every problem; a key already reported is skipped.
 	problems := d.problems
-	if err := cfg.Validate(); err != nil {
+	if err := validate(cfg); err != nil {
 		var ce *Error
 		if !errors.As(err, &ce) {
 			return nil, err

@@ -119,7 +119,7 @@ func (a *app) check(ctx context.Context, o checkOptions) (int, error) {
 		fmt.Fprintf(a.stdout, "GEARSHIFT UNKNOWN - %v\n", err)
 		return checkUnknown, nil
 	}
-	cfg, cfgErr := a.daemonConfig()
+	cfg, cfgErr := a.checkConfig()
 	exe, _ := os.Executable()
 	c := &checker{
 		opts:      o,
@@ -136,6 +136,32 @@ func (a *app) check(ctx context.Context, o checkOptions) (int, error) {
 		margin:    time.Second,
 	}
 	return c.run(ctx, a.stdout), nil
+}
+
+// checkConfig returns the config that names the daemon's socket and pid
+// file, and what is wrong with the file on disk, judged on its own: a check
+// often runs unprivileged (a monitoring agent) and cannot open the admin
+// secret; the daemon reports a reload it refused itself (config_error).
+// A file the check may not read leaves it the defaults, without a warning.
+func (a *app) checkConfig() (*profiles.Config, error) {
+	b, err := os.ReadFile(a.configPath)
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrNotExist) && !a.configSet:
+		return profiles.Default(), nil
+	case errors.Is(err, os.ErrPermission):
+		return profiles.Default(), nil
+	default:
+		return profiles.Default(), fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := profiles.ParseSettings(b)
+	if err == nil {
+		return cfg, nil
+	}
+	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
+		return lenient, err
+	}
+	return profiles.Default(), err
 }
 
 func (o checkOptions) validate() error {

@@ -293,6 +293,20 @@ func TestCheckCommand(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(stdout, "GEARSHIFT WARNING - gear is moderate; gear moderate (auto") {
 		t.Errorf("--warn-state: exit %d, %q", code, stdout)
 	}
+
+	// A monitoring agent may not read the admin secret: not the check's business.
+	noSecret := filepath.Join(dir, "no-secret.yaml")
+	os.WriteFile(noSecret, []byte(fmt.Sprintf("varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: %s/absent } ] }\ncontrol: { socket: %s }\n", dir, socket)), 0o644)
+	if code, stdout, _ := runMain(t, "check", "--config", noSecret); code != 0 {
+		t.Errorf("unreadable secret: exit %d, %q; want OK", code, stdout)
+	}
+	// A file edited into something the next start would refuse: WARNING.
+	broken := filepath.Join(dir, "broken.yaml")
+	os.WriteFile(broken, []byte(fmt.Sprintf("control: { socket: %s }\ncpus: -1\n", socket)), 0o644)
+	want := "GEARSHIFT WARNING - config " + broken + " does not validate, the next start or reload will fail: cpus: must be 0 (detect) or a number of CPUs, got -1 (line 2); gear moderate"
+	if code, stdout, _ := runMain(t, "check", "--config", broken); code != 1 || !strings.HasPrefix(stdout, want) {
+		t.Errorf("invalid config file: exit %d,\n%s\nwant\n%s", code, stdout, want)
+	}
 }
 
 func TestCheckBadFlagsAreUnknown(t *testing.T) {
