@@ -59,7 +59,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // sentence makes an error message read as one sentence.
 func sentence(msg string) string {
 	msg = strings.TrimSpace(msg)
-	if !strings.HasSuffix(msg, ".") {
+	// cobra appends its suggestions for a mistyped command on lines of their own.
+	if head, alt, ok := strings.Cut(msg, "\n\nDid you mean this?\n"); ok {
+		msg = head + "; did you mean " + strings.Join(strings.Fields(alt), " or ") + "?"
+	}
+	if !strings.HasSuffix(msg, ".") && !strings.HasSuffix(msg, "?") {
 		msg += "."
 	}
 	return msg

@@ -24,6 +24,7 @@ func TestRootExitCodes(t *testing.T) {
 	}{
 		{"version", []string{"version"}, 0, "gearshift 0.1.0", ""},
 		{"unknown command", []string{"bogus"}, 2, "", `unknown command "bogus"`},
+		{"mistyped command", []string{"stauts"}, 2, "", `did you mean start or status?`},
 		{"unknown flag", []string{"version", "--nope"}, 2, "", "unknown flag: --nope"},
 		{"extra argument", []string{"version", "x"}, 2, "", "unknown command"},
 		{"completion", []string{"completion", "bash"}, 0, "bash completion", ""},
