@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stub starts a process that passes for gearshift (its argv[0] says so)
+// running script in bash, and writes its pid file; config names that file.
+func stub(t *testing.T, script string) (config string, pid int) {
+	t.Helper()
+	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
+	cmd := exec.Command("bash", "-c", `exec -a gearshift-stub bash -c "$0"`, script)
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	pid = cmd.Process.Pid
+	// Wait until the exec has happened, so the process is recognised.
+	for deadline := time.Now().Add(5 * time.Second); !isGearshift(pid); {
+		if time.Now().After(deadline) {
+			t.Fatal("the stub never looked like gearshift")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // and until its traps are set
+	if err := os.WriteFile(filepath.Join(dir, "gearshift.pid"), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config, pid
+}
+
+func TestStopWaitsAndTimesOut(t *testing.T) {
+	config, pid := stub(t, `trap "" TERM; while :; do sleep 0.05; done`)
+	code, stdout, stderr := runMain(t, "stop", "--config", config, "--timeout", "200ms")
+	want := fmt.Sprintf("gearshift (pid %d) is still running after 200ms", pid)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, want) {
+		t.Errorf("stop of a daemon that ignores SIGTERM: exit %d, %q %q; want 1 and %q", code, stdout, stderr, want)
+	}
+	if !alive(pid) {
+		t.Error("the stub died")
+	}
+}
+
+func TestStopAndReloadSignal(t *testing.T) {
+	config, pid := stub(t, `trap "echo hup >> hups" HUP; trap "exit 0" TERM; while :; do sleep 0.05; done`)
+	dir := filepath.Dir(config)
+	code, stdout, stderr := runMain(t, "reload", "--config", config)
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("sent SIGHUP to gearshift (pid %d)", pid)) {
+		t.Errorf("reload: exit %d, %q %q", code, stdout, stderr)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "hups")); string(b) == "hup\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stub never got SIGHUP")
+		}
+	}
+	code, stdout, stderr = runMain(t, "stop", "--config", config)
+	if code != 0 || stdout != fmt.Sprintf("gearshift stopped (pid %d)\n", pid) {
+		t.Errorf("stop: exit %d, %q %q", code, stdout, stderr)
+	}
+	if alive(pid) {
+		t.Error("still alive after stop returned")
+	}
+}
+
+// A reload with a config the daemon would refuse sends nothing.
+func TestReloadRefusesBadConfig(t *testing.T) {
+	config, _ := stub(t, `trap "echo hup >> hups" HUP; while :; do sleep 0.05; done`)
+	b, _ := os.ReadFile(config)
+	os.WriteFile(config, append(b, "on_exit: never\n"...), 0o644)
+	code, _, stderr := runMain(t, "reload", "--config", config)
+	if code != 2 || !strings.Contains(stderr, "on_exit: must be one of") || !strings.Contains(stderr, "not reloading") {
+		t.Errorf("reload with a bad config: exit %d, %q", code, stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(config), "hups")); err == nil {
+		t.Error("SIGHUP sent despite the bad config")
+	}
+}
+
+// A stale pid file naming a process that is not gearshift (the pid was
+// reused) must not get that process killed.
+func TestStopStalePidFile(t *testing.T) {
+	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
+	sleep := exec.Command("sleep", "30")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	os.WriteFile(filepath.Join(dir, "gearshift.pid"), []byte(strconv.Itoa(sleep.Process.Pid)), 0o644)
+	code, stdout, stderr := runMain(t, "stop", "--config", config)
+	if code != 0 || !strings.Contains(stdout, "not running") {
+		t.Errorf("stop with a stale pid file: exit %d, %q %q", code, stdout, stderr)
+	}
+	if err := sleep.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the unrelated process was signalled: %v", err)
+	}
+	if code, _, stderr := runMain(t, "reload", "--config", config); code != 1 || !strings.Contains(stderr, "not running") {
+		t.Errorf("reload with a stale pid file: exit %d, %q", code, stderr)
+	}
+}
