@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,10 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		Args:        args,
 		Env:         withoutEnv(os.Environ(), "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"),
 	}
+	var logOffset int64
+	if fi, err := os.Stat(cfg.Log.File); err == nil {
+		logOffset = fi.Size()
+	}
 	child, err := dctx.Reborn()
 	if err != nil {
 		return exitFailure, fmt.Errorf("detach the daemon: %w", err)
@@ -97,7 +102,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		exited <- err
 	}()
 	if err := waitAnswering(ctx, cfg.Control.Socket, wait, exited); err != nil {
-		if last := lastLogError(cfg.Log.File); last != "" {
+		if last := lastLogError(cfg.Log.File, logOffset); last != "" {
 			err = fmt.Errorf("%w; its log says: %s", err, last)
 		}
 		return exitFailure, err
@@ -134,18 +139,19 @@ func waitAnswering(ctx context.Context, socket string, wait time.Duration, exite
 	}
 }
 
-// lastLogError returns the message of the last error entry in the log file
-// (or its last line when that is not JSON, such as a panic's trace).
-func lastLogError(path string) string {
+// lastLogError returns what the log says went wrong after offset (where it
+// ended when the daemon was started): the last error entry, or else the
+// last line that is not JSON (the daemon's last words on stderr, a panic).
+func lastLogError(path string, offset int64) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > 64<<10 {
-		f.Seek(-64<<10, 0)
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return ""
 	}
-	var last string
+	var lastErr, lastRaw string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -153,16 +159,19 @@ func lastLogError(path string) string {
 		var e map[string]any
 		if json.Unmarshal([]byte(line), &e) != nil {
 			if line != "" {
-				last = line
+				lastRaw = strings.TrimSuffix(strings.TrimPrefix(line, "gearshift: "), ".")
 			}
 			continue
 		}
 		if lvl, _ := e["level"].(string); lvl == "error" || lvl == "fatal" || lvl == "panic" {
-			last, _ = e["msg"].(string)
+			lastErr, _ = e["msg"].(string)
 			if s, ok := e["error"].(string); ok && s != "" {
-				last += ": " + s
+				lastErr += ": " + s
 			}
 		}
 	}
-	return last
+	if lastErr != "" {
+		return lastErr
+	}
+	return lastRaw
 }

@@ -154,3 +154,22 @@ func TestStartUnderSystemd(t *testing.T) {
 		t.Errorf("start under systemd: %v, %s", err, out)
 	}
 }
+
+// When the daemon dies while starting, start says why, from the log.
+func TestStartDaemonExits(t *testing.T) {
+	path, dir := opsConfigFile(t, `varnish: { targets: [ { admin: "127.0.0.1:1", secret_file: $DIR/secret } ] }
+control: { socket: $DIR/gs.sock }
+pid_file: $DIR/gs.pid
+log: { file: $DIR/gs.log }
+`)
+	// An earlier run's error must not be taken for this one's.
+	os.WriteFile(dir+"/gs.log", []byte(`{"level":"error","ts":"2026-11-30T15:00:00Z","msg":"an old error"}`+"\n"), 0o640)
+	if err := os.Mkdir(dir+"/gs.sock", 0o755); err != nil { // in the way of the socket
+		t.Fatal(err)
+	}
+	code, stdout, stderr := opsRun(t, "start", "--config", path, "--wait", "20s")
+	const want = "gearshift: the daemon exited during start (exit status 1); its log says: "
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, dir+"/gs.sock") || strings.Contains(stderr, "an old error") {
+		t.Errorf("start: exit %d, stdout %q, stderr\n%s\nwant %q and the socket named", code, stdout, stderr, want)
+	}
+}
