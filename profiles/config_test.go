@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,12 +169,13 @@ func TestParseProblems(t *testing.T) {
   never_cache: ["^/ok", "(open", ""]
   purge_acl: [127.0.0.1, 10.0.0.0/33, example.com]
   static_extensions: [png, .css]
-  session_cookies: ["a b"]
+  session_cookies: ["a b", "wp_*", "[0-9a-f"]
   heavy: { vcl_file: '{{dir}}/missing.vcl' }
 `, []string{
 			"profiles.static_ttl: must be positive, got 0s (line 3)",
 			"profiles.heavy_grace: must not be negative, got -1s (line 4)",
-			"profiles.session_cookies[0]: \"a b\" is not a cookie name or glob (line 8)",
+			"profiles.session_cookies[0]: \"a b\": ' ' cannot be part of a cookie name (line 8)",
+			"profiles.session_cookies[2]: {{set}} (line 8)",
 			"profiles.static_extensions[1]: \".css\" is not a file extension (letters and digits, no dot) (line 7)",
 			"profiles.never_cache[1]: \"(open\" is not a valid regex: missing closing ): `(open` (line 5)",
 			"profiles.never_cache[2]: an empty pattern would match every path (line 5)",
@@ -207,9 +209,11 @@ func TestParseProblems(t *testing.T) {
 			for _, p := range ce.Problems {
 				got = append(got, p.String())
 			}
+			// The glob syntax's own words for a bad glob.
+			_, globErr := CookieGlobRegex("[0-9a-f")
 			want := make([]string, len(tc.want))
 			for i, w := range tc.want {
-				want[i] = r.Replace(w)
+				want[i] = strings.ReplaceAll(r.Replace(w), "{{set}}", fmt.Sprint(globErr))
 			}
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -161,8 +161,8 @@ func (p *Profiles) validate(v *validator) {
 		}
 	}
 	for i, name := range p.SessionCookies {
-		if name == "" || strings.ContainsAny(name, " \t;=,\"") {
-			v.add(fmt.Sprintf("profiles.session_cookies[%d]", i), "%q is not a cookie name or glob", name)
+		if _, err := CookieGlobRegex(name); err != nil {
+			v.add(fmt.Sprintf("profiles.session_cookies[%d]", i), "%v", err)
 		}
 	}
 	extRE := regexp.MustCompile(`^[A-Za-z0-9]+$`)
