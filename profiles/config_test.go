@@ -166,7 +166,7 @@ func TestParseProblems(t *testing.T) {
 		{"profile values", base + `profiles:
   static_ttl: 0s
   heavy_grace: -1s
-  never_cache: ["^/ok", "(open", ""]
+  never_cache: ["^/ok", "(open", "", "^/(?!public/)", 'a"}b', 'say "hi"']
   purge_acl: [127.0.0.1, 10.0.0.0/33, example.com]
   static_extensions: [png, .css]
   session_cookies: ["a b", "wp_*", "[0-9a-f"]
@@ -179,6 +179,7 @@ func TestParseProblems(t *testing.T) {
 			"profiles.static_extensions[1]: \".css\" is not a file extension (letters and digits, no dot) (line 7)",
 			"profiles.never_cache[1]: \"(open\" is not a valid regex: missing closing ): `(open` (line 5)",
 			"profiles.never_cache[2]: an empty pattern would match every path (line 5)",
+			"profiles.never_cache[4]: \"a\\\"}b\" cannot go into a VCL string (no newline, no \"}) (line 5)",
 			"profiles.purge_acl[1]: \"10.0.0.0/33\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
 			"profiles.purge_acl[2]: \"example.com\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
 			"profiles.heavy.vcl_file: {{dir}}/missing.vcl does not exist (line 9)"}},

@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -8,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"time"
@@ -172,12 +174,20 @@ func (p *Profiles) validate(v *validator) {
 		}
 	}
 	for i, re := range p.NeverCache {
+		key := fmt.Sprintf("profiles.never_cache[%d]", i)
 		if re == "" {
-			v.add(fmt.Sprintf("profiles.never_cache[%d]", i), "an empty pattern would match every path")
-		} else if _, err := regexp.Compile(re); err != nil {
-			v.add(fmt.Sprintf("profiles.never_cache[%d]", i), "%q is not a valid regex: %s", re, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-		} else if strings.Contains(re, `"`) {
-			v.add(fmt.Sprintf("profiles.never_cache[%d]", i), "%q: a double quote cannot go into a VCL string", re)
+			v.add(key, "an empty pattern would match every path")
+			continue
+		}
+		if strings.Contains(re, `"}`) || strings.ContainsAny(re, "\r\n") {
+			v.add(key, "%q cannot go into a VCL string (no newline, no \"})", re)
+			continue
+		}
+		// Varnish's regexes are PCRE; Go's RE2 is the same language but for
+		// lookarounds and the like, which are left to Varnish to judge.
+		var se *syntax.Error
+		if _, err := regexp.Compile(re); err != nil && !(errors.As(err, &se) && se.Code == syntax.ErrInvalidPerlOp) {
+			v.add(key, "%q is not a valid regex: %s", re, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 		}
 	}
 	for i, a := range p.PurgeACL {
