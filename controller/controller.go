@@ -84,6 +84,7 @@ type Controller struct {
 	targets     []*target
 	lastSample  *sensor.Sample
 	sensorFails int
+	resumed     bool // the first tick looked for a gear to resume
 	configErr   string
 
 	reqs chan request
@@ -180,12 +181,17 @@ func (c *Controller) Tick(ctx context.Context) {
 	now := c.now()
 	d := c.machine.Current()
 	d.Changed = false // already reported
+	if !c.resumed {
+		c.resumed = true
+		c.resume(ctx, now)
+	}
 	s, err := c.opts.Sensor.Sample(ctx)
 	if err != nil {
 		c.sensorFails++
 		if logWorthy(c.sensorFails) {
 			c.log.Warn("read sensors", zap.Error(err), zap.Int("failures", c.sensorFails))
 		}
+		d = c.machine.Expire(now)
 	} else {
 		if c.sensorFails > 0 {
 			c.log.Info("sensors readable again", zap.Int("failures", c.sensorFails))
@@ -195,6 +201,37 @@ func (c *Controller) Tick(ctx context.Context) {
 		d = c.machine.Step(now, s)
 	}
 	c.apply(ctx, d)
+}
+
+// resume starts the machine in the heaviest gear that a reachable target
+// already runs one of gearshift's profiles for, so a daemon restarted during
+// a surge does not drop Varnish to light until the load is confirmed again.
+func (c *Controller) resume(ctx context.Context, now time.Time) {
+	found, from := state.Light, ""
+	for _, t := range c.targets {
+		if _, err := t.connect(); err != nil {
+			continue // the first sync records the failure
+		}
+		vcls, err := t.list(ctx)
+		if err != nil {
+			continue
+		}
+		for _, v := range vcls {
+			m := ownName.FindStringSubmatch(v.Name)
+			if !v.Active || m == nil {
+				continue
+			}
+			if st, err := state.Parse(m[1]); err == nil && (from == "" || st > found) {
+				found, from = st, t.addr
+			}
+		}
+	}
+	if from == "" || found == state.Light {
+		return
+	}
+	reason := fmt.Sprintf("resumed %s, the gear varnish %s was running at start", found, from)
+	c.machine.Resume(now, found, reason)
+	c.log.Info("resuming gear", zap.String("to", found.String()), zap.String("reason", reason))
 }
 
 // apply makes every target follow d and records the outcome.

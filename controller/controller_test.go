@@ -111,7 +111,12 @@ func testConfig(v *varnishtest.Varnish) *profiles.Config {
 
 func newRig(t *testing.T, edit func(*profiles.Config)) *rig {
 	t.Helper()
-	v := varnishtest.Start(t, varnishtest.Config{})
+	return newRigOn(t, varnishtest.Start(t, varnishtest.Config{}), edit)
+}
+
+// newRigOn is newRig driving an already running varnishd.
+func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config)) *rig {
+	t.Helper()
 	r := &rig{v: v, clock: &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}}
 	r.sensor = &fakeSensor{now: r.clock.now}
 	r.cfg = testConfig(v)
@@ -505,5 +510,61 @@ func TestRunServesRequestsAndAppliesOnExit(t *testing.T) {
 	}
 	if _, err := r.c.Auto(context.Background()); err != ErrStopped {
 		t.Errorf("Auto after stop = %v, want ErrStopped", err)
+	}
+}
+
+func TestForceExpiresWhileSensorsFail(t *testing.T) {
+	r := newRig(t, nil)
+	r.tick(t)
+	until := r.clock.now().Add(time.Minute)
+	if resp := r.c.handle(context.Background(), request{kind: reqForce, state: state.Heavy, until: until}); resp.err != nil {
+		t.Fatal(resp.err)
+	}
+	r.sensor.mu.Lock()
+	r.sensor.err = errors.New("no /proc")
+	r.sensor.mu.Unlock()
+	r.tick(t)
+	if s := r.c.Status(); s.Mode != "forced" {
+		t.Fatalf("force released before its deadline: %+v", s)
+	}
+	r.clock.add(2 * time.Minute)
+	s := r.tick(t)
+	if s.Mode != "auto" || s.ForcedUntil != nil || !strings.HasPrefix(s.Reason, "force expired") {
+		t.Fatalf("force outlived its deadline while the sensors failed: %+v", s)
+	}
+	r.wantActive(t, state.Heavy) // resumes from the pinned gear; the next good sample decides
+}
+
+func TestResumesGearVarnishRuns(t *testing.T) {
+	first := newRig(t, nil)
+	first.tick(t)
+	if resp := first.c.handle(context.Background(), request{kind: reqForce, state: state.Heavy}); resp.err != nil {
+		t.Fatal(resp.err)
+	}
+	first.wantActive(t, state.Heavy)
+	for _, tg := range first.c.targets {
+		tg.close() // the daemon stops with on_exit: keep
+	}
+
+	// A new daemon on the same Varnish, no load: it resumes heavy rather
+	// than dropping to light, and steps down only after min_dwell.
+	again := newRigOn(t, first.v, nil)
+	s := again.tick(t)
+	if s.State != "heavy" || s.Mode != "auto" || s.Transitions != 0 {
+		t.Fatalf("first status of the new daemon = %+v, want heavy resumed in auto mode", s)
+	}
+	again.wantActive(t, state.Heavy)
+	if entries := again.logs.FilterMessage("resuming gear").All(); len(entries) != 1 ||
+		!strings.HasPrefix(entries[0].ContextMap()["reason"].(string), "resumed heavy, the gear varnish") {
+		t.Errorf("\"resuming gear\" log entries = %+v, want one with the reason", entries)
+	}
+	if got := again.cmds.take(); len(got) != 0 {
+		t.Errorf("resuming sent %v, want nothing (profiles unchanged, already active)", got)
+	}
+
+	// A fresh Varnish with only its boot VCL: nothing to resume.
+	fresh := newRig(t, nil)
+	if s := fresh.tick(t); s.State != "light" || strings.Contains(s.Reason, "resumed") {
+		t.Fatalf("fresh varnish: %+v, want light", s)
 	}
 }

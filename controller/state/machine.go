@@ -112,14 +112,47 @@ func (m *Machine) Force(now time.Time, s State, until time.Time) Decision {
 func (m *Machine) Auto(now time.Time) Decision {
 	m.start(now)
 	if !m.forced {
-		d := m.cur
-		d.From, d.Changed = d.State, false
-		m.cur = d
-		return d
+		return m.unchanged()
 	}
 	m.forced, m.until = false, time.Time{}
 	m.dwellFrom = now
 	return m.decide(now, m.cur.State, fmt.Sprintf("released by operator, resuming from %s", m.cur.State), m.cur.Signals)
+}
+
+// Expire releases a force whose deadline has passed, as Step does, for a
+// caller that has no sample to step with (the sensors are failing): an
+// operator's "for 30m" must not become "until the sensors recover".
+func (m *Machine) Expire(now time.Time) Decision {
+	m.start(now)
+	if !m.forced || m.until.IsZero() || now.Before(m.until) {
+		return m.unchanged()
+	}
+	until := m.until
+	m.forced, m.until = false, time.Time{}
+	m.dwellFrom = now
+	return m.decide(now, m.cur.State, fmt.Sprintf("force expired at %s, resuming from %s", clock(now, until), m.cur.State), m.cur.Signals)
+}
+
+// Resume sets the state of a machine that has made no decision yet, in auto
+// mode, without counting a transition: a daemon restarted while Varnish runs
+// heavy resumes heavy instead of dropping to light until the load is
+// confirmed again. The dwell clock starts at now. It does nothing once the
+// machine has stepped, been forced or resumed.
+func (m *Machine) Resume(now time.Time, st State, reason string) Decision {
+	if m.started {
+		return m.unchanged()
+	}
+	m.start(now)
+	m.cur.State, m.cur.From, m.cur.Reason = st, st, reason
+	return m.cur
+}
+
+// unchanged returns the current decision as one that changed nothing.
+func (m *Machine) unchanged() Decision {
+	d := m.cur
+	d.From, d.Changed = d.State, false
+	m.cur = d
+	return d
 }
 
 func (m *Machine) start(now time.Time) {

@@ -496,3 +496,57 @@ func TestReasonWithoutMemory(t *testing.T) {
 		t.Errorf("reason %q", d.Reason)
 	}
 }
+
+func TestExpireWithoutSample(t *testing.T) {
+	m := New(defaultConfig(), 0)
+	feed(m, 0, 9, 0.1)
+	until := t0.Add(5 * time.Minute)
+	m.Force(t0.Add(10*time.Second), Heavy, until)
+	if d := m.Expire(t0.Add(299 * time.Second)); !d.Forced || d.Changed || d.State != Heavy {
+		t.Fatalf("Expire before the deadline = %+v, want still forced heavy", d)
+	}
+	d := m.Expire(t0.Add(300 * time.Second))
+	if d.Forced || d.State != Heavy || d.Changed || !d.ForcedUntil.IsZero() {
+		t.Fatalf("Expire at the deadline = %+v, want auto, resuming from heavy", d)
+	}
+	if d.Reason != "force expired at 03:05, resuming from heavy" {
+		t.Errorf("reason = %q", d.Reason)
+	}
+	// The dwell clock restarted at the deadline: no step down before min_dwell.
+	if d := feed(m, 301, 359, 0.1); d.State != Heavy {
+		t.Fatalf("stepped down within min_dwell of the release: %+v", d)
+	}
+	if d := m.StepReading(at(360, 0.1)); d.State != Moderate || !d.Changed {
+		t.Fatalf("at deadline + min_dwell = %+v, want moderate", d)
+	}
+
+	unpinned := New(defaultConfig(), 0)
+	feed(unpinned, 0, 9, 0.1)
+	if d := unpinned.Expire(t0.Add(10 * time.Second)); d.Changed || d.Forced || d.State != Light {
+		t.Fatalf("Expire on an unforced machine = %+v, want nothing done", d)
+	}
+	untilAuto := New(defaultConfig(), 0)
+	untilAuto.Force(t0, Moderate, time.Time{})
+	if d := untilAuto.Expire(t0.Add(24 * time.Hour)); !d.Forced {
+		t.Fatalf("Expire released a force without deadline: %+v", d)
+	}
+}
+
+func TestResume(t *testing.T) {
+	m := New(defaultConfig(), 0)
+	d := m.Resume(t0, Heavy, "resumed")
+	if d.State != Heavy || d.Changed || d.Forced || d.Transitions != 0 || !d.Since.Equal(t0) || d.Reason != "resumed" {
+		t.Fatalf("Resume = %+v", d)
+	}
+	// Quiet load: heavy holds for min_dwell from the resume, then one step.
+	if d := feed(m, 1, 59, 0.1); d.State != Heavy {
+		t.Fatalf("stepped down within min_dwell of the resume: %+v", d)
+	}
+	if d := m.StepReading(at(60, 0.1)); d.State != Moderate || !d.Changed || d.Transitions != 1 {
+		t.Fatalf("at min_dwell = %+v, want heavy → moderate", d)
+	}
+	// Only a fresh machine resumes.
+	if d := m.Resume(t0.Add(61*time.Second), Heavy, "again"); d.State != Moderate || d.Reason == "again" {
+		t.Fatalf("Resume after a step = %+v, want it ignored", d)
+	}
+}
