@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -122,6 +123,14 @@ func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
 		return cannotStart(exitFailure, err)
 	}
 
+	var metricsLn net.Listener
+	if cfg.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			ln.Close()
+			return cannotStart(exitFailure, fmt.Errorf("metrics_listen %s: %w", cfg.MetricsListen, err))
+		}
+	}
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -130,6 +139,14 @@ func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- controller.Serve(ctx, ln, ctrl) }()
+	if metricsLn != nil {
+		go func() {
+			if err := controller.ServeMetrics(ctx, metricsLn, ctrl.Status); err != nil {
+				log.Error("metrics listener failed", zap.Error(err))
+			}
+		}()
+		log.Info("serving metrics", zap.String("listen", metricsLn.Addr().String()))
+	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- ctrl.Run(ctx) }()
 
