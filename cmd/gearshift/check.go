@@ -217,10 +217,10 @@ type checkResult struct {
 func (r checkResult) line() string {
 	var parts []string
 	for _, p := range r.problems {
-		parts = append(parts, p.text)
+		parts = append(parts, pluginText(p.text))
 	}
 	if r.summary != "" {
-		parts = append(parts, r.summary)
+		parts = append(parts, pluginText(r.summary))
 	}
 	s := "GEARSHIFT " + checkNames[r.code] + " - " + strings.Join(parts, "; ")
 	if len(r.perf) > 0 {
@@ -403,6 +403,14 @@ func finish(pre []problem, st *controller.Status, c *checker) checkResult {
 		r.summary = "no status"
 	}
 	return r
+}
+
+// pluginText keeps a text to the one line monitoring systems read, and out of
+// the way of the perfdata separator.
+func pluginText(s string) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+	s = strings.ReplaceAll(s, ":;", ":")
+	return strings.ReplaceAll(s, "|", "/")
 }
 
 // perfdata renders the status in the standard 'label'=value[UOM];warn;crit;min;max form.

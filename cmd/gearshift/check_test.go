@@ -130,6 +130,9 @@ func TestCheckGolden(t *testing.T) {
 			st.State, st.Reason = "heavy", "load_per_cpu 1.82 >= 1.50 for 3 samples"
 			st.Sample.LoadPerCPU = 1.82
 		}, opts: checkOptions{warnStates: []string{"moderate", "heavy"}}, code: 1, golden: "warning-state"},
+		{name: "warning multi-line config error on one line", edit: func(st *controller.Status) {
+			st.ConfigError = "config /etc/gearshift/gearshift.yaml has 2 problems:\ncpus: must be 0 (detect) or a number of CPUs, got -1 (line 3)\nprofiles.never_cache[0]: \"a|b\" is odd"
+		}, code: 1, golden: "warning-config-multiline"},
 		{name: "warning config reload failed", edit: func(st *controller.Status) {
 			st.ConfigError = "config /etc/gearshift/gearshift.yaml: on_exit: must be one of keep, light, moderate, heavy, got \"stop\""
 		}, code: 1, golden: "warning-config"},
