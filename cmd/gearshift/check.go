@@ -194,7 +194,7 @@ func (c *checker) run(ctx context.Context, w io.Writer) int {
 	select {
 	case r = <-done:
 	case <-ctx.Done():
-		r = checkResult{code: checkUnknown, problems: []problem{{checkUnknown, fmt.Sprintf("check timed out after %s", budget.Round(time.Millisecond))}}}
+		r = checkResult{code: checkUnknown, problems: []checkProblem{{checkUnknown, fmt.Sprintf("check timed out after %s", budget.Round(time.Millisecond))}}}
 	}
 	if !(c.opts.quiet && r.code == checkOK) {
 		fmt.Fprintln(w, r.line())
@@ -202,14 +202,14 @@ func (c *checker) run(ctx context.Context, w io.Writer) int {
 	return r.code
 }
 
-type problem struct {
+type checkProblem struct {
 	code int
 	text string
 }
 
 type checkResult struct {
 	code     int
-	problems []problem // most severe first
+	problems []checkProblem // most severe first
 	summary  string    // the gear and why, when the daemon answered
 	perf     []string
 }
@@ -230,19 +230,19 @@ func (r checkResult) line() string {
 }
 
 func (c *checker) evaluate(ctx context.Context) checkResult {
-	var pre []problem
+	var pre []checkProblem
 	st, err := c.query(ctx)
 	if err != nil && c.opts.restart {
 		var restarted bool
 		restarted, st, err = c.restart(ctx, err)
 		if restarted {
-			pre = append(pre, problem{checkWarning, "restarted: the daemon was not running"})
+			pre = append(pre, checkProblem{checkWarning, "restarted: the daemon was not running"})
 		}
 	}
 	if err != nil {
-		return finish(append(pre, problem{checkCritical, err.Error()}), nil, c)
+		return judgeStatus(append(pre, checkProblem{checkCritical, err.Error()}), nil, c)
 	}
-	return finish(pre, st, c)
+	return judgeStatus(pre, st, c)
 }
 
 // query asks the daemon for its status within --timeout, and says why not
@@ -259,7 +259,7 @@ func (c *checker) query(ctx context.Context) (*controller.Status, error) {
 		return nil, fmt.Errorf("daemon answered with an error: %s", apiErr.Message)
 	}
 	if qctx.Err() != nil {
-		return nil, fmt.Errorf("daemon silent on %s for %s", c.cfg.Control.Socket, short(c.opts.timeout))
+		return nil, fmt.Errorf("daemon silent on %s for %s", c.cfg.Control.Socket, opsDuration(c.opts.timeout))
 	}
 	pid, perr := c.running()
 	switch {
@@ -279,8 +279,8 @@ func trimUnreachable(err error, socket string) string {
 	return strings.TrimPrefix(err.Error(), controller.ErrUnreachable.Error()+" on "+socket+": ")
 }
 
-// short formats d as "30m", "1h2m", "3s": what an operator reads.
-func short(d time.Duration) string { return profiles.Duration(d).String() }
+// opsDuration formats d as "30m", "1h2m", "3s": what an operator reads.
+func opsDuration(d time.Duration) string { return profiles.Duration(d).String() }
 
 // restart starts the daemon when it is not running, under a lock that keeps
 // overlapping runs (cron) from starting two. It returns the fresh status.
@@ -291,7 +291,7 @@ func (c *checker) restart(ctx context.Context, cause error) (restarted bool, st 
 	if managed, serr := c.systemd(ctx); serr == nil && managed {
 		return false, nil, fmt.Errorf("%w; systemd manages gearshift.service, so --restart leaves it to systemd (systemctl status gearshift)", cause)
 	}
-	unlock, err := lockFile(ctx, c.lockPath)
+	unlock, err := flockWait(ctx, c.lockPath)
 	if err != nil {
 		return false, nil, fmt.Errorf("%w; not restarted: %v", cause, err)
 	}
@@ -310,7 +310,7 @@ func (c *checker) restart(ctx context.Context, cause error) (restarted bool, st 
 	deadline := time.Now().Add(c.opts.timeout)
 	for {
 		st, err = c.query(ctx)
-		if err != nil || settled(st) || time.Now().After(deadline) {
+		if err != nil || statusSettled(st) || time.Now().After(deadline) {
 			return true, st, err
 		}
 		select {
@@ -321,7 +321,7 @@ func (c *checker) restart(ctx context.Context, cause error) (restarted bool, st 
 	}
 }
 
-func settled(st *controller.Status) bool {
+func statusSettled(st *controller.Status) bool {
 	if st.Sample == nil {
 		return false
 	}
@@ -333,11 +333,11 @@ func settled(st *controller.Status) bool {
 	return true
 }
 
-// finish judges a status (nil when the daemon did not answer).
-func finish(pre []problem, st *controller.Status, c *checker) checkResult {
+// judgeStatus judges a status (nil when the daemon did not answer).
+func judgeStatus(pre []checkProblem, st *controller.Status, c *checker) checkResult {
 	problems := pre
 	add := func(code int, format string, args ...any) {
-		problems = append(problems, problem{code, fmt.Sprintf(format, args...)})
+		problems = append(problems, checkProblem{code, fmt.Sprintf(format, args...)})
 	}
 	var r checkResult
 	now := c.now()
@@ -364,10 +364,10 @@ func finish(pre []problem, st *controller.Status, c *checker) checkResult {
 		switch {
 		case st.Sample != nil:
 			if age := now.Sub(st.Sample.Time); age > c.opts.maxAge {
-				add(checkCritical, "last sample %s old (max %s)", short(age.Round(time.Second)), short(c.opts.maxAge))
+				add(checkCritical, "last sample %s old (max %s)", opsDuration(age.Round(time.Second)), opsDuration(c.opts.maxAge))
 			}
 		case time.Duration(st.UptimeSeconds)*time.Second > c.opts.maxAge:
-			add(checkCritical, "no sample although up for %s", short(time.Duration(st.UptimeSeconds)*time.Second))
+			add(checkCritical, "no sample although up for %s", opsDuration(time.Duration(st.UptimeSeconds)*time.Second))
 		}
 		if st.ConfigError != "" {
 			add(checkWarning, "config reload failed, old config in force: %s", st.ConfigError)
@@ -375,7 +375,7 @@ func finish(pre []problem, st *controller.Status, c *checker) checkResult {
 		if st.Mode == "forced" && c.opts.warnForced {
 			until := "until gearshift auto"
 			if st.ForcedUntil != nil {
-				until = "for " + short(st.ForcedUntil.Sub(now).Round(time.Second)) + " more"
+				until = "for " + opsDuration(st.ForcedUntil.Sub(now).Round(time.Second)) + " more"
 			}
 			add(checkWarning, "gear pinned to %s %s", st.State, until)
 		}
@@ -385,14 +385,14 @@ func finish(pre []problem, st *controller.Status, c *checker) checkResult {
 				break
 			}
 		}
-		r.summary = fmt.Sprintf("gear %s (%s, %s)", st.State, st.Mode, short(now.Sub(st.Since).Round(time.Second)))
+		r.summary = fmt.Sprintf("gear %s (%s, %s)", st.State, st.Mode, opsDuration(now.Sub(st.Since).Round(time.Second)))
 		if st.Reason != "" {
 			r.summary += ": " + st.Reason
 		}
 		r.perf = perfdata(st, now, c.opts.maxAge)
 	}
 	if c.cfgErr != nil {
-		add(checkWarning, "config %s does not validate, the next start or reload will fail: %s", c.cfgPath, firstLine(c.cfgErr))
+		add(checkWarning, "config %s does not validate, the next start or reload will fail: %s", c.cfgPath, firstProblem(c.cfgErr))
 	}
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].code > problems[j].code })
 	r.problems = problems
@@ -418,8 +418,8 @@ func perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 	var p []string
 	if s := st.Sample; s != nil {
 		p = append(p,
-			fmt.Sprintf("'load_per_cpu'=%s;;;0", num(s.LoadPerCPU, 2)),
-			fmt.Sprintf("'mem_available'=%s%%;;;0;100", num(s.MemAvailablePct, 1)),
+			fmt.Sprintf("'load_per_cpu'=%s;;;0", opsNum(s.LoadPerCPU, 2)),
+			fmt.Sprintf("'mem_available'=%s%%;;;0;100", opsNum(s.MemAvailablePct, 1)),
 		)
 	}
 	if gear, err := state.Parse(st.State); err == nil {
@@ -429,15 +429,15 @@ func perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 	for _, t := range st.Targets {
 		sw = max(sw, t.LastSwitchMS)
 	}
-	p = append(p, fmt.Sprintf("'switch_ms'=%sms;;;0", num(sw, 2)))
+	p = append(p, fmt.Sprintf("'switch_ms'=%sms;;;0", opsNum(sw, 2)))
 	if s := st.Sample; s != nil {
-		p = append(p, fmt.Sprintf("'sample_age'=%ss;;%s;0", num(max(0, now.Sub(s.Time).Seconds()), 1), num(maxAge.Seconds(), 0)))
+		p = append(p, fmt.Sprintf("'sample_age'=%ss;;%s;0", opsNum(max(0, now.Sub(s.Time).Seconds()), 1), opsNum(maxAge.Seconds(), 0)))
 	}
 	return p
 }
 
-// num formats v with at most prec decimals, without trailing zeros.
-func num(v float64, prec int) string {
+// opsNum formats v with at most prec decimals, without trailing zeros.
+func opsNum(v float64, prec int) string {
 	s := fmt.Sprintf("%.*f", prec, v)
 	if strings.Contains(s, ".") {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
@@ -445,7 +445,7 @@ func num(v float64, prec int) string {
 	return s
 }
 
-func firstLine(err error) string {
+func firstProblem(err error) string {
 	var ce *profiles.Error
 	if errors.As(err, &ce) && len(ce.Problems) > 0 {
 		s := ce.Problems[0].String()
@@ -458,9 +458,9 @@ func firstLine(err error) string {
 	return s
 }
 
-// lockFile takes an exclusive flock on path, waiting until ctx is done.
+// flockWait takes an exclusive flock on path, waiting until ctx is done.
 // The lock goes with the process, so a killed check never leaves it behind.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+func flockWait(ctx context.Context, path string) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, err
 	}

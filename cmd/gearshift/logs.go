@@ -356,7 +356,7 @@ func (p *logFormatter) print(line []byte) {
 			b.WriteString("  " + r)
 		}
 		if ms, ok := e["switch_ms"].(float64); ok {
-			fmt.Fprintf(&b, "  (switch %s ms)", num(ms, 2))
+			fmt.Fprintf(&b, "  (switch %s ms)", opsNum(ms, 2))
 		}
 		if errS := e.str("error"); errS != "" {
 			b.WriteString("  error: " + errS)

@@ -114,7 +114,7 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 || !strings.Contains(out, "gearshift stopped") {
 		t.Fatalf("stop: exit %d, %q %q", code, out, errOut)
 	}
-	if alive(pid) {
+	if processAlive(pid) {
 		t.Errorf("pid %d still alive after stop", pid)
 	}
 	if code, out, _ := gs("check"); code != 2 || !strings.HasPrefix(out, "GEARSHIFT CRITICAL - daemon not running") {

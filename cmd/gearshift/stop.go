@@ -60,7 +60,7 @@ func waitExit(ctx context.Context, pid int, timeout time.Duration) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if !alive(pid) {
+		if !processAlive(pid) {
 			return nil
 		}
 		select {
@@ -71,8 +71,8 @@ func waitExit(ctx context.Context, pid int, timeout time.Duration) error {
 	}
 }
 
-// alive tells whether process pid exists and is not a zombie.
-func alive(pid int) bool {
+// processAlive tells whether process pid exists and is not a zombie.
+func processAlive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
@@ -114,7 +114,7 @@ func runningPID(pidFile string) (int, error) {
 
 // isGearshift tells whether process pid is alive and runs a gearshift binary.
 func isGearshift(pid int) bool {
-	if !alive(pid) {
+	if !processAlive(pid) {
 		return false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))

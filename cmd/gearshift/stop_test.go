@@ -50,7 +50,7 @@ func TestStopWaitsAndTimesOut(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.Contains(stderr, want) {
 		t.Errorf("stop of a daemon that ignores SIGTERM: exit %d, %q %q; want 1 and %q", code, stdout, stderr, want)
 	}
-	if !alive(pid) {
+	if !processAlive(pid) {
 		t.Error("the stub died")
 	}
 }
@@ -74,7 +74,7 @@ func TestStopAndReloadSignal(t *testing.T) {
 	if code != 0 || stdout != fmt.Sprintf("gearshift stopped (pid %d)\n", pid) {
 		t.Errorf("stop: exit %d, %q %q", code, stdout, stderr)
 	}
-	if alive(pid) {
+	if processAlive(pid) {
 		t.Error("still alive after stop returned")
 	}
 }
