@@ -210,7 +210,7 @@ type checkProblem struct {
 type checkResult struct {
 	code     int
 	problems []checkProblem // most severe first
-	summary  string    // the gear and why, when the daemon answered
+	summary  string         // the gear and why, when the daemon answered
 	perf     []string
 }
 
