@@ -321,6 +321,8 @@ func (c *checker) restart(ctx context.Context, cause error) (restarted bool, st 
 	}
 }
 
+// statusSettled tells whether a daemon has sampled once and brought every
+// target onto its gear.
 func statusSettled(st *controller.Status) bool {
 	if st.Sample == nil {
 		return false
@@ -431,7 +433,7 @@ func perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 	}
 	p = append(p, fmt.Sprintf("'switch_ms'=%sms;;;0", opsNum(sw, 2)))
 	if s := st.Sample; s != nil {
-		p = append(p, fmt.Sprintf("'sample_age'=%ss;;%s;0", opsNum(max(0, now.Sub(s.Time).Seconds()), 1), opsNum(maxAge.Seconds(), 0)))
+		p = append(p, fmt.Sprintf("'sample_age'=%ss;;%s;0", opsNum(max(0, now.Sub(s.Time).Seconds()), 1), opsNum(maxAge.Seconds(), 1)))
 	}
 	return p
 }
