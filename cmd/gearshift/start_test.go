@@ -173,3 +173,35 @@ log: { file: $DIR/gs.log }
 		t.Errorf("start: exit %d, stdout %q, stderr\n%s\nwant %q and the socket named", code, stdout, stderr, want)
 	}
 }
+
+// check follows Varnish going away and coming back, with the daemon alive.
+func TestCheckFollowsVarnish(t *testing.T) {
+	v := varnishtest.Start(t, varnishtest.Config{})
+	path, cfg := testConfig(t, v, func(c *profiles.Config) { c.Hysteresis.UpConfirm = 1000 })
+	t.Cleanup(func() { opsKillDaemon(cfg.PIDFile) })
+	if code, out, errOut := opsRun(t, "start", "--config", path); code != 0 {
+		t.Fatalf("start: exit %d, %q %q", code, out, errOut)
+	}
+	waitCheck := func(want int, contains string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			code, out, _ := opsRun(t, "check", "--config", path)
+			if code == want && strings.Contains(out, contains) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("check: exit %d, %q; want %d and %q", code, out, want, contains)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitCheck(0, "GEARSHIFT OK - gear light")
+	v.Kill()
+	waitCheck(2, "GEARSHIFT CRITICAL - target "+v.AdminAddr+" unreachable")
+	v.Restart()
+	waitCheck(0, "GEARSHIFT OK - gear light")
+	if code, out, errOut := opsRun(t, "stop", "--config", path, "--timeout", "60s"); code != 0 {
+		t.Errorf("stop: exit %d, %q %q", code, out, errOut)
+	}
+}
