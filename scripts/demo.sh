@@ -83,13 +83,16 @@ probe() {
 			END { printf "%s %s %s %.0fms", label, (gear ? gear : "-"), (cache ? cache : "-"), ms }'
 }
 
+# note T TEXT prints one line of the demo's own narration.
+note() { printf '[demo +%3ss] %s\n' "$1" "$2"; }
+
 tick() {
 	local t=$1 gear mode lpc
 	gear=$(status_field state)
 	mode=$(status_field mode)
 	lpc=$(status_field load_per_cpu)
-	printf '[demo +%3ss] gear %-8s %-6s load/cpu %-5s | GET / %s | %s\n' "$t" "${gear:-?}" "${mode:-?}" \
-		"${lpc:-?}" "$(probe anon)" "$(probe alice -b "PHPSESSID=$ALICE")"
+	note "$t" "$(printf 'gear %-8s %-6s load/cpu %-5s | GET / %s | %s' "${gear:-?}" "${mode:-?}" \
+		"${lpc:-?}" "$(probe anon)" "$(probe alice -b "PHPSESSID=$ALICE")")"
 }
 
 transitions_summary() {
@@ -165,7 +168,7 @@ cmd_run() {
 	if [ "$DEMO_LOG" != json ]; then
 		# gearshift's own human log view, following the daemon's log file.
 		if gs logs --help >/dev/null 2>&1; then
-			gs logs -f -n 50 &
+			"$GEARSHIFT" --config "$GS_CONFIG" logs -f -n 50 &
 		else
 			tail -n +1 -f --pid="$GS_PID" "$gs_out" &
 		fi
@@ -198,7 +201,7 @@ EOF
 		alive "$VARNISH_PID" || die "Varnish stopped unexpectedly: $(tail -3 "$STACK_DIR/varnishd.log")"
 		alive "$GS_PID" || die "gearshift stopped unexpectedly (see $STACK_DIR/gearshift.log)"
 		if [ "$DEMO_SURGE_SECONDS" -gt 0 ] && [ "$t" -ge "$DEMO_SURGE_AT" ] && [ -z "$SURGE_PID" ]; then
-			say "[demo +${t}s] surge: wrk -c$DEMO_SURGE_CONNS for ${DEMO_SURGE_SECONDS}s through Varnish (home page, news, static, logged-in users)"
+			note "$t" "surge: wrk -c$DEMO_SURGE_CONNS for ${DEMO_SURGE_SECONDS}s through Varnish (home page, news, static, logged-in users)"
 			surge_start "$DEMO_SURGE_SECONDS" "$DEMO_SURGE_CONNS" "$surge_out"
 			STACK_PIDS+=("$SURGE_PID")
 			surging=1
@@ -206,7 +209,7 @@ EOF
 		if [ "$surging" = 1 ] && ! alive "$SURGE_PID"; then
 			wait "$SURGE_PID" || true
 			surging=0
-			say "[demo +${t}s] surge over: $(surge_summary "$surge_out")"
+			note "$t" "surge over: $(surge_summary "$surge_out")"
 		fi
 		if [ "$t" -ge "$next_tick" ]; then
 			tick "$t"

@@ -124,9 +124,11 @@ stack_varnish() {
 	wait_http "$SITE/" 30 || die "varnish did not answer on $SITE: $(tail -5 "$STACK_DIR/varnishd.log")"
 }
 
-# stack_gearshift_config writes the daemon's config. The thresholds are the
-# demo's: low, with short confirmation windows, so a surge shifts gears in
-# seconds and the way back down takes about a minute, not ten.
+# stack_gearshift_config writes the daemon's config. The windows are the
+# demo's, not a production setting: short, so a surge shifts gears in seconds
+# and the way back down takes a minute or two, not ten. The thresholds sit a
+# little above the defaults so a machine busy with other work still starts
+# in light (STACK_{MODERATE,HEAVY}_{ENTER,STAY} override them).
 stack_gearshift_config() {
 	cat >"$GS_CONFIG" <<EOF
 # gearshift config for the local demo stack (written by scripts/demo/lib.sh).
@@ -139,8 +141,8 @@ varnish:
       secret_file: $STACK_DIR/secret
 backend: { host: 127.0.0.1, port: $APACHE_PORT }
 states:
-  moderate: { enter: { load_per_cpu: ${STACK_MODERATE_ENTER:-1.0} }, stay: { load_per_cpu: ${STACK_MODERATE_STAY:-0.75} } }
-  heavy:    { enter: { load_per_cpu: ${STACK_HEAVY_ENTER:-2.0} }, stay: { load_per_cpu: ${STACK_HEAVY_STAY:-1.25} } }
+  moderate: { enter: { load_per_cpu: ${STACK_MODERATE_ENTER:-1.5} }, stay: { load_per_cpu: ${STACK_MODERATE_STAY:-1.0} } }
+  heavy:    { enter: { load_per_cpu: ${STACK_HEAVY_ENTER:-3.0} }, stay: { load_per_cpu: ${STACK_HEAVY_STAY:-2.0} } }
 hysteresis: { up_confirm: 2, down_window: 20s, min_dwell: 15s }
 on_exit: keep
 control: { socket: $STACK_DIR/gearshift.sock }
@@ -198,11 +200,12 @@ stop_pid() {
 	alive "$pid" || return 0
 	kill -TERM "$pid" 2>/dev/null || return 0
 	for i in $(seq 1 100); do
-		alive "$pid" || { wait "$pid" 2>/dev/null; return 0; }
+		# set -e: wait reports the signal the process died of.
+		alive "$pid" || { wait "$pid" 2>/dev/null || true; return 0; }
 		sleep 0.1
 	done
-	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
 	return 0
 }
 

@@ -1,12 +1,17 @@
 -- wrk script for the demo's load surge: a mix of what a busy PHP site gets.
 -- 60% anonymous home page, 15% the news page, 15% static files and 10% the
 -- home page of logged-in users (PHPSESSID values in DEMO_SESSIONS, space
--- separated; the mix falls back to anonymous when there are none).
+-- separated; the mix falls back to static files when there are none).
+-- Each connection pauses DEMO_SURGE_DELAY_MS (default 10) between requests,
+-- as visitors do: once Varnish serves from cache the surge's rate is capped
+-- (about connections x 100 req/s) and the machine's load falls while the
+-- surge goes on, as it does on a real site.
 local sessions = {}
 for s in string.gmatch(os.getenv("DEMO_SESSIONS") or "", "%S+") do
   sessions[#sessions + 1] = s
 end
 local statics = { "/style.css", "/logo.png" }
+local pause = tonumber(os.getenv("DEMO_SURGE_DELAY_MS") or "10")
 
 function setup(thread)
   thread:set("id", math.random(1, 1000000))
@@ -27,4 +32,8 @@ function request()
   end
   local sid = sessions[math.random(#sessions)]
   return wrk.format("GET", "/", { ["Cookie"] = "PHPSESSID=" .. sid })
+end
+
+function delay()
+  return pause
 end
