@@ -72,9 +72,14 @@ before gearshift reconnects.`,
 }
 
 // buildProfiles loads the config and builds the set; any failure is a
-// config error.
-func (a *app) buildProfiles() (*profiles.Config, profiles.Set, error) {
-	cfg, err := a.loadConfig()
+// config error. Offline (list, show, export) does not need this machine's
+// admin secrets.
+func (a *app) buildProfiles(offline bool) (*profiles.Config, profiles.Set, error) {
+	load := a.loadConfig
+	if offline {
+		load = a.loadConfigOffline
+	}
+	cfg, err := load()
 	if err != nil {
 		return nil, profiles.Set{}, err
 	}
@@ -86,7 +91,7 @@ func (a *app) buildProfiles() (*profiles.Config, profiles.Set, error) {
 }
 
 func (a *app) profilesList() (int, error) {
-	_, set, err := a.buildProfiles()
+	_, set, err := a.buildProfiles(true)
 	if err != nil {
 		return exitUsage, err
 	}
@@ -103,7 +108,7 @@ func (a *app) profilesShow(gear string) (int, error) {
 	if err != nil {
 		return exitUsage, err
 	}
-	_, set, err := a.buildProfiles()
+	_, set, err := a.buildProfiles(true)
 	if err != nil {
 		return exitUsage, err
 	}
@@ -116,7 +121,7 @@ func (a *app) profilesExport(dir, use string) (int, error) {
 	if err != nil {
 		return exitUsage, fmt.Errorf("--use: %w", err)
 	}
-	_, set, err := a.buildProfiles()
+	_, set, err := a.buildProfiles(true)
 	if err != nil {
 		return exitUsage, err
 	}
@@ -135,7 +140,7 @@ func (a *app) profilesExport(dir, use string) (int, error) {
 // and discards it at once, so nothing changes in Varnish. A profile that
 // does not compile prints the compiler's message.
 func (a *app) profilesCheck(ctx context.Context) (int, error) {
-	cfg, set, err := a.buildProfiles()
+	cfg, set, err := a.buildProfiles(false)
 	if err != nil {
 		return exitUsage, err
 	}

@@ -59,6 +59,21 @@ func TestProfilesListShowExport(t *testing.T) {
 		}
 	})
 
+	t.Run("show away from the server", func(t *testing.T) {
+		// The admin secret exists only on the server: rendering needs none,
+		// talking to Varnish does.
+		far, _ := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n"+
+			"backend: { host: 127.0.0.1, port: 8099 }\n")
+		out, errs, code := gearshift("--config", far, "profiles", "show", "heavy")
+		if code != 0 || out != set[state.Heavy].VCL {
+			t.Errorf("show heavy without the secret: exit %d, %s", code, errs)
+		}
+		_, errs, code = gearshift("--config", far, "profiles", "check")
+		if code != 2 || !strings.Contains(errs, "secret_file") {
+			t.Errorf("check without the secret: exit %d, %q; want 2 naming secret_file", code, errs)
+		}
+	})
+
 	t.Run("export", func(t *testing.T) {
 		out, errs, code := gearshift("--config", path, "profiles", "export", filepath.Join(dir, "out"), "--use", "moderate")
 		if code != 0 {

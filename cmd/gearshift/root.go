@@ -132,3 +132,44 @@ func (a *app) loadConfig() (*profiles.Config, error) {
 	}
 	return profiles.Load(a.configPath)
 }
+
+// daemonConfig returns the config of commands that act on a running daemon
+// through its pid file or socket. A file that does not validate (edited and
+// not yet reloaded) must not keep the operator from the daemon: it is then
+// read leniently for its paths, and the validation error is returned too.
+func (a *app) daemonConfig() (cfg *profiles.Config, invalid error) {
+	cfg, err := a.loadConfig()
+	if err == nil {
+		return cfg, nil
+	}
+	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
+		return lenient, err
+	}
+	return profiles.Default(), err
+}
+
+// loadConfigOffline loads the config for a command that talks to no Varnish
+// and no daemon (simulate, profiles show): a config whose only problems are
+// about files and groups on this machine (admin secrets, VCL files,
+// control.group) is used anyway, so thresholds and profiles can be worked on
+// away from the server.
+func (a *app) loadConfigOffline() (*profiles.Config, error) {
+	cfg, err := a.loadConfig()
+	if err == nil {
+		return cfg, nil
+	}
+	var ce *profiles.Error
+	if !errors.As(err, &ce) {
+		return nil, err
+	}
+	for _, p := range ce.Problems {
+		if !strings.HasSuffix(p.Path, ".secret_file") && !strings.HasSuffix(p.Path, ".vcl_file") && p.Path != "control.group" {
+			return nil, err
+		}
+	}
+	if ce.File == "" {
+		return profiles.Default(), nil
+	}
+	// Every setting decoded and validated: only the file checks failed.
+	return profiles.LoadLenient(ce.File)
+}

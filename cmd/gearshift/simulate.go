@@ -15,7 +15,6 @@ import (
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/state/trace"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 func newSimulateCmd(a *app) *cobra.Command {
@@ -58,7 +57,7 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 	if cpus < 0 {
 		return exitUsage, fmt.Errorf("--cpus %d: must be 0 (detect) or more", cpus)
 	}
-	cfg, err := a.loadSimulationConfig()
+	cfg, err := a.loadConfigOffline()
 	if err != nil {
 		return exitUsage, err
 	}
@@ -109,31 +108,6 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 		configFrom, dur(fast), sc.UpConfirm, dur(sc.DownWindow), dur(sc.MinDwell))
 	printSimulation(a.stdout, res)
 	return exitOK, nil
-}
-
-// loadSimulationConfig loads the config as every command does, except that
-// a replay talks to no Varnish: a config whose only problems are about files
-// and groups on this machine (admin secrets, VCL files, control.group) is
-// used anyway, so thresholds can be tuned away from the server.
-func (a *app) loadSimulationConfig() (*profiles.Config, error) {
-	cfg, err := a.loadConfig()
-	if err == nil {
-		return cfg, nil
-	}
-	var ce *profiles.Error
-	if !errors.As(err, &ce) {
-		return nil, err
-	}
-	for _, p := range ce.Problems {
-		if !strings.HasSuffix(p.Path, ".secret_file") && !strings.HasSuffix(p.Path, ".vcl_file") && p.Path != "control.group" {
-			return nil, err
-		}
-	}
-	if ce.File == "" {
-		return profiles.Default(), nil
-	}
-	// Every setting decoded and validated: only the file checks failed.
-	return profiles.LoadLenient(ce.File)
 }
 
 // traceError names the trace in an error reading it.

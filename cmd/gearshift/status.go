@@ -60,14 +60,11 @@ func (a *app) status(ctx context.Context, asJSON bool) (int, error) {
 // socket path is then read leniently from the file (or the default used),
 // and the status shows no thresholds.
 func (a *app) controlSocket() (string, *profiles.Config) {
-	cfg, err := a.loadConfig()
-	if err == nil {
-		return cfg.Control.Socket, cfg
+	cfg, invalid := a.daemonConfig()
+	if invalid != nil {
+		return cfg.Control.Socket, nil
 	}
-	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
-		return lenient.Control.Socket, nil
-	}
-	return profiles.Default().Control.Socket, nil
+	return cfg.Control.Socket, cfg
 }
 
 // clientFailure turns a control client error into an exit code and one

@@ -157,21 +157,6 @@ func sigName(sig syscall.Signal) string {
 	return sig.String()
 }
 
-// daemonConfig returns the config of commands that act on a running daemon
-// through its pid file or socket. A file that does not validate (edited and
-// not yet reloaded) must not keep the operator from the daemon: it is then
-// read leniently for its paths, and the validation error is returned too.
-func (a *app) daemonConfig() (cfg *profiles.Config, invalid error) {
-	cfg, err := a.loadConfig()
-	if err == nil {
-		return cfg, nil
-	}
-	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
-		return lenient, err
-	}
-	return profiles.Default(), err
-}
-
 func withoutEnv(env []string, names ...string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
