@@ -148,9 +148,15 @@ export DEMO_SESSIONS="$SESSIONS"
 stack_gearshift
 say "bench: stack up in $STACK_DIR (Apache $ORIGIN, Varnish $SITE, gearshift $GS_CONFIG)"
 say "bench: wrk -t$BENCH_THREADS -c$BENCH_CONNS -d${BENCH_SECONDS}s --latency per row; $BENCH_USERS logged-in users"
-say "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+say "bench: load average before: $LOAD_BEFORE"
 
-curl -s -o /dev/null "$ORIGIN/"
+# One request at a time: what the PHP page costs when nothing queues.
+SINGLE_MS=$(for i in 1 2 3 4 5 6 7; do curl -s -o /dev/null -w '%{time_total}\n' "$ORIGIN/"; done |
+	sort -n | awk '{ v[NR] = $1 } END { printf "%.0f", v[int((NR + 1) / 2)] * 1000 }')
+say "bench: the PHP home page alone, straight from Apache: ${SINGLE_MS} ms (median of 7)"
+# A short unmeasured run first: PHP's opcache and Apache's workers warm up.
+wrk -t"$BENCH_THREADS" -c"$BENCH_CONNS" -d2s "$ORIGIN/" >/dev/null 2>&1 || true
 measure "/ anonymous" apache "$ORIGIN/"
 SWITCH_MS=""
 for gear in light moderate heavy; do
@@ -163,6 +169,7 @@ for gear in light moderate heavy; do
 	measure "/news.php" "$gear" "$SITE/news.php"
 done
 gs auto >/dev/null || true
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 GO_OUT="$BENCH_OUT/go-bench.txt"
 : >"$GO_OUT"
@@ -183,9 +190,12 @@ TABLE="$BENCH_OUT/table.md"
 	say ""
 	describe_machine | sed 's/^/    /'
 	say ""
-	say "PHP page: ~$STACK_WORK md5 rounds (about 25 ms of CPU) per request; wrk -t$BENCH_THREADS -c$BENCH_CONNS -d${BENCH_SECONDS}s --latency per row,"
+	say "PHP page: $STACK_WORK md5 rounds per request, ${SINGLE_MS} ms for one request alone (median of 7); wrk -t$BENCH_THREADS -c$BENCH_CONNS -d${BENCH_SECONDS}s --latency per row,"
 	say "all on loopback, wrk sharing the CPUs with Apache and Varnish. 'vs light' = req/s of the row / req/s of the light row;"
 	say "'to Apache/s' = backend requests Varnish made per second (varnishstat MAIN.backend_req)."
+	say "Load average (1, 5, 15 min) before the wrk runs: $LOAD_BEFORE; after: $LOAD_AFTER. Rows served by PHP"
+	say "(X-Cache PASS) share the CPUs with whatever else runs on the machine: on a busy machine they differ from"
+	say "one another by up to 2x from that alone. Compare cached rows (HIT) with PHP rows: that ratio is the result."
 	say ""
 	awk -F'\t' '
 		{ rows[NR] = $0; if ($2 == "light") light[$1] = $3 }
@@ -208,13 +218,19 @@ TABLE="$BENCH_OUT/table.md"
 		say ""
 		grep -E '^(Benchmark|goos|goarch|cpu|ok|FAIL|---)' "$GO_OUT" | sed 's/^/    /'
 		awk '$1 ~ /^BenchmarkVCLUse/ {
-			for (i = 2; i < NF; i++) if ($(i + 1) == "ns/op") ns[$1] = $i
+			for (i = 2; i < NF; i++) {
+				if ($(i + 1) == "ns/op") ns[$1] = $i
+				if ($(i + 1) == "p99-us") p99[$1] = $i
+			}
 		}
 		END {
 			nat = ""; sp = ""
 			for (k in ns) { if (k ~ /[Ss]pawn|[Vv]arnishadm|[Pp]rocess|[Ee]xec/) sp = k; else nat = k }
-			if (nat != "" && sp != "" && ns[nat] > 0)
-				printf "\nvcl.use: native client %.3f ms, spawning varnishadm %.3f ms per switch: %.1fx cheaper\n", ns[nat] / 1e6, ns[sp] / 1e6, ns[sp] / ns[nat]
+			if (nat != "" && sp != "" && ns[nat] > 0) {
+				printf "\nvcl.use, mean per switch: native client %.3f ms, spawning varnishadm %.3f ms: native %.1fx cheaper\n", ns[nat] / 1e6, ns[sp] / 1e6, ns[sp] / ns[nat]
+				if (p99[nat] > 0 && p99[sp] > 0)
+					printf "vcl.use, p99: native client %.3f ms, spawning varnishadm %.3f ms\n", p99[nat] / 1e3, p99[sp] / 1e3
+			}
 		}' "$GO_OUT"
 	fi
 } | tee "$TABLE"
