@@ -205,7 +205,13 @@ func (r *rig) logged(msg string) int { return r.logs.FilterMessage(msg).Len() }
 func TestTickFollowsMachine(t *testing.T) {
 	r := newRig(t, nil)
 
+	if ts := r.c.Status().Targets[0]; ts.Reachable || !strings.HasPrefix(ts.Error, "not contacted yet") {
+		t.Errorf("target before the first tick = %+v, want unreachable, not contacted yet", ts)
+	}
 	r.tick(t)
+	if ts := r.c.Status().Targets[0]; !ts.Reachable || ts.Error != "" {
+		t.Errorf("target after the first tick = %+v, want reachable, no error", ts)
+	}
 	r.wantActive(t, state.Light)
 	names, _ := r.vcls(t)
 	for _, p := range r.c.set {

@@ -83,13 +83,17 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target 
 }
 
 func (t *target) status(want string) TargetStatus {
+	err := t.err
+	if err == "" && !t.contacted && !t.reachable {
+		err = "not contacted yet: the first poll is loading the profiles"
+	}
 	return TargetStatus{
 		Admin:        t.addr,
 		Reachable:    t.reachable,
 		ActiveVCL:    t.active,
 		InSync:       t.inSync && t.active == want,
 		LastSwitchMS: t.lastSwitch,
-		Error:        t.err,
+		Error:        err,
 	}
 }
 
