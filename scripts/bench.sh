@@ -237,18 +237,18 @@ TABLE="$BENCH_OUT/table.md"
 
 if command -v gnuplot >/dev/null 2>&1; then
 	awk -F'\t' '$2 != "apache" { v[$2, $1] = $3; c[$1] = 1 }
-		END { print "case\tlight\tmoderate\theavy"
-		      n = split("/ anonymous|/ logged in|/news.php", cs, "|")
+		END { n = split("/ anonymous|/ logged in|/news.php", cs, "|")
 		      for (i = 1; i <= n; i++) printf "\"%s\"\t%s\t%s\t%s\n", cs[i], v["light", cs[i]], v["moderate", cs[i]], v["heavy", cs[i]] }' \
 		"$RESULTS" >"$BENCH_OUT/chart.dat"
 	gnuplot <<EOF && say "" && say "chart: $BENCH_OUT/bench.png"
 set terminal png size 900,500
 set output "$BENCH_OUT/bench.png"
-set title "gearshift: PHP page through Varnish, requests/s per gear (log scale)"
+set title "gearshift: PHP site through Varnish, requests/s per gear (log scale; wrk -c$BENCH_CONNS, $(nproc) CPUs)"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set logscale y
+set xrange [-0.6:2.6]
 set ylabel "requests/s"
 set key top left
 set grid ytics

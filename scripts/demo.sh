@@ -60,13 +60,14 @@ surge_summary() {
 
 cmd_load() {
 	load_env
-	local secs=${1:-30} conns=${2:-$DEMO_SURGE_CONNS} out
-	out=$(mktemp)
+	local secs=${1:-30} conns=${2:-$DEMO_SURGE_CONNS}
+	LOAD_OUT=$(mktemp)
 	say "demo: wrk surge through Varnish for ${secs}s with $conns connections ($SITE/)"
-	surge_start "$secs" "$conns" "$out"
-	trap 'stop_pid "$SURGE_PID"; rm -f "$out"' EXIT
+	surge_start "$secs" "$conns" "$LOAD_OUT"
+	trap 'stop_pid "$SURGE_PID"; rm -f "$LOAD_OUT"' EXIT
+	trap 'exit 130' INT
 	wait "$SURGE_PID" || true
-	say "demo: surge done: $(surge_summary "$out")"
+	say "demo: surge done: $(surge_summary "$LOAD_OUT")"
 }
 
 # ---- the demo itself --------------------------------------------------------
