@@ -120,6 +120,20 @@ warm() {
 	for s in $SESSIONS; do curl -s -o /dev/null -b "PHPSESSID=$s" "$SITE/"; done
 }
 
+# check_isolation GEAR: with the cache warm, each user still gets their own
+# page and an anonymous visitor nobody's (SPEC 5: a security property).
+check_isolation() {
+	local i=0 s page
+	for s in $SESSIONS; do
+		i=$((i + 1))
+		[ "$i" -le 3 ] || break
+		page=$(curl -s -b "PHPSESSID=$s" "$SITE/")
+		case $page in *"<b>bench$i</b>"*) ;; *) die "$1: bench$i was served someone else's page" ;; esac
+	done
+	page=$(curl -s "$SITE/")
+	case $page in *"anonymous visitor"*) ;; *) die "$1: an anonymous visitor was served a logged-in page" ;; esac
+}
+
 describe_machine() {
 	local cpu kernel os
 	cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -164,9 +178,11 @@ for gear in light moderate heavy; do
 	SWITCH_MS="$SWITCH_MS $gear=$(status_field last_switch_ms)"
 	fresh_cache
 	warm
+	check_isolation "$gear"
 	measure "/ anonymous" "$gear" "$SITE/"
 	measure "/ logged in" "$gear" "$SITE/" -s "$BENCH_LUA"
 	measure "/news.php" "$gear" "$SITE/news.php"
+	check_isolation "$gear"
 done
 gs auto >/dev/null || true
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -212,6 +228,7 @@ TABLE="$BENCH_OUT/table.md"
 		}' "$RESULTS"
 	say ""
 	say "Gear switches as gearshift status reported them (last_switch_ms):$SWITCH_MS"
+	say "Session isolation checked in every gear, before and after its runs (3 users + anonymous, cache warm): ok"
 	if [ -s "$GO_OUT" ]; then
 		say ""
 		say "Go micro-benchmarks (controller/varnishadm, same run):"
