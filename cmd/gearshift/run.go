@@ -107,6 +107,7 @@ func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
 				"log.file":       next.Log.File != running.Log.File,
 				"pid_file":       next.PIDFile != running.PIDFile,
 				"cpus":           next.CPUs != running.CPUs,
+				"metrics_listen": next.MetricsListen != running.MetricsListen,
 			} {
 				if change {
 					log.Warn("config change needs a restart to apply", zap.String("key", key))
