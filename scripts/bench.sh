@@ -159,7 +159,7 @@ for i in $(seq 1 "$BENCH_USERS"); do SESSIONS="$SESSIONS $(login "bench$i")"; do
 SESSIONS=${SESSIONS# }
 export DEMO_SESSIONS="$SESSIONS"
 [ -n "${SESSIONS%% *}" ] || die "could not log in to the PHP site"
-stack_gearshift
+stack_gearshift "$STACK_DIR/gearshift.stderr"
 say "bench: stack up in $STACK_DIR (Apache $ORIGIN, Varnish $SITE, gearshift $GS_CONFIG)"
 say "bench: wrk -t$BENCH_THREADS -c$BENCH_CONNS -d${BENCH_SECONDS}s --latency per row; $BENCH_USERS logged-in users"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -202,7 +202,7 @@ trap - EXIT
 
 TABLE="$BENCH_OUT/table.md"
 {
-	say "gearshift end-to-end benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $(($SECONDS - started)) s in all"
+	say "gearshift end-to-end benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - started)) s in all"
 	say ""
 	describe_machine | sed 's/^/    /'
 	say ""

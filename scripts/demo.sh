@@ -176,6 +176,7 @@ cmd_run() {
 		STACK_PIDS+=("$!")
 	fi
 
+	# shellcheck disable=SC1090
 	if [ ! -e "$DEMO_ENV" ] || ! (. "$DEMO_ENV" && alive "$DEMO_PID"); then
 		cat >"$DEMO_ENV" <<EOF
 DEMO_PID=$$

@@ -52,7 +52,7 @@ build_gearshift() {
 
 stack_init() {
 	need_cmds apache2 varnishd curl setsid
-	PHPMOD=$(ls /usr/lib/apache2/modules/libphp*.so 2>/dev/null | head -1)
+	PHPMOD=$(find /usr/lib/apache2/modules -name 'libphp*.so' 2>/dev/null | sort | tail -1)
 	[ -n "$PHPMOD" ] || die "mod_php not found: run 'make deps' (Debian package libapache2-mod-php)"
 	STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/gearshift-${STACK_NAME:-stack}.XXXXXX")
 	# Varnish's VCL compiler and Apache's workers run as unprivileged users:
