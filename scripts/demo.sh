@@ -14,7 +14,9 @@
 #
 # Knobs (environment): DEMO_SECONDS (0 = until Ctrl-C), DEMO_SURGE_AT (10),
 # DEMO_SURGE_SECONDS (30, 0 = no automatic surge), DEMO_SURGE_CONNS (24),
+# DEMO_SURGE_DELAY_MS (10, each connection's pause between requests),
 # DEMO_TICK (5, seconds between probe lines), DEMO_LOG (human|json),
+# STACK_{MODERATE,HEAVY}_{ENTER,STAY} (load_per_cpu thresholds),
 # STACK_KEEP=1 keeps the temporary directory, GEARSHIFT=path uses that binary.
 set -euo pipefail
 STACK_NAME=demo
