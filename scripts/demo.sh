@@ -15,7 +15,8 @@
 # Knobs (environment): DEMO_SECONDS (0 = until Ctrl-C), DEMO_SURGE_AT (10),
 # DEMO_SURGE_SECONDS (30, 0 = no automatic surge), DEMO_SURGE_CONNS (24),
 # DEMO_SURGE_DELAY_MS (10, each connection's pause between requests),
-# DEMO_TICK (5, seconds between probe lines), DEMO_LOG (human|json),
+# DEMO_TICK (5, seconds between probe lines), DEMO_LOG (human = gearshift
+# logs -f; stderr = the daemon's own stderr),
 # STACK_{MODERATE,HEAVY}_{ENTER,STAY} (load_per_cpu thresholds),
 # STACK_KEEP=1 keeps the temporary directory, GEARSHIFT=path uses that binary.
 set -euo pipefail
@@ -166,9 +167,9 @@ cmd_run() {
 
 	say "demo: starting gearshift run --config $GS_CONFIG"
 	local gs_out="$STACK_DIR/gearshift.stderr"
-	if [ "$DEMO_LOG" = json ]; then gs_out=/dev/stderr; fi
+	if [ "$DEMO_LOG" = stderr ]; then gs_out=/dev/stderr; fi
 	stack_gearshift "$gs_out"
-	if [ "$DEMO_LOG" != json ]; then
+	if [ "$DEMO_LOG" != stderr ]; then
 		# gearshift's own human log view, following the daemon's log file.
 		if gs logs --help >/dev/null 2>&1; then
 			"$GEARSHIFT" --config "$GS_CONFIG" logs -f -n 50 &
