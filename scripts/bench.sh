@@ -134,6 +134,27 @@ check_isolation() {
 	case $page in *"anonymous visitor"*) ;; *) die "$1: an anonymous visitor was served a logged-in page" ;; esac
 }
 
+# switch_under_load: one wrk run of / while gearshift force cycles the gears
+# every 250 ms; SPEC's promise is that a switch drops no request. Sets SWITCHING.
+switch_under_load() {
+	local out="$BENCH_OUT/wrk-switching.txt" wpid n=0 g
+	wrk -t"$BENCH_THREADS" -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --timeout 10s "$SITE/" >"$out" 2>&1 &
+	wpid=$!
+	STACK_PIDS+=("$wpid")
+	while alive "$wpid"; do
+		for g in light moderate heavy; do
+			alive "$wpid" || break
+			gs force "$g" --for 30m >/dev/null || die "gearshift force $g failed under load"
+			n=$((n + 1))
+			sleep 0.25
+		done
+	done
+	wait "$wpid" || die "wrk failed: $(cat "$out")"
+	SWITCHING=$(awk -v n="$n" '/requests in/ { reqs = $1 } /Non-2xx/ { bad += $NF }
+		/Socket errors/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) err += $i }
+		END { printf "%d gear switches by gearshift force (light, moderate, heavy, every 250 ms) during one %s wrk run of / : %d requests, %d socket errors, %d non-2xx", n, "'"${BENCH_SECONDS}s"'", reqs, err, bad }' "$out")
+}
+
 describe_machine() {
 	local cpu kernel os
 	cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -184,6 +205,8 @@ for gear in light moderate heavy; do
 	measure "/news.php" "$gear" "$SITE/news.php"
 	check_isolation "$gear"
 done
+switch_under_load
+say "  $SWITCHING"
 gs auto >/dev/null || true
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -228,6 +251,7 @@ TABLE="$BENCH_OUT/table.md"
 		}' "$RESULTS"
 	say ""
 	say "Gear switches as gearshift status reported them (last_switch_ms):$SWITCH_MS"
+	say "Switching under load: $SWITCHING."
 	say "Session isolation checked in every gear, before and after its runs (3 users + anonymous, cache warm): ok"
 	if [ -s "$GO_OUT" ]; then
 		say ""
