@@ -31,7 +31,7 @@ DEMO_SURGE_CONNS=${DEMO_SURGE_CONNS:-24}
 DEMO_TICK=${DEMO_TICK:-5}
 DEMO_LOG=${DEMO_LOG:-human}
 # Where a running demo leaves its addresses for `demo.sh load|status|...`.
-DEMO_ENV=${DEMO_ENV:-${TMPDIR:-/tmp}/gearshift-demo.env}
+DEMO_ENV=${DEMO_ENV:-/tmp/gearshift-demo.env}
 
 # ---- talking to a running demo --------------------------------------------
 

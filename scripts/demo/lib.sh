@@ -54,7 +54,9 @@ stack_init() {
 	need_cmds apache2 varnishd curl setsid
 	PHPMOD=$(find /usr/lib/apache2/modules -name 'libphp*.so' 2>/dev/null | sort | tail -1)
 	[ -n "$PHPMOD" ] || die "mod_php not found: run 'make deps' (Debian package libapache2-mod-php)"
-	STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/gearshift-${STACK_NAME:-stack}.XXXXXX")
+	# Under /tmp, not $TMPDIR: a private TMPDIR (0700, or under /root) would
+	# hide the directory from Varnish's and Apache's unprivileged users.
+	STACK_DIR=$(mktemp -d "${STACK_TMP:-/tmp}/gearshift-${STACK_NAME:-stack}.XXXXXX")
 	# Varnish's VCL compiler and Apache's workers run as unprivileged users:
 	# they must reach everything in here (a 0700 mktemp dir would stop them).
 	chmod 755 "$STACK_DIR"
