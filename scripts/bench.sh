@@ -35,6 +35,8 @@ BENCH_LUA="$ROOT/scripts/bench/sessions.lua"
 
 need_cmds go apache2 varnishd varnishadm varnishstat curl wrk
 mkdir -p "$BENCH_OUT"
+# Only this run's results in there (the names this script writes, nothing else).
+rm -f "$BENCH_OUT"/wrk-*.txt "$BENCH_OUT"/{results.tsv,table.md,go-bench.txt,chart.dat,bench.png}
 RESULTS="$BENCH_OUT/results.tsv" # case, gear, rps, p50_ms, p99_ms, errors, backend_rps, x_cache
 : >"$RESULTS"
 
