@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -221,6 +222,28 @@ func (g *gears) do(tb testing.TB, r req) reply {
 	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
+// raw sends request (a request line and headers, each ending in CRLF) as
+// it is, for what net/http refuses to send, routed to gear.
+func (g *gears) raw(tb testing.TB, gear, request string) reply {
+	tb.Helper()
+	conn, err := net.DialTimeout("tcp", g.v.HTTPAddr, 5*time.Second)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, request+"X-Test-Gear: "+gear+"\r\nConnection: close\r\n\r\n"); err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		tb.Fatalf("%q: %v", request, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
 // want checks a reply's X-Cache and, when body is not "", that the body
 // contains it.
 func (rp reply) want(tb testing.TB, xcache, body string) {
@@ -387,6 +410,27 @@ func testCommon(t *testing.T, g *gears, o *origin, gear string) {
 			t.Errorf("BAN status %d, want 200", r.status)
 		}
 		get(u, req{}).want(t, "MISS", "hit=3")
+		bans, err := g.v.Adm("ban.list")
+		if err != nil || !strings.Contains(bans, "obj.http.X-Gs-Host == 127.0.0.1 && obj.http.X-Gs-Url ~ "+p+"/static/purge") {
+			t.Errorf("ban.list lacks the BAN (%v):\n%s", err, bans)
+		}
+
+		// A ban Varnish refuses, or could not express, is a 400 that
+		// says why, and drops nothing.
+		get(u, req{}).want(t, "HIT", "hit=3")
+		for _, tc := range []struct{ name, request, why string }{
+			{"bad regex", "BAN " + p + "/static/(purge HTTP/1.1\r\nHost: example.com\r\n", "Ban refused: "},
+			{"no Host", "BAN " + p + "/static/ HTTP/1.0\r\n", "needs a Host"},
+			{"empty Host", "BAN " + p + "/static/ HTTP/1.1\r\nHost: \r\n", "needs a Host"},
+			{"Host with spaces", "BAN " + p + "/static/ HTTP/1.1\r\nHost: 127.0.0.1 && obj.status != 0\r\n", "needs a Host"},
+			{"PURGE without Host", "PURGE " + u + " HTTP/1.0\r\n", "needs a Host"},
+		} {
+			r := g.raw(t, gear, tc.request)
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, tc.why) {
+				t.Errorf("%s: status %d, body %q; want 400 and %q", tc.name, r.status, r.body, tc.why)
+			}
+		}
+		get(u, req{}).want(t, "HIT", "hit=3")
 	})
 
 	t.Run("host normalisation", func(t *testing.T) {

@@ -53,9 +53,18 @@ sub gearshift_recv {
             return (synth(405, "Not allowed"));
         }
         unset req.http.Cookie;
+        # Ban arguments are bare words, split at white space (Varnish's ban
+        # parser has no quoting): a Host with white space could not be
+        # matched, or would add conditions of its own. A request line's
+        # URL has none.
+        if (req.http.X-Gs-Host !~ "^\S+$") {
+            return (synth(400, "A " + req.method + " needs a Host header without white space"));
+        }
         if (req.method == "BAN") {
             # The path is a regex over the URLs of this host.
-            ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url ~ " + req.url);
+            if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url ~ " + req.url)) {
+                return (synth(400, "Ban refused: " + std.ban_error()));
+            }
             return (synth(200, "Banned"));
         }
         return (purge);
