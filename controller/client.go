@@ -15,9 +15,18 @@ import (
 	"github.com/gearshift/gearshift/controller/state"
 )
 
-// ErrUnreachable is wrapped by every Client error that means the daemon did
-// not answer on its socket (not running, socket missing, permission denied).
+// ErrUnreachable is wrapped by every Client error that means the daemon
+// could not be reached on its socket (not running, socket missing,
+// permission denied).
 var ErrUnreachable = errors.New("gearshift daemon not reachable")
+
+// ErrNoAnswer is wrapped by a Client error that means the daemon accepted
+// the request but did not answer before the deadline (busy, e.g. waiting
+// for a Varnish that takes long to compile a profile).
+var ErrNoAnswer = errors.New("gearshift daemon did not answer")
+
+// DefaultTimeout bounds a Client call whose context has no deadline.
+const DefaultTimeout = 30 * time.Second
 
 // APIError is an error answer of the daemon (a 4xx or 5xx with {"error": …}).
 type APIError struct {
@@ -36,7 +45,7 @@ type Client struct {
 
 // NewClient returns a client for the daemon listening on the Unix socket path.
 // Every call is bounded by its context; without a deadline a call gives up
-// after 30s.
+// after DefaultTimeout.
 func NewClient(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -45,7 +54,7 @@ func NewClient(socket string) *Client {
 		},
 		DisableKeepAlives: true,
 	}
-	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
 }
 
 // Socket returns the path of the control socket the client talks to.
@@ -87,6 +96,12 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*Status
 		}
 		rd = bytes.NewReader(b)
 	}
+	start := time.Now()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
 	// The host is ignored by the Unix dialer; "gearshift" reads well in logs.
 	req, err := http.NewRequestWithContext(ctx, method, "http://gearshift"+path, rd)
 	if err != nil {
@@ -97,12 +112,12 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*Status
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w on %s: %w", ErrUnreachable, c.socket, unwrapURLError(err))
+		return nil, c.failure(ctx, start, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%w on %s: read answer: %v", ErrUnreachable, c.socket, err)
+		return nil, c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
 	}
 	if resp.StatusCode/100 != 2 {
 		var e errorBody
@@ -116,6 +131,31 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*Status
 		return nil, fmt.Errorf("decode status from %s: %w", c.socket, err)
 	}
 	return &st, nil
+}
+
+// failure tells a daemon that could not be reached (ErrUnreachable) from
+// one that was connected to but did not answer in time (ErrNoAnswer).
+func (c *Client) failure(ctx context.Context, start time.Time, err error) error {
+	var op *net.OpError
+	dialFailed := errors.As(err, &op) && op.Op == "dial"
+	var ne net.Error
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if !dialFailed && timedOut {
+		waited := time.Since(start)
+		if dl, ok := ctx.Deadline(); ok {
+			waited = dl.Sub(start)
+		}
+		return fmt.Errorf("%w within %s on %s", ErrNoAnswer, waitedString(waited), c.socket)
+	}
+	return fmt.Errorf("%w on %s: %w", ErrUnreachable, c.socket, unwrapURLError(err))
+}
+
+// waitedString renders d for a person: "90s", "0.2s".
+func waitedString(d time.Duration) string {
+	if d >= 10*time.Second {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
 }
 
 // unwrapURLError drops net/http's `Get "http://gearshift/v1/status":` prefix

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -260,13 +261,31 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 	}
 }
 
-// syncAll syncs every target to want and returns the longest switch time
-// in milliseconds, or -1 when no target switched.
+// syncAll syncs every target to want, all at once so that a slow or hung
+// target (a VCL compile may take 30s) does not hold up the others, and
+// returns the longest switch time in milliseconds, or -1 when no target
+// switched.
 func (c *Controller) syncAll(ctx context.Context, want state.State) float64 {
+	type result struct {
+		ms       float64
+		switched bool
+	}
+	results := make([]result, len(c.targets))
+	now := c.now()
+	var wg sync.WaitGroup
+	for i, t := range c.targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ms, switched := t.sync(ctx, now, &c.set, want)
+			results[i] = result{ms, switched}
+		}()
+	}
+	wg.Wait()
 	longest := -1.0
-	for _, t := range c.targets {
-		if ms, switched := t.sync(ctx, c.now(), &c.set, want); switched && ms > longest {
-			longest = ms
+	for _, r := range results {
+		if r.switched && r.ms > longest {
+			longest = r.ms
 		}
 	}
 	return longest

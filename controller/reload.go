@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,18 +39,32 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	}
 	targets := c.makeTargets(cfg, c.targets)
 
-	// Start the new: load the new profiles everywhere we can reach.
+	// Start the new: load the new profiles everywhere we can reach, into
+	// all targets at once (see syncAll).
+	names := make([][]string, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names[i], errs[i] = t.preload(ctx, &set)
+		}()
+	}
+	wg.Wait()
 	loaded := map[*target][]string{}
 	var loadErr error
-	for _, t := range targets {
-		names, err := t.preload(ctx, &set)
-		loaded[t] = names
+	for i, t := range targets {
+		loaded[t] = names[i]
+		err := errs[i]
 		if err == nil {
 			continue
 		}
 		if isCommandError(err) {
-			loadErr = err
-			break
+			if loadErr == nil {
+				loadErr = err
+			}
+			continue
 		}
 		// An unreachable target is a runtime fault, not a bad config: it
 		// gets the new profiles when it comes back, like on first contact.

@@ -23,11 +23,19 @@ type fakeAPI struct {
 	until     time.Time
 	autos     int
 	reloadErr error
+	block     chan struct{} // when set, Force waits for it (a busy loop)
 }
 
 func (f *fakeAPI) Status() Status { return Status{Version: Version, State: "light", Mode: "auto"} }
 
-func (f *fakeAPI) Force(_ context.Context, st state.State, until time.Time) (Status, error) {
+func (f *fakeAPI) Force(ctx context.Context, st state.State, until time.Time) (Status, error) {
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return Status{}, ctx.Err()
+		}
+	}
 	f.forced, f.until = &st, until
 	s := f.Status()
 	s.State, s.Mode = st.String(), "forced"
@@ -234,6 +242,21 @@ func TestClientUnreachable(t *testing.T) {
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("err %v does not wrap the cause", err)
+	}
+}
+
+// A daemon that takes the request but answers late is busy, not gone.
+func TestClientNoAnswer(t *testing.T) {
+	f := &fakeAPI{block: make(chan struct{})}
+	path := serveSocket(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := NewClient(path).Force(ctx, state.Heavy, 0)
+	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, ErrUnreachable) {
+		t.Fatalf("err = %v, want ErrNoAnswer and not ErrUnreachable", err)
+	}
+	if !strings.Contains(err.Error(), "within 300ms") || !strings.Contains(err.Error(), path) {
+		t.Errorf("err = %v, want the wait and the socket named", err)
 	}
 }
 

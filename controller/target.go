@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"regexp"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,6 +40,7 @@ type target struct {
 	addr, secretFile string
 	dial             DialFunc
 	timeout          time.Duration
+	loadTimeout      time.Duration // bound of one profile load (compile)
 	log              *zap.Logger
 
 	conn       Target
@@ -77,6 +82,7 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target 
 		if t.timeout <= 0 {
 			t.timeout = 2 * time.Second
 		}
+		t.loadTimeout = max(t.timeout, compileTimeout)
 		ts = append(ts, t)
 	}
 	return ts
@@ -104,14 +110,16 @@ func (t *target) close() {
 	}
 }
 
-// cmdCtx bounds one admin command. Compiling a VCL takes far longer than
-// anything else Varnish is asked.
+// compileTimeout is the least time a profile load is given: compiling a
+// VCL takes far longer than anything else Varnish is asked.
+const compileTimeout = 30 * time.Second
+
+// cmdCtx bounds one admin command.
 func (t *target) cmdCtx(ctx context.Context, compile bool) (context.Context, context.CancelFunc) {
-	d := t.timeout
-	if compile && d < 30*time.Second {
-		d = 30 * time.Second
+	if compile {
+		return context.WithTimeout(ctx, t.loadTimeout)
 	}
-	return context.WithTimeout(ctx, d)
+	return context.WithTimeout(ctx, t.timeout)
 }
 
 // connect makes sure there is a connection; fresh reports a new one.
@@ -140,9 +148,11 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 		return 0, false
 	}
 	ms, switched, err := t.reconcile(ctx, set, want)
-	if err != nil && !fresh && !isCommandError(err) && ctx.Err() == nil {
-		// The connection may just have gone stale (a restarted manager):
-		// one more try on a fresh one before calling it a failure.
+	if err != nil && !fresh && connDead(err) && ctx.Err() == nil {
+		// The connection had gone stale (a restarted manager): one more
+		// try on a fresh one before calling it a failure. Not after a
+		// timeout: a target too slow to answer once is not asked twice
+		// while the loop waits.
 		t.close()
 		if _, err = t.connect(); err == nil {
 			ms, switched, err = t.reconcile(ctx, set, want)
@@ -303,6 +313,16 @@ func (t *target) recover(now time.Time) {
 			zap.Duration("down_for", now.Sub(t.downSince).Round(time.Millisecond)))
 	}
 	t.failures, t.backoff, t.err = 0, 0, ""
+}
+
+// connDead reports errors that mean the peer closed the connection, as
+// opposed to a timeout or an answer.
+func connDead(err error) bool {
+	if isCommandError(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 func isCommandError(err error) bool {

@@ -258,7 +258,7 @@ func (c *checker) query(ctx context.Context) (*controller.Status, error) {
 	if errors.As(err, &apiErr) {
 		return nil, fmt.Errorf("daemon answered with an error: %s", apiErr.Message)
 	}
-	if qctx.Err() != nil {
+	if qctx.Err() != nil || errors.Is(err, controller.ErrNoAnswer) {
 		return nil, fmt.Errorf("daemon silent on %s for %s", c.cfg.Control.Socket, opsDuration(c.opts.timeout))
 	}
 	pid, perr := c.running()

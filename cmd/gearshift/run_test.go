@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -88,5 +91,33 @@ func TestRunSystemdAndOnExit(t *testing.T) {
 	}
 	if a := activeVCL(t, d.v); !strings.HasPrefix(a, "gearshift-heavy-") {
 		t.Errorf("on_exit heavy: varnish runs %s", a)
+	}
+}
+
+// A daemon that accepts a request but does not answer in time is reported
+// as busy, not as "not running".
+func TestClientFailureBusyDaemon(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "busy.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = controller.NewClient(socket).Force(ctx, state.Heavy, 0)
+	code, err := clientFailure(err)
+	if code != exitFailure || err == nil || strings.Contains(err.Error(), "is the daemon running") ||
+		!strings.Contains(err.Error(), "did not answer within 200ms") {
+		t.Errorf("clientFailure = %d, %v; want 1 and a busy daemon", code, err)
 	}
 }

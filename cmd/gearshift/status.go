@@ -73,6 +73,9 @@ func clientFailure(err error) (int, error) {
 	if errors.Is(err, controller.ErrUnreachable) && errors.Is(err, os.ErrPermission) {
 		return exitFailure, fmt.Errorf("%v (run as root, or as a member of the config's control.group)", err)
 	}
+	if errors.Is(err, controller.ErrNoAnswer) {
+		return exitFailure, fmt.Errorf("%v: the daemon is running but busy (a Varnish target slow to load a profile?); see `gearshift logs`", err)
+	}
 	if errors.Is(err, controller.ErrUnreachable) {
 		return exitFailure, fmt.Errorf("%v (is the daemon running? start it with `gearshift start` or `systemctl start gearshift`)", err)
 	}

@@ -1,0 +1,200 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// stallingAdmin is an in-process fake of a Varnish admin port, for what a
+// real varnishd will not do on demand: it answers vcl.list, but a
+// vcl.inline gets no answer until the test sends one on answers (or the
+// client hangs up).
+type stallingAdmin struct {
+	addr     string
+	answers  chan string // a raw answer frame for one stalled vcl.inline
+	inlines  atomic.Int32
+	stalling atomic.Int32 // vcl.inline commands waiting for an answer now
+}
+
+func startStallingAdmin(tb testing.TB) *stallingAdmin {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &stallingAdmin{addr: ln.Addr().String(), answers: make(chan string)}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	tb.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer conn.Close()
+				f.serve(conn)
+			}()
+		}
+	}()
+	return f
+}
+
+func adminFrame(status int, body string) string {
+	return strconv.Itoa(status) + " " + strconv.Itoa(len(body)) + strings.Repeat(" ", 8-len(strconv.Itoa(len(body)))) + "\n" + body + "\n"
+}
+
+func (f *stallingAdmin) serve(conn net.Conn) {
+	io.WriteString(conn, adminFrame(200, "fake varnish\n"))
+	rd := bufio.NewReader(conn)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch {
+		case strings.HasPrefix(line, "vcl.list"):
+			io.WriteString(conn, adminFrame(200, `[2, ["vcl.list", "-j"], 1700000000.000,
+{"status": "active", "state": "auto", "temperature": "warm", "busy": 0, "name": "boot"}]`))
+		case strings.HasPrefix(line, "vcl.inline"):
+			f.inlines.Add(1)
+			f.stalling.Add(1)
+			gone := make(chan struct{})
+			go func() { io.Copy(io.Discard, rd); close(gone) }()
+			select {
+			case a := <-f.answers:
+				f.stalling.Add(-1)
+				io.WriteString(conn, a)
+			case <-gone:
+				f.stalling.Add(-1)
+			}
+			return
+		default:
+			io.WriteString(conn, adminFrame(101, "unknown request"))
+		}
+	}
+}
+
+// A target that takes long to load a profile must not hold up the others,
+// and a load that timed out is not sent again at once on a fresh connection.
+func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
+	v := varnishtest.Start(t, varnishtest.Config{})
+	slow := startStallingAdmin(t)
+	r := newRigOn(t, v, func(cfg *profiles.Config) {
+		cfg.Varnish.Targets = []profiles.Target{
+			{Admin: slow.addr, SecretFile: v.SecretFile},
+			{Admin: v.AdminAddr, SecretFile: v.SecretFile},
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ticked := make(chan struct{})
+	go func() { r.c.Tick(ctx); close(ticked) }()
+
+	// The healthy target gets its gear while the slow one is still
+	// compiling (30s before the loop gives up on it).
+	want := r.c.set[state.Light].Name
+	deadline := time.Now().Add(25 * time.Second)
+	for {
+		_, active := r.vcls(t)
+		if active == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the healthy target was not switched to %s while the other one stalled (active %q)", want, active)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if slow.stalling.Load() != 1 {
+		t.Fatalf("the healthy target was switched only after the slow one's load ended")
+	}
+	slow.answers <- adminFrame(106, "VCL compilation failed")
+	<-ticked
+	s := r.c.Status()
+	if !s.Targets[1].InSync || s.Targets[1].ActiveVCL != want {
+		t.Errorf("healthy target = %+v, want in sync on %s", s.Targets[1], want)
+	}
+	if s.Targets[0].InSync || !strings.Contains(s.Targets[0].Error, "compilation failed") {
+		t.Errorf("slow target = %+v, want the load error", s.Targets[0])
+	}
+
+	t.Run("timeout not retried", func(t *testing.T) {
+		r.c.targets[0].loadTimeout = 300 * time.Millisecond
+		r.clock.add(maxBackoff)
+		before := slow.inlines.Load()
+		start := time.Now()
+		r.tick(t)
+		if n := slow.inlines.Load() - before; n != 1 {
+			t.Errorf("vcl.inline sent %d times in one tick, want once (no retry after a timeout)", n)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("tick took %s", d)
+		}
+		s := r.c.Status()
+		if s.Targets[0].Reachable || !strings.Contains(s.Targets[0].Error, "deadline") {
+			t.Errorf("slow target = %+v, want unreachable after a timeout", s.Targets[0])
+		}
+		if !s.Targets[1].InSync {
+			t.Errorf("healthy target = %+v, want in sync", s.Targets[1])
+		}
+	})
+}
+
+func TestConnDead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"eof", io.EOF, true},
+		{"reset", errWrap(syscall.ECONNRESET), true},
+		{"broken pipe", errWrap(syscall.EPIPE), true},
+		{"other read error", errWrap(errors.New("x")), false},
+		{"deadline", context.DeadlineExceeded, false},
+		{"command", &CommandError{Err: io.EOF}, false},
+		{"torn frame", fmt.Errorf("list VCLs: %w", io.ErrUnexpectedEOF), true},
+		{"socket deadline", errWrap(os.ErrDeadlineExceeded), false},
+		{"closed", net.ErrClosed, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := connDead(tc.err); got != tc.want {
+				t.Errorf("connDead(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func errWrap(err error) error { return &net.OpError{Op: "read", Net: "tcp", Err: err} }
