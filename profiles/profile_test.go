@@ -625,6 +625,34 @@ func testHeavy(t *testing.T, g *gears, o *origin) {
 		get(t, u, "").want(t, "PASS", "")
 		wantCount(t, o, u, 2)
 	})
+	t.Run("PURGE drops every variant", func(t *testing.T) {
+		u := "/g/heavy/purge-all?cc=private"
+		https := map[string]string{"X-Forwarded-Proto": "https"}
+		variants := []req{
+			{},
+			{cookie: "PHPSESSID=p1"},
+			{cookie: "wordpress_logged_in_1=p2"},
+			{header: https},
+			{cookie: "PHPSESSID=p1", header: https},
+		}
+		for _, r := range variants {
+			r.gear, r.path = "heavy", u
+			g.do(t, r).want(t, "MISS", "")
+			g.do(t, r).want(t, "HIT", "")
+		}
+		other := "/g/heavy/purge-all?cc=private&other"
+		get(t, other, "PHPSESSID=p1").want(t, "MISS", "")
+		if r := g.do(t, req{gear: "heavy", path: u, method: "PURGE"}); r.status != http.StatusOK {
+			t.Errorf("PURGE status %d, want 200", r.status)
+		}
+		for _, r := range variants {
+			r.gear, r.path = "heavy", u
+			g.do(t, r).want(t, "MISS", "")
+		}
+		wantCount(t, o, u, 2*len(variants))
+		// Not a regex, not a prefix: other URLs stay.
+		get(t, other, "PHPSESSID=p1").want(t, "HIT", "")
+	})
 	t.Run("only session cookies in the key", func(t *testing.T) {
 		u := "/g/heavy/key?cc=no-cache"
 		get(t, u, "PHPSESSID=k1; _ga=1").want(t, "MISS", "user=k1")

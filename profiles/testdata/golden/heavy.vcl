@@ -58,7 +58,12 @@ sub gearshift_recv {
             }
             return (synth(200, "Banned"));
         }
-        return (purge);
+        # Every variant of the URL goes: both schemes, and heavy's copy of
+        # every session, not only the copy this request would be served.
+        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.url)) {
+            return (synth(400, "Purge refused: " + std.ban_error()));
+        }
+        return (synth(200, "Purged"));
     }
 
     if (req.http.Upgrade ~ "(?i)websocket") {
