@@ -191,7 +191,7 @@ func ListenSocket(path, group string) (net.Listener, error) {
 		}
 		gid, _ = strconv.Atoi(g.Gid)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := MkdirAllMode(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create control socket directory: %w", err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -226,6 +226,35 @@ func ListenSocket(path, group string) (net.Listener, error) {
 		}
 	}
 	return ln, nil
+}
+
+// MkdirAllMode creates dir and its missing parents with mode perm exactly,
+// whatever the umask: the control socket's directory must let
+// control.group through (0755) even under a daemon's 027 umask. A
+// directory that exists already is left as the admin made it.
+func MkdirAllMode(dir string, perm os.FileMode) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := os.Chmod(d, perm); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Serve answers control requests for api on ln until ctx is done.

@@ -260,6 +260,39 @@ func TestClientNoAnswer(t *testing.T) {
 	}
 }
 
+// The socket's directory lets control.group through whatever the umask
+// (a detached daemon runs under 027), and one the admin made is kept.
+func TestListenSocketDirUnderUmask(t *testing.T) {
+	base := t.TempDir()
+	path := filepath.Join(base, "run", "gearshift", "gearshift.sock")
+	old := syscall.Umask(0o027)
+	ln, err := ListenSocket(path, "")
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, d := range []string{filepath.Join(base, "run"), filepath.Dir(path)} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: %v, %v; want 0755", d, fi.Mode(), err)
+		}
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket: %v, %v; want 0660", fi.Mode(), err)
+	}
+
+	own := filepath.Join(base, "private")
+	os.Mkdir(own, 0o700)
+	ln2, err := ListenSocket(filepath.Join(own, "gearshift.sock"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln2.Close()
+	if fi, _ := os.Stat(own); fi.Mode().Perm() != 0o700 {
+		t.Errorf("an existing directory was changed to %v", fi.Mode().Perm())
+	}
+}
+
 func TestListenSocketGroup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("chown to a group needs root")

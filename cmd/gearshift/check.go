@@ -463,7 +463,9 @@ func firstProblem(err error) string {
 // flockWait takes an exclusive flock on path, waiting until ctx is done.
 // The lock goes with the process, so a killed check never leaves it behind.
 func flockWait(ctx context.Context, path string) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+	// The lock sits beside the pid file, often in the control socket's
+	// directory: create that 0755, like the daemon does (see start).
+	if err := controller.MkdirAllMode(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)

@@ -59,7 +59,13 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 	if err == nil {
 		return exitFailure, fmt.Errorf("a gearshift daemon already answers on %s; stop it first", cfg.Control.Socket)
 	}
-	for _, p := range []string{cfg.PIDFile, cfg.Control.Socket, cfg.Log.File} {
+	// The socket's directory first, and 0755 whatever the umask: when the
+	// pid file or log shares it, creating it 0750 would lock
+	// control.group out of the socket.
+	if err := controller.MkdirAllMode(filepath.Dir(cfg.Control.Socket), 0o755); err != nil {
+		return exitFailure, fmt.Errorf("create %s: %w", filepath.Dir(cfg.Control.Socket), err)
+	}
+	for _, p := range []string{cfg.PIDFile, cfg.Log.File} {
 		if p == "" {
 			continue
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +51,13 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	v := varnishtest.Start(t, varnishtest.Config{})
 	path, cfg := testConfig(t, v, func(c *profiles.Config) {
 		c.Hysteresis.UpConfirm = 1000 // stay in light whatever the machine's load
+		// A runtime directory start has to create, shared with the pid file.
+		run := filepath.Join(filepath.Dir(c.Control.Socket), "run")
+		c.Control.Socket = filepath.Join(run, "gearshift.sock")
+		c.PIDFile = filepath.Join(run, "gearshift.pid")
+		if os.Geteuid() == 0 {
+			c.Control.Group = "nogroup"
+		}
 	})
 	t.Cleanup(func() {
 		opsKillDaemon(cfg.PIDFile)
@@ -91,6 +100,15 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	pid, err := runningPID(cfg.PIDFile)
 	if err != nil || pid == 0 {
 		t.Fatalf("no daemon in the pid file after start: %d, %v", pid, err)
+	}
+	// control.group must get through the directory start created.
+	if fi, err := os.Stat(filepath.Dir(cfg.Control.Socket)); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("socket directory: %v, %v; want 0755", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(cfg.Control.Socket); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket: %v, %v; want 0660", fi.Mode(), err)
+	} else if g, err := user.LookupGroup("nogroup"); err == nil && cfg.Control.Group != "" && strconv.Itoa(int(fi.Sys().(*syscall.Stat_t).Gid)) != g.Gid {
+		t.Errorf("socket group %d, want nogroup (%s)", fi.Sys().(*syscall.Stat_t).Gid, g.Gid)
 	}
 	if code, _, errOut := gs("start"); code != 1 || !strings.Contains(errOut, "already running") {
 		t.Errorf("second start: exit %d, stderr %q; want 1 and already running", code, errOut)
