@@ -31,7 +31,11 @@ func MetricsHandler(status func() Status) http.Handler {
 
 // ServeMetrics serves MetricsHandler on ln until ctx is done.
 func ServeMetrics(ctx context.Context, ln net.Listener, status func() Status) error {
-	srv := &http.Server{Handler: MetricsHandler(status), ReadHeaderTimeout: 5 * time.Second}
+	return serveMetrics(ctx, ln, status, metricsTimeouts)
+}
+
+func serveMetrics(ctx context.Context, ln net.Listener, status func() Status, timeouts serverTimeouts) error {
+	srv := timeouts.apply(&http.Server{Handler: MetricsHandler(status)})
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -257,13 +257,35 @@ func MkdirAllMode(dir string, perm os.FileMode) error {
 	return nil
 }
 
+// serverTimeouts bound what a client of the control socket or the metrics
+// listener may hold: a connection that sends nothing, reads nothing or sits
+// idle between requests is closed.
+type serverTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// controlTimeouts: the write timeout runs from the request to the end of
+// the answer, so it outlasts the longest force or reload (a VCL compile
+// on every target, 30s, and the client's 90s wait).
+var controlTimeouts = serverTimeouts{readHeader: 5 * time.Second, read: 10 * time.Second, write: 3 * time.Minute, idle: 30 * time.Second}
+
+var metricsTimeouts = serverTimeouts{readHeader: 5 * time.Second, read: 10 * time.Second, write: 10 * time.Second, idle: 30 * time.Second}
+
+func (st serverTimeouts) apply(srv *http.Server) *http.Server {
+	srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = st.readHeader, st.read, st.write, st.idle
+	return srv
+}
+
 // Serve answers control requests for api on ln until ctx is done.
 func Serve(ctx context.Context, ln net.Listener, api API) error {
-	srv := &http.Server{
-		Handler:           NewHandler(api, nil),
-		ReadHeaderTimeout: 5 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	return serve(ctx, ln, api, controlTimeouts)
+}
+
+func serve(ctx context.Context, ln net.Listener, api API, timeouts serverTimeouts) error {
+	srv := timeouts.apply(&http.Server{
+		Handler:     NewHandler(api, nil),
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	})
 	done := make(chan struct{})
 	go func() {
 		select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -309,5 +310,58 @@ func TestListenSocketGroup(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); st.Gid != 0 {
 		t.Errorf("socket group %d, want root (0)", st.Gid)
+	}
+}
+
+// Neither the control socket nor the metrics listener keeps a connection
+// that sits idle, or one that never finishes its request.
+func TestServersCloseIdleConnections(t *testing.T) {
+	short := serverTimeouts{readHeader: 200 * time.Millisecond, read: 200 * time.Millisecond, write: time.Second, idle: 200 * time.Millisecond}
+	for _, tc := range []struct {
+		name    string
+		network string
+		serve   func(context.Context, net.Listener) error
+	}{
+		{"control", "unix", func(ctx context.Context, ln net.Listener) error { return serve(ctx, ln, &fakeAPI{}, short) }},
+		{"metrics", "tcp", func(ctx context.Context, ln net.Listener) error {
+			return serveMetrics(ctx, ln, (&fakeAPI{}).Status, short)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := "127.0.0.1:0"
+			if tc.network == "unix" {
+				addr = filepath.Join(t.TempDir(), "s.sock")
+			}
+			ln, err := net.Listen(tc.network, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- tc.serve(ctx, ln) }()
+			defer func() { cancel(); <-done }()
+
+			for _, req := range []string{
+				"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n", // answered, then idle
+				"GET /v1/status HTTP/1.1\r\nHost: x\r\n",     // never finished
+			} {
+				conn, err := net.Dial(tc.network, ln.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				conn.SetDeadline(time.Now().Add(5 * time.Second)) // the test's own bound
+				if _, err := io.WriteString(conn, req); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				_, err = io.Copy(io.Discard, conn) // returns when the server closes
+				if err != nil {
+					t.Errorf("%q: connection not closed by the server: %v", req, err)
+				} else if d := time.Since(start); d > 3*time.Second {
+					t.Errorf("%q: closed after %s", req, d)
+				}
+			}
+		})
 	}
 }
