@@ -54,6 +54,13 @@ STATUS=gear <state>.`,
 // human format (`run`; a detached daemon passes false). Reloads re-read the
 // config through a.loadConfig.
 func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
+	// Catch the signals before anyone can know the pid (pid file, socket):
+	// a SIGHUP or SIGUSR1 sent during start would otherwise kill the
+	// daemon. They are handled once it runs.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
 	level, err := logging.ParseLevel(cfg.Log.Level)
 	if err != nil {
 		return exitUsage, fmt.Errorf("log.level: %w", err)
@@ -131,10 +138,6 @@ func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
 			return cannotStart(exitFailure, fmt.Errorf("metrics_listen %s: %w", cfg.MetricsListen, err))
 		}
 	}
-
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
