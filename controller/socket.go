@@ -206,8 +206,8 @@ func ListenSocket(path, group string) (net.Listener, error) {
 			return nil, fmt.Errorf("remove stale control socket: %w", err)
 		}
 	}
-	// The umask keeps the socket from being connectable by others between
-	// bind and chmod.
+	// The umask gives the socket its mode 0660 as bind creates it: no
+	// window where others may connect, and no chmod by path afterwards.
 	old := syscall.Umask(0o117)
 	ln, err := net.Listen("unix", path)
 	syscall.Umask(old)
@@ -215,17 +215,20 @@ func ListenSocket(path, group string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen on control socket: %w", err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(true)
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod control socket: %w", err)
-	}
 	if gid >= 0 {
-		if err := os.Chown(path, -1, gid); err != nil {
+		if err := chownGroup(path, gid); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("chown control socket to group %s: %w", group, err)
 		}
 	}
 	return ln, nil
+}
+
+// chownGroup gives path the group gid without following a symlink: should
+// path have been swapped for one since bind, root changes the link, not
+// whatever file it points to.
+func chownGroup(path string, gid int) error {
+	return os.Lchown(path, -1, gid)
 }
 
 // MkdirAllMode creates dir and its missing parents with mode perm exactly,

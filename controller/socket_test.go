@@ -365,3 +365,32 @@ func TestServersCloseIdleConnections(t *testing.T) {
 		})
 	}
 }
+
+// The socket's group is set on the path itself, never through a symlink
+// that replaced it.
+func TestChownGroupDoesNotFollowSymlinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another group needs root")
+	}
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, nil, 0o600)
+	link := filepath.Join(dir, "gearshift.sock")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := chownGroup(link, 65534); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gid := fi.Sys().(*syscall.Stat_t).Gid; gid != 0 {
+		t.Errorf("the symlink's target got group %d", gid)
+	}
+	li, _ := os.Lstat(link)
+	if gid := li.Sys().(*syscall.Stat_t).Gid; gid != 65534 {
+		t.Errorf("the link has group %d, want 65534", gid)
+	}
+}
