@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -209,7 +208,7 @@ func writePIDFile(path string) error {
 	if path == "" {
 		return nil
 	}
-	if pid, err := readPIDFile(path); err == nil && pid != os.Getpid() && gearshiftAlive(pid) {
+	if pid, err := readPIDFile(path); err == nil && pid != os.Getpid() && isGearshift(pid) {
 		return fmt.Errorf("gearshift is already running (pid %d, pid file %s)", pid, path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -243,17 +242,4 @@ func readPIDFile(path string) (int, error) {
 		return 0, fmt.Errorf("pid file %s: no pid in it", path)
 	}
 	return pid, nil
-}
-
-// gearshiftAlive reports whether pid is a live gearshift process. A pid reused by
-// another program after a crash does not count.
-func gearshiftAlive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return true // cannot tell: assume it is
-	}
-	return strings.Contains(string(cmdline), "gearshift")
 }

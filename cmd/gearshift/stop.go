@@ -112,21 +112,32 @@ func runningPID(pidFile string) (int, error) {
 	return pid, nil
 }
 
-// isGearshift tells whether process pid is alive and runs a gearshift binary.
+// isGearshift tells whether process pid is alive and is a gearshift
+// daemon: it runs this very binary (also once replaced by an upgrade), or
+// its executable's or argv[0]'s name says gearshift. Other arguments do not
+// count, so a pid reused by, say, a shell given "gearshift" as an argument
+// is not taken for the daemon. When /proc cannot tell, the answer is no:
+// nothing is signalled, and a second daemon is still refused by the
+// control socket.
 func isGearshift(pid int) bool {
 	if !processAlive(pid) {
 		return false
+	}
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+		exe = strings.TrimSuffix(exe, " (deleted)")
+		if self, err := os.Executable(); err == nil && exe == self {
+			return true
+		}
+		if strings.Contains(filepath.Base(exe), "gearshift") {
+			return true
+		}
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false // gone meanwhile
 	}
 	argv0, _, _ := strings.Cut(string(b), "\x00")
-	if strings.Contains(filepath.Base(argv0), "gearshift") {
-		return true
-	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	return err == nil && strings.Contains(filepath.Base(exe), "gearshift")
+	return strings.Contains(filepath.Base(argv0), "gearshift")
 }
 
 // signalDaemon sends sig to the daemon named by the config's pid file and

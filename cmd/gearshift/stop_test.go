@@ -115,3 +115,39 @@ func TestStopStalePidFile(t *testing.T) {
 		t.Errorf("reload with a stale pid file: exit %d, %q", code, stderr)
 	}
 }
+
+// A stale pid file naming a process that merely has "gearshift" among its
+// arguments is stale for every command: start (the pid file check) and
+// stop agree.
+func TestPidCheckIgnoresArguments(t *testing.T) {
+	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
+	sh := exec.Command("sh", "-c", "sleep 60; true", "gearshift")
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sh.Process.Kill(); sh.Wait() }()
+	pid := sh.Process.Pid
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(b), "gearshift") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell never started")
+		}
+	}
+	pidFile := filepath.Join(dir, "gearshift.pid")
+	os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+
+	if isGearshift(pid) {
+		t.Errorf("isGearshift(%d) = true for a shell with gearshift as an argument", pid)
+	}
+	if code, stdout, stderr := runMain(t, "stop", "--config", config); code != 0 || !strings.Contains(stdout, "not running") {
+		t.Errorf("stop: exit %d, %q %q; want not running", code, stdout, stderr)
+	}
+	if err := writePIDFile(pidFile); err != nil {
+		t.Errorf("writePIDFile over the stale file: %v", err)
+	}
+	if !isGearshift(os.Getpid()) {
+		t.Error("isGearshift does not recognise this very binary")
+	}
+}
