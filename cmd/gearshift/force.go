@@ -40,7 +40,8 @@ func newForceCmd(a *app) *cobra.Command {
 			return printApplied(a.stdout, s)
 		}),
 	}
-	cmd.Flags().StringVar(&forStr, "for", "", "how long to pin the gear, e.g. 30m (default: until `gearshift auto`)")
+	// pflag takes the backticked word as the value's name in --help.
+	cmd.Flags().StringVar(&forStr, "for", "", "pin the gear for `duration` (e.g. 30m); without it, until \"gearshift auto\"")
 	return cmd
 }
 
