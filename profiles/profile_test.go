@@ -28,6 +28,7 @@ import (
 //	sleep=D   answer after D
 //	status=N  answer with status N
 //	loc=URL   Location: URL
+//	fail=N    answer 503 to the first N requests for this URI
 //
 // The body names the request URI, the hit number and the user: the value of
 // PHPSESSID or of a wordpress_logged_in_* cookie, or "anonymous".
@@ -56,7 +57,7 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("Host", r.Host)
 	o.mu.Lock()
 	o.hits[uri]++
-	n := o.hits[uri]
+	hit := o.hits[uri]
 	o.last[uri] = h
 	o.inflight[uri]++
 	if o.inflight[uri] > o.peak[uri] {
@@ -73,7 +74,7 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	if d, err := time.ParseDuration(q.Get("sleep")); err == nil {
 		time.Sleep(d)
 	}
-	if o.fail.Load() {
+	if n, err := strconv.Atoi(q.Get("fail")); o.fail.Load() || (err == nil && hit <= n) {
 		http.Error(w, "backend failing", http.StatusServiceUnavailable)
 		return
 	}
@@ -97,7 +98,7 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 		status = s
 	}
 	w.WriteHeader(status)
-	fmt.Fprintf(w, "uri=%s hit=%d user=%s\n", uri, n, userOf(r))
+	fmt.Fprintf(w, "uri=%s hit=%d user=%s\n", uri, hit, userOf(r))
 }
 
 func userOf(r *http.Request) string {
@@ -336,6 +337,7 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	t.Run("shifting down from heavy", func(t *testing.T) { t.Parallel(); testShiftDown(t, g, o) })
 	t.Run("variant", func(t *testing.T) { t.Parallel(); testVariant(t, g, o) })
 	t.Run("heavy/min-ttl-and-grace", func(t *testing.T) { t.Parallel(); testGrace(t, g, down) })
+	t.Run("heavy/5xx-marker", func(t *testing.T) { t.Parallel(); testErrorMarker(t, g, o) })
 }
 
 // testCommon: what SPEC section 5 promises whatever the gear.
@@ -810,4 +812,47 @@ func testShiftDown(t *testing.T, g *gears, o *origin) {
 	get("moderate", u).want(t, "MISS", "hit=2")
 	get("moderate", u).want(t, "HIT", "hit=2")
 	get("heavy", u).want(t, "HIT", "hit=2")
+}
+
+// testErrorMarker: in heavy, a 5xx with no stale copy behind it is not
+// cached, and leaves a marker short enough that requests for the URL are
+// coalesced again within seconds, page or static object.
+func testErrorMarker(t *testing.T, g *gears, o *origin) {
+	const n = 6
+	for _, u := range []string{"/g/heavy/surge?fail=2&sleep=300ms", "/g/heavy/surge.js?fail=2&sleep=300ms"} {
+		get := func() reply {
+			t.Helper()
+			return g.do(t, req{gear: "heavy", path: u})
+		}
+		if r := get(); r.status != http.StatusServiceUnavailable {
+			t.Errorf("%s: status %d, want the backend's 503", u, r.status)
+		}
+		// Not cached as content: the next request goes to the backend.
+		r := get()
+		r.want(t, "PASS", "")
+		if r.status != http.StatusServiceUnavailable {
+			t.Errorf("%s: status %d, want the backend's 503", u, r.status)
+		}
+		wantCount(t, o, u, 2)
+	}
+	time.Sleep(5500 * time.Millisecond) // past the marker
+	for _, u := range []string{"/g/heavy/surge?fail=2&sleep=300ms", "/g/heavy/surge.js?fail=2&sleep=300ms"} {
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := g.do(t, req{gear: "heavy", path: u})
+				if r.status != http.StatusOK || !strings.Contains(r.body, "hit=3") {
+					t.Errorf("%s: status %d, body %q; want the one refetch (hit=3)", u, r.status, r.body)
+				}
+			}()
+		}
+		wg.Wait()
+		if peak := o.peakOf(u); peak != 1 {
+			t.Errorf("%s: peak backend concurrency %d, want 1: requests were not coalesced", u, peak)
+		}
+		wantCount(t, o, u, 3)
+		g.do(t, req{gear: "heavy", path: u}).want(t, "HIT", "hit=3")
+	}
 }

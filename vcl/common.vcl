@@ -155,6 +155,17 @@ sub gearshift_hit_for_miss {
     return (deliver);
 }
 
+# A 5xx with no stale copy to keep leaves a short hit-for-miss marker: not
+# cached as content, and within seconds requests queue behind a single
+# fetch again. A long marker would send every request for the URL to a
+# struggling backend at once, uncoalesced, for its whole TTL.
+sub gearshift_error_marker {
+    set beresp.uncacheable = true;
+    set beresp.ttl = 5s;
+    set beresp.grace = 0s;
+    return (deliver);
+}
+
 # Shared by every gear: passes, static objects, and redirects that would
 # loop once cached. A gear's vcl_backend_response handles the rest.
 sub gearshift_backend_response {
@@ -172,7 +183,11 @@ sub gearshift_backend_response {
 
     if (bereq.url ~ {"{{.StaticRE}}"}) {
         if (beresp.status >= 500) {
-            call gearshift_hit_for_miss;
+            if (bereq.is_bgfetch) {
+                # Keep serving the stale copy.
+                return (abandon);
+            }
+            call gearshift_error_marker;
         }
         unset beresp.http.Set-Cookie;
         set beresp.ttl = {{.StaticTTL}};

@@ -30,7 +30,7 @@ sub vcl_backend_response {
             # Keep serving the stale copy.
             return (abandon);
         }
-        call gearshift_hit_for_miss;
+        call gearshift_error_marker;
     }
 {{- if .SessionRE}}
     if (bereq.http.Cookie ~ {"(^|;)\s*{{.SessionRE}}="}) {

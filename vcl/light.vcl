@@ -8,5 +8,8 @@ sub vcl_recv {
 
 sub vcl_backend_response {
     call gearshift_backend_response;
+    if (beresp.status >= 500) {
+        call gearshift_error_marker;
+    }
     call gearshift_hit_for_miss;
 }

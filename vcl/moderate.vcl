@@ -28,6 +28,9 @@ sub vcl_hit {
 
 sub vcl_backend_response {
     call gearshift_backend_response;
+    if (beresp.status >= 500) {
+        call gearshift_error_marker;
+    }
     # Cached exactly when the backend says so, with explicit freshness.
     if (beresp.ttl <= 0s ||
         beresp.http.Set-Cookie ||

@@ -160,6 +160,17 @@ sub gearshift_hit_for_miss {
     return (deliver);
 }
 
+# A 5xx with no stale copy to keep leaves a short hit-for-miss marker: not
+# cached as content, and within seconds requests queue behind a single
+# fetch again. A long marker would send every request for the URL to a
+# struggling backend at once, uncoalesced, for its whole TTL.
+sub gearshift_error_marker {
+    set beresp.uncacheable = true;
+    set beresp.ttl = 5s;
+    set beresp.grace = 0s;
+    return (deliver);
+}
+
 # Shared by every gear: passes, static objects, and redirects that would
 # loop once cached. A gear's vcl_backend_response handles the rest.
 sub gearshift_backend_response {
@@ -172,7 +183,11 @@ sub gearshift_backend_response {
 
     if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
         if (beresp.status >= 500) {
-            call gearshift_hit_for_miss;
+            if (bereq.is_bgfetch) {
+                # Keep serving the stale copy.
+                return (abandon);
+            }
+            call gearshift_error_marker;
         }
         unset beresp.http.Set-Cookie;
         set beresp.ttl = 1h;
@@ -235,6 +250,9 @@ sub vcl_hit {
 
 sub vcl_backend_response {
     call gearshift_backend_response;
+    if (beresp.status >= 500) {
+        call gearshift_error_marker;
+    }
     # Cached exactly when the backend says so, with explicit freshness.
     if (beresp.ttl <= 0s ||
         beresp.http.Set-Cookie ||
