@@ -52,7 +52,7 @@ func newOrigin(tb testing.TB) *origin {
 }
 
 func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
-	uri := r.URL.RequestURI()
+	uri := r.RequestURI // as Varnish sent it
 	h := r.Header.Clone()
 	h.Set("Host", r.Host)
 	o.mu.Lock()
@@ -390,6 +390,16 @@ func testCommon(t *testing.T, g *gears, o *origin, gear string) {
 			{"checkout", req{}, "/checkout/?g=" + gear + "&" + cacheable},
 			{"my-account", req{}, "/my-account/?g=" + gear + "&" + cacheable},
 			{"admin asset", req{}, "/admin/style.css?g=" + gear + "&" + cacheable},
+			// Paths that read otherwise than the backend resolves them.
+			{"double slash", req{}, "//wp-admin/?g=" + gear + "&" + cacheable},
+			{"double slash, session", req{cookie: "PHPSESSID=nc"}, "//wp-admin/?s&g=" + gear + "&" + cacheable},
+			{"slashes inside", req{}, "/user///login?g=" + gear + "&" + cacheable},
+			{"dot-dot segment", req{}, "/x/../wp-admin/?g=" + gear + "&" + cacheable},
+			{"dot-dot segment, static", req{}, "/x/../admin/style.css?g=" + gear + "&" + cacheable},
+			{"dot segment", req{}, "/./cart/?g=" + gear + "&" + cacheable},
+			{"encoded dots", req{}, "/x/%2e%2E/wp-admin/?g=" + gear + "&" + cacheable},
+			{"encoded slash", req{}, "/user%2Flogin?g=" + gear + "&" + cacheable},
+			{"encoded letter", req{}, "/wp-%61dmin/?g=" + gear + "&" + cacheable},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				get(tc.uri, tc.r).want(t, "PASS", "")
@@ -397,6 +407,40 @@ func testCommon(t *testing.T, g *gears, o *origin, gear string) {
 				wantCount(t, o, tc.uri, 2)
 			})
 		}
+		// Varnish itself turns http://host/path into /path; other schemes
+		// reach VCL and the backend whole.
+		q := "?g=" + gear + "&" + cacheable
+		for _, tc := range []struct{ target, backend string }{
+			{"https://example.com/wp-admin/" + q, ""},
+			{"HTTPS://example.com//checkout" + q, ""},
+			{"http://example.com//wp-admin/" + q + "&abs", "//wp-admin/" + q + "&abs"},
+		} {
+			t.Run("absolute form "+tc.target, func(t *testing.T) {
+				for i := 0; i < 2; i++ {
+					g.raw(t, gear, "GET "+tc.target+" HTTP/1.1\r\nHost: example.com\r\n").want(t, "PASS", "")
+				}
+				if tc.backend == "" {
+					tc.backend = tc.target
+				}
+				wantCount(t, o, tc.backend, 2)
+			})
+		}
+		t.Run("absolute form without a path", func(t *testing.T) {
+			u := "https://example.com?g=" + gear
+			if r := g.raw(t, gear, "GET "+u+" HTTP/1.1\r\nHost: example.com\r\n"); r.status != http.StatusOK || !strings.Contains(r.body, "uri="+u) {
+				t.Errorf("status %d, body %q", r.status, r.body)
+			}
+		})
+	})
+
+	t.Run("URLs reach the backend as they came", func(t *testing.T) {
+		u := p + "//static//odd.png?next=//x/../y"
+		get(u, req{}).want(t, "MISS", "")
+		get(u, req{}).want(t, "HIT", "")
+		wantCount(t, o, u, 1)
+		u = p + "/page/?redirect_to=%2Fwp-admin%2F&q=a%2eb"
+		get(u, req{cookie: "_ga=1"})
+		wantCount(t, o, u, 1)
 	})
 
 	t.Run("PURGE and BAN from the ACL", func(t *testing.T) {
@@ -458,7 +502,7 @@ func testCommon(t *testing.T, g *gears, o *origin, gear string) {
 		u := p + "/static/internal.png"
 		r := get(u, req{header: map[string]string{"X-Gs-Session": "forged", "X-Gs-Cache": "HIT"}})
 		r.want(t, "MISS", "")
-		for _, h := range []string{"X-Gs-Session", "X-Gs-Cache", "X-Gs-Host"} {
+		for _, h := range []string{"X-Gs-Session", "X-Gs-Cache", "X-Gs-Host", "X-Gs-Path"} {
 			if v := o.header(u, h); v != "" {
 				t.Errorf("backend saw %s: %q", h, v)
 			}

@@ -117,7 +117,7 @@ type vclData struct {
 
 	SessionRE  string   // a group matching any session cookie name; "" for none
 	StaticRE   string   // matches a URL whose path has a static extension; "" for none
-	NeverCache []string // regexes over req.url
+	NeverCache []string // regexes over the normalised path and query (X-Gs-Path)
 	PurgeACL   []string // ACL entries: "addr" or "addr"/bits
 }
 

@@ -27,6 +27,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Session;
         unset req.http.X-Gs-Host;
         unset req.http.X-Gs-Refresh;
+        unset req.http.X-Gs-Path;
     }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
@@ -76,30 +77,46 @@ sub gearshift_recv {
     if (req.http.Authorization) {
         return (pass);
     }
-    if (req.url ~ {"^/wp-admin"}) {
+    # never_cache sees the path as the backend will resolve it: without
+    # the scheme and host of an absolute-form URL, repeated slashes
+    # collapsed (the backend still gets the URL as it came). A path that
+    # resolves elsewhere than it reads (dot-segments; "." "/" or a letter
+    # percent-encoded) is never cached: no regex over it can tell what it
+    # names, and ordinary links do not look like that.
+    set req.http.X-Gs-Path = regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "");
+    if (regsub(req.http.X-Gs-Path, "[?#].*$", "") ~ "(?i)(^|/)\.\.?(/|$)|%(2[d-f]|3[0-9]|[46][1-9a-f]|[57][0-9a]|5f|7e)") {
         return (pass);
     }
-    if (req.url ~ {"^/wp-login\.php"}) {
+    set req.http.X-Gs-Path = regsuball(regsub(req.http.X-Gs-Path, "[?#].*$", ""), "//+", "/") +
+        regsub(req.http.X-Gs-Path, "^[^?#]*", "");
+    if (req.http.X-Gs-Path !~ "^/") {
+        set req.http.X-Gs-Path = "/" + req.http.X-Gs-Path;
+    }
+    if (req.http.X-Gs-Path ~ {"^/wp-admin"}) {
         return (pass);
     }
-    if (req.url ~ {"^/administrator"}) {
+    if (req.http.X-Gs-Path ~ {"^/wp-login\.php"}) {
         return (pass);
     }
-    if (req.url ~ {"^/user/login"}) {
+    if (req.http.X-Gs-Path ~ {"^/administrator"}) {
         return (pass);
     }
-    if (req.url ~ {"^/admin"}) {
+    if (req.http.X-Gs-Path ~ {"^/user/login"}) {
         return (pass);
     }
-    if (req.url ~ {"^/cart"}) {
+    if (req.http.X-Gs-Path ~ {"^/admin"}) {
         return (pass);
     }
-    if (req.url ~ {"^/checkout"}) {
+    if (req.http.X-Gs-Path ~ {"^/cart"}) {
         return (pass);
     }
-    if (req.url ~ {"^/my-account"}) {
+    if (req.http.X-Gs-Path ~ {"^/checkout"}) {
         return (pass);
     }
+    if (req.http.X-Gs-Path ~ {"^/my-account"}) {
+        return (pass);
+    }
+    unset req.http.X-Gs-Path;
 
     # Static objects: the same for everyone, cookies are noise.
     if (req.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
@@ -148,6 +165,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Session;
     unset bereq.http.X-Gs-Host;
     unset bereq.http.X-Gs-Refresh;
+    unset bereq.http.X-Gs-Path;
 }
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
