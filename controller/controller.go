@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,7 +66,17 @@ type Options struct {
 	// OnReload is called by the loop after a successful reload, with the
 	// config now in force (log level).
 	OnReload func(*profiles.Config)
+	// SyncWait is how long a poll or request waits for the targets to
+	// follow before the loop moves on; a target still busy (a slow
+	// compile, a hung admin port) finishes in the background and is
+	// skipped until then. 0 means 10s; negative waits for every target.
+	SyncWait time.Duration
 }
+
+// defaultSyncWait outlasts a normal profile load, so a healthy target is
+// in sync when force answers, and keeps a hung one from stalling polls for
+// the 30s a load may take.
+const defaultSyncWait = 10 * time.Second
 
 // Controller runs the poll → decide → apply loop. One goroutine (Run, or
 // a test calling Tick) owns its state; other goroutines talk to it through
@@ -91,6 +100,10 @@ type Controller struct {
 	reqs chan request
 	done chan struct{} // closed when Run returns
 	snap atomic.Pointer[Status]
+
+	// synced receives each target whose background sync ended; until the
+	// loop receives it the target is busy and the loop leaves it alone.
+	synced chan *target
 }
 
 type requestKind int
@@ -125,6 +138,9 @@ func New(opts Options) (*Controller, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.SyncWait == 0 {
+		opts.SyncWait = defaultSyncWait
+	}
 	set, err := opts.Build(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("render profiles: %w", err)
@@ -138,6 +154,9 @@ func New(opts Options) (*Controller, error) {
 		machine: state.New(opts.Config.StateConfig(), time.Duration(opts.Config.FastWindow)),
 		reqs:    make(chan request),
 		done:    make(chan struct{}),
+		// One sync per target is in flight at most; the room lets a
+		// sync that outlived its poll end even when no loop receives.
+		synced: make(chan *target, 1024),
 	}
 	c.started = c.now()
 	c.targets = c.makeTargets(opts.Config, nil)
@@ -166,6 +185,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-tick:
 			c.Tick(ctx)
+		case t := <-c.synced:
+			c.finish(t)
+			c.publish()
 		case r := <-c.reqs:
 			r.reply <- c.handle(ctx, r)
 			if iv := time.Duration(c.cfg.PollInterval); iv != interval && iv > 0 && ticker != nil {
@@ -237,7 +259,7 @@ func (c *Controller) resume(ctx context.Context, now time.Time) {
 
 // apply makes every target follow d and records the outcome.
 func (c *Controller) apply(ctx context.Context, d state.Decision) {
-	switchMS := c.syncAll(ctx, d.State)
+	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
 	if d.Changed {
 		fields := []zap.Field{
 			zap.String("from", d.From.String()),
@@ -261,34 +283,71 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 	}
 }
 
-// syncAll syncs every target to want, all at once so that a slow or hung
-// target (a VCL compile may take 30s) does not hold up the others, and
-// returns the longest switch time in milliseconds, or -1 when no target
-// switched.
-func (c *Controller) syncAll(ctx context.Context, want state.State) float64 {
-	type result struct {
-		ms       float64
-		switched bool
-	}
-	results := make([]result, len(c.targets))
+// syncAll syncs every target to want, all at once so that a slow target
+// does not hold up the others, and returns the longest switch time in
+// milliseconds, or -1 when no target switched. It waits up to wait
+// (negative: until all are done); a target still busy then, or busy from
+// an earlier call, finishes in the background (see finish) and is synced
+// again by the next poll.
+func (c *Controller) syncAll(ctx context.Context, want state.State, wait time.Duration) float64 {
 	now := c.now()
-	var wg sync.WaitGroup
-	for i, t := range c.targets {
-		wg.Add(1)
+	set := c.set
+	started := map[*target]bool{}
+	for _, t := range c.targets {
+		if t.busy {
+			t.log.Debug("target still busy with an earlier sync", zap.String("to", want.String()))
+			continue
+		}
+		t.busy = true
+		started[t] = true
 		go func() {
-			defer wg.Done()
-			ms, switched := t.sync(ctx, now, &c.set, want)
-			results[i] = result{ms, switched}
+			t.result.ms, t.result.switched = t.sync(ctx, now, &set, want)
+			c.synced <- t
 		}()
 	}
-	wg.Wait()
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	longest := -1.0
-	for _, r := range results {
-		if r.switched && r.ms > longest {
-			longest = r.ms
+	for pending := len(started); pending > 0; {
+		select {
+		case t := <-c.synced:
+			c.finish(t)
+			if !started[t] {
+				continue
+			}
+			pending--
+			if t.result.switched && t.result.ms > longest {
+				longest = t.result.ms
+			}
+		case <-timeout:
+			return longest
 		}
 	}
 	return longest
+}
+
+// finish takes back a target whose background sync ended.
+func (c *Controller) finish(t *target) {
+	t.busy = false
+}
+
+// waitIdle waits until no target has a sync in flight (a stop or a
+// reload; their commands are bounded by their own timeouts).
+func (c *Controller) waitIdle() {
+	for {
+		busy := false
+		for _, t := range c.targets {
+			busy = busy || t.busy
+		}
+		if !busy {
+			return
+		}
+		c.finish(<-c.synced)
+	}
 }
 
 func (c *Controller) handle(ctx context.Context, r request) response {
@@ -400,6 +459,7 @@ func (c *Controller) publish() Status {
 
 // stop applies on_exit and closes the admin connections.
 func (c *Controller) stop() {
+	c.waitIdle() // the loop's context is done: in-flight commands end now
 	onExit := c.cfg.OnExit
 	if onExit != "" && onExit != "keep" {
 		st, err := state.Parse(onExit)
@@ -410,7 +470,7 @@ func (c *Controller) stop() {
 				t.retryAt = time.Time{} // one last try, backoff or not
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			ms := c.syncAll(ctx, st)
+			ms := c.syncAll(ctx, st, -1)
 			cancel()
 			fields := []zap.Field{zap.String("to", st.String())}
 			if ms >= 0 {

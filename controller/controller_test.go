@@ -145,11 +145,13 @@ func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config))
 		LoadConfig: func() (*profiles.Config, error) { return r.next() },
 		Logger:     zap.New(core),
 		Now:        r.clock.now,
+		SyncWait:   -1, // a tick returns with every target done
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		r.c.waitIdle()
 		for _, tg := range r.c.targets {
 			tg.close()
 		}

@@ -198,3 +198,74 @@ func TestConnDead(t *testing.T) {
 }
 
 func errWrap(err error) error { return &net.OpError{Op: "read", Net: "tcp", Err: err} }
+
+// While one target stalls on a profile load, the loop goes on: the healthy
+// target's status is published, and a force is answered and applied to
+// it without waiting for the stalled one.
+func TestLoopServesWhileTargetStalls(t *testing.T) {
+	v := varnishtest.Start(t, varnishtest.Config{})
+	slow := startStallingAdmin(t)
+	r := newRigOn(t, v, func(cfg *profiles.Config) {
+		cfg.Varnish.Targets = []profiles.Target{
+			{Admin: slow.addr, SecretFile: v.SecretFile},
+			{Admin: v.AdminAddr, SecretFile: v.SecretFile},
+		}
+	})
+	r.c.opts.SyncWait = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	r.c.Tick(ctx)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the tick waited %s for a stalled target", d)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.c.Run(ctx) }() // no ticker: requests and finished syncs only
+
+	light := r.c.set[state.Light].Name
+	for deadline := time.Now().Add(25 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s := r.c.Status(); s.Targets[1].InSync && s.Targets[1].ActiveVCL == light {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the healthy target never showed in sync: %+v", r.c.Status().Targets[1])
+		}
+	}
+	if slow.stalling.Load() != 1 {
+		t.Fatal("the slow target stopped stalling early")
+	}
+
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	s, err := r.c.Force(fctx, state.Heavy, time.Time{})
+	fcancel()
+	if err != nil {
+		t.Fatalf("force while a target stalls: %v", err)
+	}
+	heavy := r.c.set[state.Heavy].Name
+	if !s.Targets[1].InSync || s.Targets[1].ActiveVCL != heavy {
+		t.Errorf("healthy target after force = %+v, want in sync on %s", s.Targets[1], heavy)
+	}
+	if s.Targets[0].InSync || s.Targets[0].Error == "" {
+		t.Errorf("stalled target after force = %+v, want not in sync, with a reason", s.Targets[0])
+	}
+	if _, active := r.vcls(t); active != heavy {
+		t.Errorf("varnishd runs %s, want %s", active, heavy)
+	}
+	if slow.stalling.Load() != 1 {
+		t.Fatal("the force waited for the stalled target")
+	}
+
+	slow.answers <- adminFrame(106, "VCL compilation failed")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s := r.c.Status(); strings.Contains(s.Targets[0].Error, "compilation failed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stalled target's failure was never published: %+v", r.c.Status().Targets[0])
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

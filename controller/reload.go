@@ -37,6 +37,9 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reload profiles: %w", err)
 	}
+	// A target with a sync in flight is not to be touched: wait for it
+	// (bounded by its command timeouts).
+	c.waitIdle()
 	targets := c.makeTargets(cfg, c.targets)
 
 	// Start the new: load the new profiles everywhere we can reach, into

@@ -35,8 +35,17 @@ type CommandError struct{ Err error }
 func (e *CommandError) Error() string { return e.Err.Error() }
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// target is the loop's view of one Varnish instance.
+// target is the loop's view of one Varnish instance. While busy, a sync
+// goroutine owns every field but busy and shown; the loop owns them all
+// otherwise.
 type target struct {
+	busy   bool         // a sync is in flight (loop only)
+	shown  TargetStatus // the last status published while idle (loop only)
+	result struct {     // of the last sync, read once it ended
+		ms       float64
+		switched bool
+	}
+
 	addr, secretFile string
 	dial             DialFunc
 	timeout          time.Duration
@@ -89,6 +98,21 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target 
 }
 
 func (t *target) status(want string) TargetStatus {
+	if t.busy {
+		st := t.shown
+		if st.ActiveVCL != want {
+			st.InSync = false
+			if st.Error == "" {
+				st.Error = "busy with an earlier command (slow to answer?): it follows once that ends"
+			}
+		}
+		return st
+	}
+	t.shown = t.statusNow(want)
+	return t.shown
+}
+
+func (t *target) statusNow(want string) TargetStatus {
 	err := t.err
 	if err == "" && !t.contacted && !t.reachable {
 		err = "not contacted yet: the first poll is loading the profiles"
