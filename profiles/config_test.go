@@ -25,7 +25,21 @@ func fixture(tb testing.TB) *strings.Replacer {
 	if err := os.WriteFile(vcl, []byte("vcl 4.1;\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	return strings.NewReplacer("{{secret}}", secret, "{{vcl}}", vcl, "{{dir}}", dir)
+	// Not VCL, and what Varnish's compiler would quote back.
+	novcl := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(novcl, []byte("s3cr3t-in-a-note\nvcl 4.1;\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	commented := filepath.Join(dir, "commented.vcl")
+	if err := os.WriteFile(commented, []byte("# mine\n// still mine\n/* vcl 3.0;\n */ \r\n\tvcl\t4.0 ;\nbackend default none;\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	link := filepath.Join(dir, "secret.vcl")
+	if err := os.Symlink(secret, link); err != nil {
+		tb.Fatal(err)
+	}
+	return strings.NewReplacer("{{secret}}", secret, "{{vcl}}", vcl, "{{dir}}", dir,
+		"{{novcl}}", novcl, "{{commented}}", commented, "{{secretlink}}", link)
 }
 
 // base points the single target at the fixture's secret so that a document
@@ -82,6 +96,11 @@ metrics_listen: 127.0.0.1:9131
 `, func(t *testing.T, c *Config) {
 			if c.PollInterval != Duration(500*time.Millisecond) || c.FastWindow != 0 || c.CPUs != 4 || c.Profiles.NormalizeHost || c.OnExit != "light" {
 				t.Errorf("got %+v", c)
+			}
+		}},
+		{"a vcl_file with comments before its declaration", base + "profiles: { moderate: { vcl_file: '{{commented}}' } }", func(t *testing.T, c *Config) {
+			if _, err := Build(c); err != nil {
+				t.Errorf("Build: %v", err)
 			}
 		}},
 		{"two targets", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' }, { admin: \"[::1]:6083\", secret_file: '{{secret}}' } ] }", func(t *testing.T, c *Config) {
@@ -185,6 +204,12 @@ func TestParseProblems(t *testing.T) {
 			"profiles.purge_acl[1]: \"10.0.0.0/33\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
 			"profiles.purge_acl[2]: \"example.com\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
 			"profiles.heavy.vcl_file: {{dir}}/missing.vcl does not exist (line 9)"}},
+		{"vcl_file is the admin secret", base + "profiles: { heavy: { vcl_file: '{{secret}}' } }", []string{
+			"profiles.heavy.vcl_file: {{secret}} is the admin secret of varnish.targets[0], not a VCL program (line 2)"}},
+		{"vcl_file links to the admin secret of another target", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{vcl}}' }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}' } ] }\nprofiles: { light: { vcl_file: '{{secretlink}}' } }", []string{
+			"profiles.light.vcl_file: {{secretlink}} is the admin secret of varnish.targets[1], not a VCL program (line 2)"}},
+		{"vcl_file without a VCL declaration", base + "profiles: { moderate: { vcl_file: '{{novcl}}' } }", []string{
+			`profiles.moderate.vcl_file: {{novcl}} is not a VCL program: it does not start with "vcl 4.0;" or "vcl 4.1;" (only comments may come first) (line 2)`}},
 		{"on_exit, log, paths, metrics", base + "on_exit: stop\nlog: { level: verbose, file: relative.log }\ncontrol: { socket: gs.sock, group: no-such-group-gearshift }\npid_file: ''\nmetrics_listen: 9131", []string{
 			`on_exit: must be one of keep, light, moderate, heavy, got "stop" (line 2)`,
 			`control.socket: must be an absolute path, got "gs.sock" (line 4)`,
@@ -364,5 +389,33 @@ func rerunAsNobody(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("%s as nobody: %v\n%s", t.Name(), err, out)
+	}
+}
+
+func TestHasVCLDeclaration(t *testing.T) {
+	for text, want := range map[string]bool{
+		"vcl 4.1;":                          true,
+		"vcl 4.0;\nbackend default none;":   true,
+		"\ufeffvcl 4.1;":                    false,
+		"  \n\tvcl  4.1  ;":                 true,
+		"# c\n// c\n/* a\n b */vcl 4.1;":    true,
+		"/* unterminated vcl 4.1;":          false,
+		"# only a comment":                  false,
+		"":                                  false,
+		"vcl 4.2;":                          false,
+		"vcl 4.1":                           false,
+		"vcl4.1;":                           false,
+		"VCL 4.1;":                          false,
+		"backend default none;\nvcl 4.1;":   false,
+		"s3cr3t\n":                          false,
+		"vcl 4.10;":                         false,
+		"/* */ /* */ vcl 4.1;":              true,
+		"# c vcl 4.1;":                      false,
+		"#c\r\nvcl 4.0;":                    true,
+		"vcl 4.1;garbage is the compiler's": true,
+	} {
+		if got := hasVCLDeclaration([]byte(text)); got != want {
+			t.Errorf("hasVCLDeclaration(%q) = %v, want %v", text, got, want)
+		}
 	}
 }

@@ -45,6 +45,12 @@ func Build(cfg *Config) (Set, error) {
 			if err != nil {
 				return Set{}, fmt.Errorf("profiles.%s.vcl_file: %w", s, err)
 			}
+			// Validate says so too; this also covers a config used
+			// without it, so Varnish never compiles (and quotes) a
+			// file that is no VCL.
+			if err := cfg.checkVCLFile(file, b); err != nil {
+				return Set{}, fmt.Errorf("profiles.%s.vcl_file: %w", s, err)
+			}
 			p.VCL, p.Source = string(b), file
 		} else {
 			text, err := Render(cfg, s)

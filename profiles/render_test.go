@@ -247,6 +247,26 @@ func TestBuild(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "profiles.heavy.vcl_file: open ") || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("Build with a missing file: %v", err)
 	}
+
+	// Never handed to Varnish, whose compiler would quote the file.
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Varnish.Targets = []Target{{Admin: "127.0.0.1:6082", SecretFile: secret}}
+	for file, want := range map[string]string{
+		secret:        "profiles.heavy.vcl_file: " + secret + " is the admin secret of varnish.targets[0]",
+		mine + ".txt": "profiles.heavy.vcl_file: " + mine + ".txt is not a VCL program",
+	} {
+		if err := os.WriteFile(mine+".txt", []byte("s3cr3t and no declaration\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Profiles.Heavy.VCLFile = file
+		_, err = Build(cfg)
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Build with vcl_file %s: %v, want %q...", file, err, want)
+		}
+	}
 }
 
 // TestRenderValues checks that config values land where they belong.

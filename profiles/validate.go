@@ -277,11 +277,68 @@ func (c *Config) validateFiles(v *validator) {
 		}
 		if err := checkReadable(s.src.VCLFile); err != nil {
 			v.add("profiles."+s.key+".vcl_file", "%v", err)
+		} else if err := c.checkVCLFile(s.src.VCLFile, nil); err != nil {
+			v.add("profiles."+s.key+".vcl_file", "%v", err)
 		}
 	}
 	if c.Control.Group != "" {
 		if _, err := user.LookupGroup(c.Control.Group); err != nil {
 			v.add("control.group", "no group %q on this machine", c.Control.Group)
+		}
+	}
+}
+
+// checkVCLFile refuses a vcl_file that cannot be a VCL program: one of the
+// targets' admin secrets (Varnish's compiler would quote it in its error,
+// into logs and status), or a file without a VCL declaration. text is the
+// file's content, or nil to read it here. The error never quotes the file.
+func (c *Config) checkVCLFile(path string, text []byte) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("cannot stat %s: %v", path, unwrapPathError(err))
+	}
+	for i, t := range c.Varnish.Targets {
+		if t.SecretFile == "" {
+			continue
+		}
+		if si, err := os.Stat(t.SecretFile); err == nil && os.SameFile(fi, si) {
+			return fmt.Errorf("%s is the admin secret of varnish.targets[%d], not a VCL program", path, i)
+		}
+	}
+	if text == nil {
+		if text, err = os.ReadFile(path); err != nil {
+			return fmt.Errorf("cannot read %s: %v", path, unwrapPathError(err))
+		}
+	}
+	if !hasVCLDeclaration(text) {
+		return fmt.Errorf("%s is not a VCL program: it does not start with \"vcl 4.0;\" or \"vcl 4.1;\" (only comments may come first)", path)
+	}
+	return nil
+}
+
+var vclDeclaration = regexp.MustCompile(`^vcl[ \t\r\n]+4\.[01][ \t\r\n]*;`)
+
+// hasVCLDeclaration tells whether text starts with a VCL 4.0 or 4.1
+// declaration, after white space and comments (#, // and /* */).
+func hasVCLDeclaration(text []byte) bool {
+	s := string(text)
+	for {
+		s = strings.TrimLeft(s, " \t\r\n")
+		switch {
+		case strings.HasPrefix(s, "#") || strings.HasPrefix(s, "//"):
+			end := strings.IndexByte(s, '\n')
+			if end < 0 {
+				return false
+			}
+			s = s[end+1:]
+		case strings.HasPrefix(s, "/*"):
+			end := strings.Index(s[2:], "*/")
+			if end < 0 {
+				return false
+			}
+			s = s[2+end+2:]
+		default:
+			return vclDeclaration.MatchString(s)
 		}
 	}
 }
