@@ -126,16 +126,17 @@ stack_varnish() {
 	wait_http "$SITE/" 30 || die "varnish did not answer on $SITE: $(tail -5 "$STACK_DIR/varnishd.log")"
 }
 
-# stack_gearshift_config writes the daemon's config. The windows are the
-# demo's, not a production setting: short, so a surge shifts gears in seconds
-# and the way back down takes a minute or two, not ten. The thresholds sit a
-# little above the defaults so a machine busy with other work still starts
-# in light (STACK_{MODERATE,HEAVY}_{ENTER,STAY} override them).
+# stack_gearshift_config writes the daemon's config. The way up is the
+# defaults' (fast_window 10s, up_confirm 3: the short spike of Varnish
+# compiling three profiles at start does not shift); the way down is the
+# demo's, not a production setting: short windows, so it takes a minute or
+# two, not ten. The thresholds sit above the defaults so a machine busy with
+# other work still starts in light (STACK_{MODERATE,HEAVY}_{ENTER,STAY}).
 stack_gearshift_config() {
 	cat >"$GS_CONFIG" <<EOF
 # gearshift config for the local demo stack (written by scripts/demo/lib.sh).
 poll_interval: 1s
-fast_window: 5s
+fast_window: 10s
 varnish:
   timeout: 5s
   targets:
@@ -145,7 +146,7 @@ backend: { host: 127.0.0.1, port: $APACHE_PORT }
 states:
   moderate: { enter: { load_per_cpu: ${STACK_MODERATE_ENTER:-1.5} }, stay: { load_per_cpu: ${STACK_MODERATE_STAY:-1.0} } }
   heavy:    { enter: { load_per_cpu: ${STACK_HEAVY_ENTER:-3.0} }, stay: { load_per_cpu: ${STACK_HEAVY_STAY:-2.0} } }
-hysteresis: { up_confirm: 2, down_window: 20s, min_dwell: 15s }
+hysteresis: { up_confirm: 3, down_window: 20s, min_dwell: 15s }
 on_exit: keep
 control: { socket: $STACK_DIR/gearshift.sock }
 log: { file: $STACK_DIR/gearshift.log, level: $STACK_LOG_LEVEL }
