@@ -8,9 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -34,51 +32,13 @@ type stallingAdmin struct {
 
 func startStallingAdmin(tb testing.TB) *stallingAdmin {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f := &stallingAdmin{addr: ln.Addr().String(), answers: make(chan string)}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	tb.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer conn.Close()
-				f.serve(conn)
-			}()
-		}
-	}()
+	f := &stallingAdmin{answers: make(chan string)}
+	f.addr = varnishtest.StartFakeAdmin(tb, func(_ int, conn net.Conn) { f.serve(conn) }).Addr
 	return f
 }
 
-func adminFrame(status int, body string) string {
-	return strconv.Itoa(status) + " " + strconv.Itoa(len(body)) + strings.Repeat(" ", 8-len(strconv.Itoa(len(body)))) + "\n" + body + "\n"
-}
-
 func (f *stallingAdmin) serve(conn net.Conn) {
-	io.WriteString(conn, adminFrame(200, "fake varnish\n"))
+	io.WriteString(conn, varnishtest.Frame(200, "fake varnish\n"))
 	rd := bufio.NewReader(conn)
 	for {
 		line, err := rd.ReadString('\n')
@@ -87,7 +47,7 @@ func (f *stallingAdmin) serve(conn net.Conn) {
 		}
 		switch {
 		case strings.HasPrefix(line, "vcl.list"):
-			io.WriteString(conn, adminFrame(200, `[2, ["vcl.list", "-j"], 1700000000.000,
+			io.WriteString(conn, varnishtest.Frame(200, `[2, ["vcl.list", "-j"], 1700000000.000,
 {"status": "active", "state": "auto", "temperature": "warm", "busy": 0, "name": "boot"}]`))
 		case strings.HasPrefix(line, "vcl.inline"):
 			f.inlines.Add(1)
@@ -103,7 +63,7 @@ func (f *stallingAdmin) serve(conn net.Conn) {
 			}
 			return
 		default:
-			io.WriteString(conn, adminFrame(101, "unknown request"))
+			io.WriteString(conn, varnishtest.Frame(101, "unknown request"))
 		}
 	}
 }
@@ -141,7 +101,7 @@ func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
 	if slow.stalling.Load() != 1 {
 		t.Fatalf("the healthy target was switched only after the slow one's load ended")
 	}
-	slow.answers <- adminFrame(106, "VCL compilation failed")
+	slow.answers <- varnishtest.Frame(106, "VCL compilation failed")
 	<-ticked
 	s := r.c.Status()
 	if !s.Targets[1].InSync || s.Targets[1].ActiveVCL != want {
@@ -255,7 +215,7 @@ func TestLoopServesWhileTargetStalls(t *testing.T) {
 		t.Fatal("the force waited for the stalled target")
 	}
 
-	slow.answers <- adminFrame(106, "VCL compilation failed")
+	slow.answers <- varnishtest.Frame(106, "VCL compilation failed")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if s := r.c.Status(); strings.Contains(s.Targets[0].Error, "compilation failed") {
 			break

@@ -9,9 +9,10 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 )
 
 // Tests in this file use an in-process fake of varnishd's CLI, for what a
@@ -19,11 +20,9 @@ import (
 
 const fakeChallenge = "abcdefghijklmnopqrstuvwxyzabcdef"
 
-// fakeServer accepts connections, greets each, then hands it to handle.
-type fakeServer struct {
-	ln       net.Listener
-	accepted atomic.Int32
-}
+// fakeServer is a fake admin port that greets each connection, then hands
+// it to its handler.
+type fakeServer struct{ *varnishtest.FakeAdmin }
 
 type fakeConfig struct {
 	secret []byte // when set, greet with a 107 challenge and check the answer
@@ -37,48 +36,12 @@ type fakeConfig struct {
 
 func startFake(tb testing.TB, cfg fakeConfig) *fakeServer {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := &fakeServer{ln: ln}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	tb.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	return &fakeServer{varnishtest.StartFakeAdmin(tb, func(n int, conn net.Conn) {
+		rd := bufio.NewReader(conn)
+		if fakeGreet(conn, rd, cfg) {
+			cfg.handle(n, conn, rd)
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n := int(s.accepted.Add(1))
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer conn.Close()
-				rd := bufio.NewReader(conn)
-				if !fakeGreet(conn, rd, cfg) {
-					return
-				}
-				cfg.handle(n, conn, rd)
-			}()
-		}
-	}()
-	return s
+	})}
 }
 
 func fakeGreet(conn net.Conn, rd *bufio.Reader, cfg fakeConfig) bool {
@@ -103,7 +66,7 @@ func fakeGreet(conn net.Conn, rd *bufio.Reader, cfg fakeConfig) bool {
 	return true
 }
 
-func (s *fakeServer) client() *Client { return New(s.ln.Addr().String(), nil) }
+func (s *fakeServer) client() *Client { return New(s.Addr, nil) }
 
 // serveEach answers every request line with reply(line).
 func serveEach(reply func(line string) string) func(int, net.Conn, *bufio.Reader) {
@@ -163,7 +126,7 @@ func TestFakeLargeBody(t *testing.T) {
 	if err != nil || got != body {
 		t.Fatalf("Run = %d bytes, %v; want %d bytes", len(got), err, len(body))
 	}
-	if n := s.accepted.Load(); n != 1 {
+	if n := s.Accepted(); n != 1 {
 		t.Fatalf("%d connections, want 1", n)
 	}
 }
@@ -187,7 +150,7 @@ func TestFakeTruncatedHeader(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("next command: %v", err)
 	}
-	if n := s.accepted.Load(); n != 2 {
+	if n := s.Accepted(); n != 2 {
 		t.Fatalf("%d connections, want 2 (re-dialled)", n)
 	}
 }
@@ -210,7 +173,7 @@ func TestFakeDropMidBody(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("next command: %v", err)
 	}
-	if n := s.accepted.Load(); n != 2 {
+	if n := s.Accepted(); n != 2 {
 		t.Fatalf("%d connections, want 2 (re-dialled)", n)
 	}
 }
@@ -267,7 +230,7 @@ func TestFakeStall(t *testing.T) {
 			if elapsed > time.Second {
 				t.Fatalf("Run returned after %v, want about 150ms", elapsed)
 			}
-			if !strings.Contains(err.Error(), "vcl.use on "+s.ln.Addr().String()) {
+			if !strings.Contains(err.Error(), "vcl.use on "+s.Addr) {
 				t.Fatalf("error %q does not name the command and address", err)
 			}
 		})
@@ -277,32 +240,7 @@ func TestFakeStall(t *testing.T) {
 // startSilent accepts connections and never writes a byte.
 func startSilent(tb testing.TB) *fakeServer {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := &fakeServer{ln: ln}
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.accepted.Add(1)
-			conns = append(conns, conn)
-		}
-	}()
-	tb.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return s
+	return &fakeServer{varnishtest.StartFakeAdmin(tb, func(_ int, conn net.Conn) { io.Copy(io.Discard, conn) })}
 }
 
 func TestFakeStaleConnectionIsRedialled(t *testing.T) {
@@ -325,7 +263,7 @@ func TestFakeStaleConnectionIsRedialled(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := s.accepted.Load(); n != 2 {
+	if n := s.Accepted(); n != 2 {
 		t.Fatalf("%d connections, want 2", n)
 	}
 }
@@ -354,7 +292,7 @@ func TestFakeCLIErrorKeepsConnection(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.accepted.Load(); n != 1 {
+	if n := s.Accepted(); n != 1 {
 		t.Fatalf("%d connections, want 1: a CLI error must not drop the session", n)
 	}
 	// 500 means the server closes the session: the client dials again.
@@ -364,7 +302,7 @@ func TestFakeCLIErrorKeepsConnection(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.accepted.Load(); n != 2 {
+	if n := s.Accepted(); n != 2 {
 		t.Fatalf("%d connections, want 2", n)
 	}
 }
@@ -375,12 +313,12 @@ func TestFakeAuth(t *testing.T) {
 		t.Run(fmt.Sprintf("wrong secret answered %d", authFail), func(t *testing.T) {
 			s := startFake(t, fakeConfig{secret: secret, authFail: authFail, handle: serveEach(pong)})
 			ctx := testCtx(t, 10*time.Second)
-			good := New(s.ln.Addr().String(), secret)
+			good := New(s.Addr, secret)
 			defer good.Close()
 			if err := good.Ping(ctx); err != nil {
 				t.Fatal(err)
 			}
-			bad := New(s.ln.Addr().String(), []byte("fake secret"))
+			bad := New(s.Addr, []byte("fake secret"))
 			defer bad.Close()
 			err := bad.Ping(ctx)
 			if !errors.Is(err, ErrAuth) {
@@ -421,7 +359,7 @@ func TestFakeConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := s.accepted.Load(); n != 1 {
+	if n := s.Accepted(); n != 1 {
 		t.Fatalf("%d connections, want 1", n)
 	}
 }
@@ -436,7 +374,7 @@ func TestFakeClose(t *testing.T) {
 		_, err := c.Run(testCtx(t, 30*time.Second), "ping")
 		done <- err
 	}()
-	for s.accepted.Load() == 0 {
+	for s.Accepted() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -458,8 +396,8 @@ func TestFakeClose(t *testing.T) {
 
 func TestFakeDialFailure(t *testing.T) {
 	s := startSilent(t)
-	addr := s.ln.Addr().String()
-	s.ln.Close()
+	addr := s.Addr
+	s.Close()
 	c := New(addr, []byte("secret\n"))
 	defer c.Close()
 	err := c.Ping(testCtx(t, 5*time.Second))

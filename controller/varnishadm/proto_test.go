@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 )
 
 func TestQuoteArg(t *testing.T) {
@@ -186,16 +188,7 @@ func TestParseChallenge(t *testing.T) {
 	}
 }
 
-func frame(status int, body string) string {
-	return strconv.Itoa(status) + " " + padRight(strconv.Itoa(len(body)), 8) + "\n" + body + "\n"
-}
-
-func padRight(s string, n int) string {
-	for len(s) < n {
-		s += " "
-	}
-	return s
-}
+func frame(status int, body string) string { return varnishtest.Frame(status, body) }
 
 func TestReadResponse(t *testing.T) {
 	tests := []struct {
