@@ -144,18 +144,21 @@ func (d *daemon) gs(args ...string) (stdout, stderr string, code int) {
 	return runGearshift(d.t, append(args, "--config", d.configPath)...)
 }
 
-func runGearshift(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
+// runGearshift runs the built binary with args and returns its output and
+// exit code. It never inherits the test runner's NOTIFY_SOCKET.
+func runGearshift(tb testing.TB, args ...string) (stdout, stderr string, code int) {
+	tb.Helper()
 	var o, e bytes.Buffer
 	cmd := exec.Command(gearshiftBin, args...)
 	cmd.Stdout, cmd.Stderr = &o, &e
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return o.String(), e.String(), code
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,12 +11,6 @@ import (
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
 )
-
-func gearshift(args ...string) (stdout, stderr string, code int) {
-	var out, errb bytes.Buffer
-	code = Main(args, strings.NewReader(""), &out, &errb)
-	return out.String(), errb.String(), code
-}
 
 func TestProfilesListShowExport(t *testing.T) {
 	const target = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"
@@ -32,7 +25,7 @@ func TestProfilesListShowExport(t *testing.T) {
 	}
 
 	t.Run("list", func(t *testing.T) {
-		out, errs, code := gearshift("--config", path, "profiles", "list")
+		code, out, errs := runMain(t, "--config", path, "profiles", "list")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errs)
 		}
@@ -49,7 +42,7 @@ func TestProfilesListShowExport(t *testing.T) {
 
 	t.Run("show", func(t *testing.T) {
 		for _, s := range state.All {
-			out, errs, code := gearshift("--config", path, "profiles", "show", s.String())
+			code, out, errs := runMain(t, "--config", path, "profiles", "show", s.String())
 			if code != 0 || out != set[s].VCL {
 				t.Errorf("show %s: exit %d, %s; output is not the rendered VCL", s, code, errs)
 			}
@@ -64,18 +57,18 @@ func TestProfilesListShowExport(t *testing.T) {
 		// talking to Varnish does.
 		far, _ := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n"+
 			"backend: { host: 127.0.0.1, port: 8099 }\n")
-		out, errs, code := gearshift("--config", far, "profiles", "show", "heavy")
+		code, out, errs := runMain(t, "--config", far, "profiles", "show", "heavy")
 		if code != 0 || out != set[state.Heavy].VCL {
 			t.Errorf("show heavy without the secret: exit %d, %s", code, errs)
 		}
-		_, errs, code = gearshift("--config", far, "profiles", "check")
+		code, _, errs = runMain(t, "--config", far, "profiles", "check")
 		if code != 2 || !strings.Contains(errs, "secret_file") {
 			t.Errorf("check without the secret: exit %d, %q; want 2 naming secret_file", code, errs)
 		}
 	})
 
 	t.Run("export", func(t *testing.T) {
-		out, errs, code := gearshift("--config", path, "profiles", "export", filepath.Join(dir, "out"), "--use", "moderate")
+		code, out, errs := runMain(t, "--config", path, "profiles", "export", filepath.Join(dir, "out"), "--use", "moderate")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errs)
 		}
@@ -106,7 +99,7 @@ func TestProfilesListShowExport(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := opsConfigFile(t, tc.doc)
-			_, errs, code := gearshift(append([]string{"--config", p}, tc.args...)...)
+			code, _, errs := runMain(t, append([]string{"--config", p}, tc.args...)...)
 			if code != tc.code || !strings.Contains(errs, tc.msg) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.msg)
 			}
@@ -129,7 +122,7 @@ func TestProfilesCheck(t *testing.T) {
 	}
 
 	path, cfg := testConfig(t, v, nil)
-	out, errs, code := gearshift("--config", path, "profiles", "check")
+	code, out, errs := runMain(t, "--config", path, "profiles", "check")
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
 	}
@@ -146,7 +139,7 @@ func TestProfilesCheck(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.vcl")
 	os.WriteFile(bad, []byte("vcl 4.1;\nbackend default none;\nsub vcl_recv { set req.http.X = no_such_symbol; }\n"), 0o644)
 	path, _ = testConfig(t, v, func(c *profiles.Config) { c.Profiles.Moderate.VCLFile = bad })
-	out, errs, code = gearshift("--config", path, "profiles", "check")
+	code, out, errs = runMain(t, "--config", path, "profiles", "check")
 	if code != 1 {
 		t.Errorf("check with a broken profile: exit %d, want 1\n%s%s", code, out, errs)
 	}
@@ -161,7 +154,7 @@ func TestProfilesCheck(t *testing.T) {
 	}
 
 	path, _ = testConfig(t, v, func(c *profiles.Config) { c.Varnish.Targets[0].Admin = varnishtest.FreeAddr(t) })
-	if _, errs, code = gearshift("--config", path, "profiles", "check"); code != 1 {
+	if code, _, errs = runMain(t, "--config", path, "profiles", "check"); code != 1 {
 		t.Errorf("check against a closed port: exit %d, want 1: %s", code, errs)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -20,19 +19,8 @@ import (
 // opsRun runs the built gearshift with args and returns its exit code and output.
 func opsRun(tb testing.TB, args ...string) (code int, stdout, stderr string) {
 	tb.Helper()
-	var o, e bytes.Buffer
-	cmd := exec.Command(gearshiftBin, args...)
-	cmd.Stdout, cmd.Stderr = &o, &e
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		tb.Fatal(err)
-	}
-	return code, o.String(), e.String()
+	stdout, stderr, code = runGearshift(tb, args...)
+	return code, stdout, stderr
 }
 
 // opsKillDaemon kills whatever daemon the pid file names, for a test's cleanup.
