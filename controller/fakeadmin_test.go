@@ -68,9 +68,10 @@ func (f *stallingAdmin) serve(conn net.Conn) {
 	}
 }
 
-// A target that takes long to load a profile must not hold up the others,
-// and a load that timed out is not sent again at once on a fresh connection.
-func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
+// newStallingRig is a rig with two targets: a stalling fake admin port
+// first, then a real varnishd.
+func newStallingRig(t *testing.T) (*rig, *stallingAdmin) {
+	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	slow := startStallingAdmin(t)
 	r := newRigOn(t, v, func(cfg *profiles.Config) {
@@ -79,6 +80,13 @@ func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
 			{Admin: v.AdminAddr, SecretFile: v.SecretFile},
 		}
 	})
+	return r, slow
+}
+
+// A target that takes long to load a profile must not hold up the others,
+// and a load that timed out is not sent again at once on a fresh connection.
+func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
+	r, slow := newStallingRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ticked := make(chan struct{})
@@ -163,14 +171,7 @@ func errWrap(err error) error { return &net.OpError{Op: "read", Net: "tcp", Err:
 // target's status is published, and a force is answered and applied to
 // it without waiting for the stalled one.
 func TestLoopServesWhileTargetStalls(t *testing.T) {
-	v := varnishtest.Start(t, varnishtest.Config{})
-	slow := startStallingAdmin(t)
-	r := newRigOn(t, v, func(cfg *profiles.Config) {
-		cfg.Varnish.Targets = []profiles.Target{
-			{Admin: slow.addr, SecretFile: v.SecretFile},
-			{Admin: v.AdminAddr, SecretFile: v.SecretFile},
-		}
-	})
+	r, slow := newStallingRig(t)
 	r.c.opts.SyncWait = time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -68,6 +68,19 @@ func fakeGreet(conn net.Conn, rd *bufio.Reader, cfg fakeConfig) bool {
 
 func (s *fakeServer) client() *Client { return New(s.Addr, nil) }
 
+// firstConnWrites answers the first request of the first connection with
+// raw and hangs up; later connections answer every request with pong.
+func firstConnWrites(raw string) func(int, net.Conn, *bufio.Reader) {
+	return func(n int, conn net.Conn, rd *bufio.Reader) {
+		if n == 1 {
+			rd.ReadString('\n')
+			io.WriteString(conn, raw)
+			return
+		}
+		serveEach(pong)(n, conn, rd)
+	}
+}
+
 // serveEach answers every request line with reply(line).
 func serveEach(reply func(line string) string) func(int, net.Conn, *bufio.Reader) {
 	return func(_ int, conn net.Conn, rd *bufio.Reader) {
@@ -132,14 +145,7 @@ func TestFakeLargeBody(t *testing.T) {
 }
 
 func TestFakeTruncatedHeader(t *testing.T) {
-	s := startFake(t, fakeConfig{handle: func(n int, conn net.Conn, rd *bufio.Reader) {
-		if n == 1 {
-			rd.ReadString('\n')
-			io.WriteString(conn, "200 12")
-			return
-		}
-		serveEach(pong)(n, conn, rd)
-	}})
+	s := startFake(t, fakeConfig{handle: firstConnWrites("200 12")})
 	c := s.client()
 	defer c.Close()
 	ctx := testCtx(t, 10*time.Second)
@@ -156,14 +162,7 @@ func TestFakeTruncatedHeader(t *testing.T) {
 }
 
 func TestFakeDropMidBody(t *testing.T) {
-	s := startFake(t, fakeConfig{handle: func(n int, conn net.Conn, rd *bufio.Reader) {
-		if n == 1 {
-			rd.ReadString('\n')
-			io.WriteString(conn, "200 100     \n0123456789")
-			return
-		}
-		serveEach(pong)(n, conn, rd)
-	}})
+	s := startFake(t, fakeConfig{handle: firstConnWrites("200 100     \n0123456789")})
 	c := s.client()
 	defer c.Close()
 	ctx := testCtx(t, 10*time.Second)
@@ -246,14 +245,7 @@ func startSilent(tb testing.TB) *fakeServer {
 func TestFakeStaleConnectionIsRedialled(t *testing.T) {
 	// The first connection answers one command, then the server goes away
 	// (varnishd restarted while the client was idle).
-	s := startFake(t, fakeConfig{handle: func(n int, conn net.Conn, rd *bufio.Reader) {
-		if n == 1 {
-			rd.ReadString('\n')
-			io.WriteString(conn, pong(""))
-			return
-		}
-		serveEach(pong)(n, conn, rd)
-	}})
+	s := startFake(t, fakeConfig{handle: firstConnWrites(pong(""))})
 	c := s.client()
 	defer c.Close()
 	ctx := testCtx(t, 10*time.Second)
