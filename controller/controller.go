@@ -44,8 +44,8 @@ type Profile struct {
 	VCL   string
 }
 
-// ProfileSet holds the three profiles, indexed by state.
-type ProfileSet [3]Profile
+// ProfileSet holds a profile for each gear, indexed by state.
+type ProfileSet [len(state.All)]Profile
 
 // BuildFunc renders the profiles of a config.
 type BuildFunc func(cfg *profiles.Config) (ProfileSet, error)
@@ -221,7 +221,7 @@ func (c *Controller) Tick(ctx context.Context) {
 			c.sensorFails = 0
 		}
 		c.lastSample = &s
-		d = c.machine.Step(now, s)
+		d = c.machine.Step(now, s.Reading())
 	}
 	c.apply(ctx, d)
 }
@@ -257,6 +257,18 @@ func (c *Controller) resume(ctx context.Context, now time.Time) {
 	c.log.Info("resuming gear", zap.String("to", found.String()), zap.String("reason", reason))
 }
 
+// signalFields are the log fields of the available signals, in the order of
+// the table, each rounded to its precision.
+func signalFields(sig state.Signals) []zap.Field {
+	var fs []zap.Field
+	for _, s := range state.Table() {
+		if v, ok := sig.Get(s.Name); ok {
+			fs = append(fs, zap.Float64(s.Name, round(v, s.Precision)))
+		}
+	}
+	return fs
+}
+
 // apply makes every target follow d and records the outcome.
 func (c *Controller) apply(ctx context.Context, d state.Decision) {
 	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
@@ -265,17 +277,16 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 			zap.String("from", d.From.String()),
 			zap.String("to", d.State.String()),
 			zap.String("reason", d.Reason),
-			zap.Float64("load_per_cpu", round(d.Signals.LoadPerCPU, 2)),
-			zap.Float64("mem_available_pct", round(d.Signals.MemAvailablePct, 1)),
-			zap.Bool("forced", d.Forced),
 		}
+		fields = append(fields, signalFields(d.Signals)...)
+		fields = append(fields, zap.Bool("forced", d.Forced))
 		if switchMS >= 0 {
 			fields = append(fields, zap.Float64("switch_ms", round(switchMS, 3)))
 		}
 		c.log.Info("state change", fields...)
 	} else {
-		c.log.Debug("no state change", zap.String("state", d.State.String()), zap.String("reason", d.Reason),
-			zap.Float64("load_per_cpu", round(d.Signals.LoadPerCPU, 2)))
+		c.log.Debug("no state change", append([]zap.Field{zap.String("state", d.State.String()), zap.String("reason", d.Reason)},
+			signalFields(d.Signals)...)...)
 	}
 	st := c.publish()
 	if d.Changed && c.opts.OnChange != nil {
@@ -435,16 +446,21 @@ func (c *Controller) publish() Status {
 	if c.lastSample != nil {
 		ls := c.lastSample
 		s.Sample = &SampleStatus{
-			Time:            ls.Time,
-			Load1:           ls.Load1,
-			Load5:           ls.Load5,
-			Load15:          ls.Load15,
-			Runnable:        ls.Runnable,
-			CPUs:            ls.CPUs,
-			LoadPerCPU:      round(d.Signals.LoadPerCPU, 3),
-			MemAvailablePct: round(d.Signals.MemAvailablePct, 2),
-			PSICPU:          d.Signals.PSICPU,
-			PSIMem:          d.Signals.PSIMem,
+			Time:     ls.Time,
+			Load1:    ls.Load1,
+			Load5:    ls.Load5,
+			Load15:   ls.Load15,
+			Runnable: ls.Runnable,
+			CPUs:     ls.CPUs,
+			Signals:  map[string]*float64{},
+		}
+		for _, sig := range state.Table() {
+			var p *float64
+			if v, ok := d.Signals.Get(sig.Name); ok {
+				v = round(v, sig.Precision+1)
+				p = &v
+			}
+			s.Sample.Signals[sig.Name] = p
 		}
 		if s.Sample.Time.IsZero() {
 			s.Sample.Time = d.Signals.Time

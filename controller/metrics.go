@@ -50,7 +50,7 @@ func writeMetrics(w io.Writer, s Status) {
 	m := metricWriter{w: w}
 	st, _ := state.Parse(s.State)
 	m.gauge("gearshift_build_info", "gearshift's version, as a label.", 1, "version", s.Version)
-	m.gauge("gearshift_state", "The gear in force: 0 light, 1 moderate, 2 heavy.", float64(st))
+	m.gauge("gearshift_state", "The gear in force: "+gearNumbers()+".", float64(st))
 	m.gauge("gearshift_forced", "1 when an operator pinned the gear.", boolean(s.Mode == "forced"))
 	m.counter("gearshift_transitions_total", "Gear changes since the daemon started.", float64(s.Transitions))
 	m.gauge("gearshift_state_since_timestamp_seconds", "When the gear in force was entered.", unix(s.Since))
@@ -58,13 +58,10 @@ func writeMetrics(w io.Writer, s Status) {
 	m.gauge("gearshift_uptime_seconds", "Seconds since the daemon started.", float64(s.UptimeSeconds))
 	if smp := s.Sample; smp != nil {
 		m.gauge("gearshift_sample_timestamp_seconds", "When the last sample of the vitals was read.", unix(smp.Time))
-		m.gauge("gearshift_load_per_cpu", "The decision signal max(load1, EWMA(runnable)) / CPUs.", smp.LoadPerCPU)
-		m.gauge("gearshift_mem_available_percent", "MemAvailable as a percentage of MemTotal.", smp.MemAvailablePct)
-		if smp.PSICPU != nil {
-			m.gauge("gearshift_psi_cpu_percent", "CPU pressure, some avg10.", *smp.PSICPU)
-		}
-		if smp.PSIMem != nil {
-			m.gauge("gearshift_psi_memory_percent", "Memory pressure, some avg10.", *smp.PSIMem)
+		for _, sig := range state.Table() {
+			if v, ok := smp.Signal(sig.Name); ok && sig.Metric != "" {
+				m.gauge(sig.Metric, sig.Help, sig.MetricValue(v))
+			}
 		}
 	}
 	for i, t := range s.Targets {
@@ -139,4 +136,13 @@ func unix(t time.Time) float64 {
 		return 0
 	}
 	return float64(t.UnixNano()) / 1e9
+}
+
+// gearNumbers lists the gears with their number: "0 light, 1 moderate, 2 heavy".
+func gearNumbers() string {
+	var parts []string
+	for _, st := range state.All {
+		parts = append(parts, fmt.Sprintf("%d %s", int(st), st))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -10,12 +10,14 @@ import (
 )
 
 func TestMetrics(t *testing.T) {
-	psi := 12.5
+	f := func(v float64) *float64 { return &v }
 	since := time.Date(2026, 11, 30, 14, 51, 2, 0, time.UTC)
 	st := Status{
 		Version: "0.1.0", State: "moderate", Mode: "forced", Since: since, Transitions: 4,
 		ConfigError: "states.heavy.enter.load_per_cpu: must be > 0", UptimeSeconds: 3600,
-		Sample: &SampleStatus{Time: since.Add(time.Hour), LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: &psi},
+		Sample: &SampleStatus{Time: since.Add(time.Hour), Signals: map[string]*float64{
+			"load_per_cpu": f(0.82), "mem_available_pct": f(41.3), "psi_cpu": f(12.5), "psi_mem": nil,
+		}},
 		Targets: []TargetStatus{
 			{Admin: "127.0.0.1:6082", Reachable: true, InSync: true, LastSwitchMS: 0.41},
 			{Admin: `10.0.0.2:6082"`, Reachable: false},
@@ -35,7 +37,7 @@ func TestMetrics(t *testing.T) {
 	out := string(body)
 	for _, want := range []string{
 		`gearshift_build_info{version="0.1.0"} 1`,
-		"# TYPE gearshift_state gauge\ngearshift_state 1\n",
+		"# HELP gearshift_state The gear in force: 0 light, 1 moderate, 2 heavy.\n# TYPE gearshift_state gauge\ngearshift_state 1\n",
 		"gearshift_forced 1\n",
 		"# TYPE gearshift_transitions_total counter\ngearshift_transitions_total 4\n",
 		"gearshift_state_since_timestamp_seconds 1.796050262e+09\n",

@@ -89,8 +89,11 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	c.cfg, c.set, c.targets = cfg, set, targets
 	c.machine.SetConfig(cfg.StateConfig(), time.Duration(cfg.FastWindow))
 	c.configErr = ""
-	c.log.Info("config reloaded", zap.String("light", set[0].Name), zap.String("moderate", set[1].Name),
-		zap.String("heavy", set[2].Name))
+	var profileNames []zap.Field
+	for _, p := range set {
+		profileNames = append(profileNames, zap.String(p.State.String(), p.Name))
+	}
+	c.log.Info("config reloaded", profileNames...)
 	if c.opts.OnReload != nil {
 		c.opts.OnReload(cfg)
 	}

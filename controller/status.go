@@ -3,7 +3,16 @@
 // the control socket that operators and monitoring talk to.
 package controller
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
 
 // Status is the body of GET /v1/status and of `gearshift status --json`
 // (SPEC section 8). Field names are a public contract.
@@ -23,16 +32,108 @@ type Status struct {
 
 // SampleStatus is the last sample and the signals derived from it.
 type SampleStatus struct {
-	Time            time.Time `json:"time"`
-	Load1           float64   `json:"load1"`
-	Load5           float64   `json:"load5"`
-	Load15          float64   `json:"load15"`
-	Runnable        int       `json:"runnable"`
-	CPUs            int       `json:"cpus"`
-	LoadPerCPU      float64   `json:"load_per_cpu"`
-	MemAvailablePct float64   `json:"mem_available_pct"`
-	PSICPU          *float64  `json:"psi_cpu"` // null without PSI
-	PSIMem          *float64  `json:"psi_mem"` // null without PSI
+	Time     time.Time
+	Load1    float64
+	Load5    float64
+	Load15   float64
+	Runnable int
+	CPUs     int
+	// Signals holds each signal of the table by name, nil when unavailable.
+	// In JSON they follow "cpus" as fields of their own, in the order of
+	// the table: "load_per_cpu", "mem_available_pct", "psi_cpu", … (null
+	// when unavailable).
+	Signals map[string]*float64
+}
+
+// Signal returns the value of the signal name, false when it is unavailable.
+func (s *SampleStatus) Signal(name string) (float64, bool) {
+	if p := s.Signals[name]; p != nil {
+		return *p, true
+	}
+	return 0, false
+}
+
+// MarshalJSON writes the sample's figures, then every signal of the table
+// in its order, then any other signal the sample carries, by name.
+func (s SampleStatus) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	field := func(name string, v any) error {
+		if b.Len() == 0 {
+			b.WriteByte('{')
+		} else {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(name)
+		val, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("status field %s: %w", name, err)
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(val)
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    any
+	}{{"time", s.Time}, {"load1", s.Load1}, {"load5", s.Load5}, {"load15", s.Load15}, {"runnable", s.Runnable}, {"cpus", s.CPUs}} {
+		if err := field(f.name, f.v); err != nil {
+			return nil, err
+		}
+	}
+	names := state.SignalNames()
+	var extra []string
+	for k := range s.Signals {
+		if !slices.Contains(names, k) {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range append(names, extra...) {
+		if err := field(name, s.Signals[name]); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; every field other than the
+// sample's figures is a signal.
+func (s *SampleStatus) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	*s = SampleStatus{Signals: map[string]*float64{}}
+	for k, raw := range fields {
+		var dst any
+		switch k {
+		case "time":
+			dst = &s.Time
+		case "load1":
+			dst = &s.Load1
+		case "load5":
+			dst = &s.Load5
+		case "load15":
+			dst = &s.Load15
+		case "runnable":
+			dst = &s.Runnable
+		case "cpus":
+			dst = &s.CPUs
+		default:
+			var v *float64
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return fmt.Errorf("sample field %s: %w", k, err)
+			}
+			s.Signals[k] = v
+			continue
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return fmt.Errorf("sample field %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // TargetStatus is one Varnish instance as the daemon last saw it.

@@ -25,7 +25,7 @@ const (
 
 // ownName matches the names gearshift gives its profiles; only these are
 // ever discarded (a temporary name used by `profiles check` is not).
-var ownName = regexp.MustCompile(`^gearshift-(light|moderate|heavy)-[0-9a-f]{8}$`)
+var ownName = regexp.MustCompile(`^` + regexp.QuoteMeta(profiles.NamePrefix) + `(` + state.OneOf("|") + `)-[0-9a-f]{8}$`)
 
 // CommandError marks an error Varnish answered (a rejected command, a VCL
 // that does not compile) as opposed to a broken connection. A DialFunc's

@@ -54,12 +54,6 @@ type Backend struct {
 	Port int    `yaml:"port"` // default 8080
 }
 
-// States holds the enter and stay rules of the two non-light states.
-type States struct {
-	Moderate state.Band `yaml:"moderate"`
-	Heavy    state.Band `yaml:"heavy"`
-}
-
 // Hysteresis tunes how eagerly the machine moves between states.
 type Hysteresis struct {
 	UpConfirm  int      `yaml:"up_confirm"`  // default 3 samples
@@ -84,6 +78,12 @@ type Profiles struct {
 	Heavy            Source   `yaml:"heavy"`
 }
 
+// Sources returns each gear's source, by state. A gear added to state.All
+// fails to compile here until it has its field in Profiles.
+func (p *Profiles) Sources() [len(state.All)]*Source {
+	return [...]*Source{state.Light: &p.Light, state.Moderate: &p.Moderate, state.Heavy: &p.Heavy}
+}
+
 // Source optionally replaces a gear's built-in VCL with a user's file, used verbatim.
 type Source struct {
 	VCLFile string `yaml:"vcl_file"` // default "" = built-in template
@@ -101,8 +101,6 @@ type Log struct {
 	Level string `yaml:"level"` // default info
 }
 
-func f(v float64) *float64 { return &v }
-
 // Default returns the embedded defaults, matching a stock Debian/Ubuntu Varnish.
 func Default() *Config {
 	return &Config{
@@ -114,13 +112,13 @@ func Default() *Config {
 		},
 		Backend: Backend{Host: "127.0.0.1", Port: 8080},
 		States: States{
-			Moderate: state.Band{
-				Enter: state.Rule{LoadPerCPU: f(0.70), MemAvailablePct: f(20)},
-				Stay:  state.Rule{LoadPerCPU: f(0.50), MemAvailablePct: f(25)},
+			Moderate: Band{
+				Enter: Rule{"load_per_cpu": 0.70, "mem_available_pct": 20},
+				Stay:  Rule{"load_per_cpu": 0.50, "mem_available_pct": 25},
 			},
-			Heavy: state.Band{
-				Enter: state.Rule{LoadPerCPU: f(1.50), MemAvailablePct: f(10)},
-				Stay:  state.Rule{LoadPerCPU: f(1.00), MemAvailablePct: f(15)},
+			Heavy: Band{
+				Enter: Rule{"load_per_cpu": 1.50, "mem_available_pct": 10},
+				Stay:  Rule{"load_per_cpu": 1.00, "mem_available_pct": 15},
 			},
 		},
 		Hysteresis: Hysteresis{
@@ -151,17 +149,6 @@ func Default() *Config {
 		Control: Control{Socket: "/run/gearshift/gearshift.sock"},
 		Log:     Log{File: "/var/log/gearshift/gearshift.log", Level: "info"},
 		PIDFile: "/run/gearshift/gearshift.pid",
-	}
-}
-
-// StateConfig returns the state machine's view of the config.
-func (c *Config) StateConfig() state.Config {
-	return state.Config{
-		Moderate:   c.States.Moderate,
-		Heavy:      c.States.Heavy,
-		UpConfirm:  c.Hysteresis.UpConfirm,
-		DownWindow: time.Duration(c.Hysteresis.DownWindow),
-		MinDwell:   time.Duration(c.Hysteresis.MinDwell),
 	}
 }
 

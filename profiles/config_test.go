@@ -3,6 +3,7 @@ package profiles
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,23 +60,23 @@ func TestParseValid(t *testing.T) {
 		}},
 		{"a rule given replaces its defaults as a whole", base + "states: { heavy: { enter: { load_per_cpu: 2 } } }", func(t *testing.T, c *Config) {
 			e := c.States.Heavy.Enter
-			if e.LoadPerCPU == nil || *e.LoadPerCPU != 2 || e.MemAvailablePct != nil {
+			if !maps.Equal(e, Rule{"load_per_cpu": 2}) {
 				t.Errorf("heavy.enter = %+v, want load_per_cpu 2 alone", e)
 			}
-			if s := c.States.Heavy.Stay; s.LoadPerCPU == nil || *s.LoadPerCPU != 1.0 || s.MemAvailablePct == nil || *s.MemAvailablePct != 15 {
+			if s := c.States.Heavy.Stay; !maps.Equal(s, Rule{"load_per_cpu": 1.0, "mem_available_pct": 15}) {
 				t.Errorf("heavy.stay should keep its defaults, got %+v", s)
 			}
-			if m := c.States.Moderate.Enter; m.MemAvailablePct == nil || *m.MemAvailablePct != 20 {
+			if m := c.States.Moderate.Enter; m["mem_available_pct"] != 20 {
 				t.Errorf("moderate.enter should keep its defaults, got %+v", m)
 			}
 		}},
 		{"a rule on memory alone", base + "states: { moderate: { enter: { mem_available_pct: 30 }, stay: { mem_available_pct: 35 } } }", func(t *testing.T, c *Config) {
-			if c.States.Moderate.Enter.LoadPerCPU != nil || c.States.Moderate.Stay.LoadPerCPU != nil {
+			if _, ok := c.States.Moderate.Enter["load_per_cpu"]; ok || len(c.States.Moderate.Stay) != 1 {
 				t.Errorf("moderate kept a load condition: %+v", c.States.Moderate)
 			}
 		}},
 		{"psi conditions", base + "states: { heavy: { enter: { psi_cpu: 60, load_per_cpu: 1.6 }, stay: { psi_cpu: 40 } } }", func(t *testing.T, c *Config) {
-			if p := c.States.Heavy.Enter.PSICPU; p == nil || *p != 60 {
+			if p, ok := c.States.Heavy.Enter["psi_cpu"]; !ok || p != 60 {
 				t.Errorf("psi_cpu = %v", p)
 			}
 		}},
@@ -109,7 +110,7 @@ metrics_listen: 127.0.0.1:9131
 			}
 		}},
 		{"anchors and aliases", base + "states:\n  moderate:\n    enter: &r { load_per_cpu: 0.8 }\n    stay: { load_per_cpu: 0.6 }\n  heavy:\n    enter: { load_per_cpu: 1.8 }\n    stay: *r\n", func(t *testing.T, c *Config) {
-			if s := c.States.Heavy.Stay.LoadPerCPU; s == nil || *s != 0.8 {
+			if s, ok := c.States.Heavy.Stay["load_per_cpu"]; !ok || s != 0.8 {
 				t.Errorf("heavy.stay = %+v", c.States.Heavy.Stay)
 			}
 		}},
@@ -311,7 +312,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if string(b) != string(b2) {
 		t.Errorf("round trip changed the config:\n%s\n---\n%s", b, b2)
 	}
-	if c2.States.Heavy.Enter.MemAvailablePct != nil {
+	if _, ok := c2.States.Heavy.Enter["mem_available_pct"]; ok {
 		t.Errorf("heavy.enter gained a memory condition: %+v", c2.States.Heavy.Enter)
 	}
 }

@@ -21,7 +21,7 @@ const CLIFile = "gearshift.cli"
 // broken): Varnish then boots into its -f VCL and gearshift loads the
 // profiles when it connects. It returns the paths written.
 func Export(set Set, dir string, active state.State) ([]string, error) {
-	if active < state.Light || active > state.Heavy {
+	if !active.Valid() {
 		return nil, fmt.Errorf("export profiles: unknown state %d", int(active))
 	}
 	dir, err := filepath.Abs(dir)

@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/gearshift/gearshift/controller/state"
 )
 
 // Problem is one thing wrong with a config, named by its key path
@@ -157,7 +155,7 @@ func (d *decoder) line(path string) int {
 
 var (
 	unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
-	ruleType        = reflect.TypeOf(state.Rule{})
+	ruleType        = reflect.TypeOf(Rule{})
 	lineRE          = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?line \d+: `)
 )
 
@@ -173,6 +171,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if path != "" {
 		d.lines[path] = n.Line
+	}
+	if v.Type() == ruleType {
+		d.decodeRule(n, v.Addr().Interface().(*Rule), path)
+		return
 	}
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
 		if err := n.Decode(v.Addr().Interface()); err != nil {
@@ -192,10 +194,6 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.decode(n, v.Elem(), path)
 	case reflect.Struct:
-		if v.Type() == ruleType {
-			// A rule in the file replaces the default rule as a whole.
-			v.Set(reflect.Zero(ruleType))
-		}
 		if isNull {
 			return
 		}

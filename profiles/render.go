@@ -31,8 +31,8 @@ type Profile struct {
 	Source string // SourceBuiltin or the vcl_file path
 }
 
-// Set is the three profiles, indexed by state.State.
-type Set [3]Profile
+// Set is a profile for each gear, indexed by state.State.
+type Set [len(state.All)]Profile
 
 // Build renders the three profiles, or reads a gear's vcl_file verbatim when
 // one is configured. Errors name the config key at fault.
@@ -40,7 +40,7 @@ func Build(cfg *Config) (Set, error) {
 	var set Set
 	for _, s := range state.All {
 		p := Profile{State: s, Source: SourceBuiltin}
-		if file := source(cfg, s).VCLFile; file != "" {
+		if file := cfg.Profiles.Sources()[s].VCLFile; file != "" {
 			b, err := os.ReadFile(file)
 			if err != nil {
 				return Set{}, fmt.Errorf("profiles.%s.vcl_file: %w", s, err)
@@ -75,7 +75,7 @@ func Name(s state.State, vcl string) string {
 // Render returns the built-in VCL of gear s filled in with cfg's values. It
 // ignores vcl_file; see Build. Errors name the config key at fault.
 func Render(cfg *Config, s state.State) (string, error) {
-	if s < state.Light || s > state.Heavy {
+	if !s.Valid() {
 		return "", fmt.Errorf("render profile: unknown state %d", int(s))
 	}
 	d, err := newVCLData(cfg, s)
@@ -93,17 +93,8 @@ func Render(cfg *Config, s state.State) (string, error) {
 	return buf.String(), nil
 }
 
-func source(cfg *Config, s state.State) Source {
-	switch s {
-	case state.Moderate:
-		return cfg.Profiles.Moderate
-	case state.Heavy:
-		return cfg.Profiles.Heavy
-	}
-	return cfg.Profiles.Light
-}
-
-var summaries = [...]string{
+// summaries fails to compile when a gear is added to state.All without one.
+var summaries [len(state.All)]string = [...]string{
 	state.Light:    "static objects cached, everything else passed",
 	state.Moderate: "static objects and what the backend marks cacheable; session requests passed",
 	state.Heavy:    "everything cacheable: anonymous pages shared, session pages per session, stale served in grace",

@@ -25,7 +25,7 @@ const (
 )
 
 // OnExitValues are the accepted values of on_exit.
-var OnExitValues = []string{"keep", "light", "moderate", "heavy"}
+var OnExitValues = append([]string{"keep"}, state.Names()...)
 
 // LogLevels are the accepted values of log.level.
 var LogLevels = []string{"debug", "info", "warn", "error"}
@@ -107,9 +107,7 @@ func (c *Config) validateSettings(v *validator) {
 		v.add("backend.port", "must be between 1 and 65535, got %d", c.Backend.Port)
 	}
 
-	validateBand(v, "states.moderate", c.States.Moderate)
-	validateBand(v, "states.heavy", c.States.Heavy)
-	validateOrder(v, c.States.Moderate.Enter, c.States.Heavy.Enter)
+	c.validateBands(v)
 
 	if c.Hysteresis.UpConfirm < 1 {
 		v.add("hysteresis.up_confirm", "must be at least 1 sample, got %d", c.Hysteresis.UpConfirm)
@@ -201,64 +199,6 @@ func (p *Profiles) validate(v *validator) {
 	}
 }
 
-func validateBand(v *validator, path string, b state.Band) {
-	validateRule(v, path+".enter", b.Enter)
-	validateRule(v, path+".stay", b.Stay)
-	// The stay rule is looser than the enter rule: the gap is the hysteresis.
-	e, s := b.Enter, b.Stay
-	if ok(e.LoadPerCPU) && ok(s.LoadPerCPU) && *s.LoadPerCPU > *e.LoadPerCPU {
-		v.add(path+".stay.load_per_cpu", "must be <= %s.enter.load_per_cpu (%g): a stay rule is looser than its enter rule, got %g", path, *e.LoadPerCPU, *s.LoadPerCPU)
-	}
-	if ok(e.MemAvailablePct) && ok(s.MemAvailablePct) && *s.MemAvailablePct < *e.MemAvailablePct {
-		v.add(path+".stay.mem_available_pct", "must be >= %s.enter.mem_available_pct (%g): a stay rule is looser than its enter rule, got %g", path, *e.MemAvailablePct, *s.MemAvailablePct)
-	}
-	if ok(e.PSICPU) && ok(s.PSICPU) && *s.PSICPU > *e.PSICPU {
-		v.add(path+".stay.psi_cpu", "must be <= %s.enter.psi_cpu (%g): a stay rule is looser than its enter rule, got %g", path, *e.PSICPU, *s.PSICPU)
-	}
-	if ok(e.PSIMem) && ok(s.PSIMem) && *s.PSIMem > *e.PSIMem {
-		v.add(path+".stay.psi_mem", "must be <= %s.enter.psi_mem (%g): a stay rule is looser than its enter rule, got %g", path, *e.PSIMem, *s.PSIMem)
-	}
-}
-
-// ok tells whether a threshold is set and in range, so that it is worth
-// comparing with others (an out-of-range one is reported once, by itself).
-func ok(p *float64) bool { return p != nil && *p > 0 && *p <= 100 }
-
-func validateRule(v *validator, path string, r state.Rule) {
-	if r.LoadPerCPU != nil && !(*r.LoadPerCPU > 0) {
-		v.add(path+".load_per_cpu", "must be > 0, got %g", *r.LoadPerCPU)
-	}
-	for _, c := range []struct {
-		key string
-		val *float64
-	}{
-		{"mem_available_pct", r.MemAvailablePct},
-		{"psi_cpu", r.PSICPU},
-		{"psi_mem", r.PSIMem},
-	} {
-		if c.val != nil && !(*c.val > 0 && *c.val <= 100) {
-			v.add(path+"."+c.key, "must be a percentage above 0 and at most 100, got %g", *c.val)
-		}
-	}
-}
-
-// validateOrder checks that heavy is entered on worse vitals than moderate.
-func validateOrder(v *validator, mod, heavy state.Rule) {
-	const m, h = "states.moderate.enter.", "states.heavy.enter."
-	if ok(mod.LoadPerCPU) && ok(heavy.LoadPerCPU) && !(*heavy.LoadPerCPU > *mod.LoadPerCPU) {
-		v.add(h+"load_per_cpu", "must be > %sload_per_cpu (%g), got %g", m, *mod.LoadPerCPU, *heavy.LoadPerCPU)
-	}
-	if ok(mod.MemAvailablePct) && ok(heavy.MemAvailablePct) && !(*heavy.MemAvailablePct < *mod.MemAvailablePct) {
-		v.add(h+"mem_available_pct", "must be < %smem_available_pct (%g), got %g", m, *mod.MemAvailablePct, *heavy.MemAvailablePct)
-	}
-	if ok(mod.PSICPU) && ok(heavy.PSICPU) && !(*heavy.PSICPU > *mod.PSICPU) {
-		v.add(h+"psi_cpu", "must be > %spsi_cpu (%g), got %g", m, *mod.PSICPU, *heavy.PSICPU)
-	}
-	if ok(mod.PSIMem) && ok(heavy.PSIMem) && !(*heavy.PSIMem > *mod.PSIMem) {
-		v.add(h+"psi_mem", "must be > %spsi_mem (%g), got %g", m, *mod.PSIMem, *heavy.PSIMem)
-	}
-}
-
 func (c *Config) validateFiles(v *validator) {
 	for i, t := range c.Varnish.Targets {
 		if t.SecretFile == "" {
@@ -268,17 +208,15 @@ func (c *Config) validateFiles(v *validator) {
 			v.add(fmt.Sprintf("varnish.targets[%d].secret_file", i), "%v", err)
 		}
 	}
-	for _, s := range []struct {
-		key string
-		src Source
-	}{{"light", c.Profiles.Light}, {"moderate", c.Profiles.Moderate}, {"heavy", c.Profiles.Heavy}} {
-		if s.src.VCLFile == "" {
+	for st, src := range c.Profiles.Sources() {
+		if src.VCLFile == "" {
 			continue
 		}
-		if err := checkReadable(s.src.VCLFile); err != nil {
-			v.add("profiles."+s.key+".vcl_file", "%v", err)
-		} else if err := c.checkVCLFile(s.src.VCLFile, nil); err != nil {
-			v.add("profiles."+s.key+".vcl_file", "%v", err)
+		key := "profiles." + state.State(st).String() + ".vcl_file"
+		if err := checkReadable(src.VCLFile); err != nil {
+			v.add(key, "%v", err)
+		} else if err := c.checkVCLFile(src.VCLFile, nil); err != nil {
+			v.add(key, "%v", err)
 		}
 	}
 	if c.Control.Group != "" {

@@ -107,7 +107,7 @@ systemd and only reports.`,
 	f := cmd.Flags()
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "CRITICAL when the daemon's socket is silent this long; UNKNOWN when the check itself runs past it")
 	f.DurationVar(&o.maxAge, "max-age", 30*time.Second, "CRITICAL when the daemon's last sample is older")
-	f.StringArrayVar(&o.warnStates, "warn-state", nil, "WARNING while the gear is this state (light, moderate, heavy; repeatable)")
+	f.StringArrayVar(&o.warnStates, "warn-state", nil, "WARNING while the gear is this state ("+strings.Join(state.Names(), ", ")+"; repeatable)")
 	f.BoolVar(&o.warnForced, "warn-forced", false, "WARNING while the gear is pinned (gearshift force)")
 	f.BoolVar(&o.restart, "restart", false, "start the daemon when it is not running, and report WARNING restarted")
 	f.BoolVar(&o.quiet, "quiet", false, "print nothing when OK (cron mails only problems)")
@@ -419,13 +419,20 @@ func pluginText(s string) string {
 func perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []string {
 	var p []string
 	if s := st.Sample; s != nil {
-		p = append(p,
-			fmt.Sprintf("'load_per_cpu'=%s;;;0", opsNum(s.LoadPerCPU, 2)),
-			fmt.Sprintf("'mem_available'=%s%%;;;0;100", opsNum(s.MemAvailablePct, 1)),
-		)
+		for _, sig := range state.Table() {
+			v, ok := s.Signal(sig.Name)
+			if !ok {
+				continue
+			}
+			limits := opsNum(sig.Min, sig.Precision)
+			if sig.Bounded() {
+				limits += ";" + opsNum(sig.Max, sig.Precision)
+			}
+			p = append(p, fmt.Sprintf("'%s'=%s%s;;;%s", sig.Label(), opsNum(v, sig.Precision), sig.PerfUOM, limits))
+		}
 	}
 	if gear, err := state.Parse(st.State); err == nil {
-		p = append(p, fmt.Sprintf("'state'=%d;;;0;2", int(gear)))
+		p = append(p, fmt.Sprintf("'state'=%d;;;0;%d", int(gear), int(state.Heaviest)))
 	}
 	var sw float64
 	for _, t := range st.Targets {

@@ -34,7 +34,9 @@ func healthyStatus() *controller.Status {
 		Transitions: 4,
 		Sample: &controller.SampleStatus{
 			Time: checkNow.Add(-400 * time.Millisecond), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2,
-			CPUs: 2, LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: opsF64(12.5), PSIMem: opsF64(0),
+			CPUs: 2, Signals: map[string]*float64{
+				"load_per_cpu": opsF64(0.82), "mem_available_pct": opsF64(41.3), "psi_cpu": opsF64(12.5), "psi_mem": opsF64(0),
+			},
 		},
 		Targets: []controller.TargetStatus{{
 			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41,
@@ -128,7 +130,7 @@ func TestCheckGolden(t *testing.T) {
 		}, opts: checkOptions{warnForced: true}, code: 1, golden: "warning-forced-until-auto"},
 		{name: "warning state", edit: func(st *controller.Status) {
 			st.State, st.Reason = "heavy", "load_per_cpu 1.82 >= 1.50 for 3 samples"
-			st.Sample.LoadPerCPU = 1.82
+			st.Sample.Signals["load_per_cpu"] = opsF64(1.82)
 		}, opts: checkOptions{warnStates: []string{"moderate", "heavy"}}, code: 1, golden: "warning-state"},
 		{name: "warning multi-line config error on one line", edit: func(st *controller.Status) {
 			st.ConfigError = "config /etc/gearshift/gearshift.yaml has 2 problems:\ncpus: must be 0 (detect) or a number of CPUs, got -1 (line 3)\nprofiles.never_cache[0]: \"a|b\" is odd"
@@ -285,7 +287,7 @@ func TestCheckCommand(t *testing.T) {
 	st.Sample.Time = time.Now()
 	serveStatus(t, socket, st)
 	code, stdout, stderr := runMain(t, "check", "--config", cfgPath)
-	if code != 0 || !strings.HasPrefix(stdout, "GEARSHIFT OK - gear moderate (auto, 1m): load_per_cpu 0.82 >= 0.70 for 3 samples | 'load_per_cpu'=0.82;;;0 'mem_available'=41.3%;;;0;100 'state'=1;;;0;2 'switch_ms'=0.41ms;;;0 'sample_age'=") {
+	if code != 0 || !strings.HasPrefix(stdout, "GEARSHIFT OK - gear moderate (auto, 1m): load_per_cpu 0.82 >= 0.70 for 3 samples | 'load_per_cpu'=0.82;;;0 'mem_available'=41.3%;;;0;100 'psi_cpu'=12.5%;;;0;100 'psi_mem'=0%;;;0;100 'state'=1;;;0;2 'switch_ms'=0.41ms;;;0 'sample_age'=") {
 		t.Errorf("daemon up: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, _ = runMain(t, "check", "--config", cfgPath, "--quiet")

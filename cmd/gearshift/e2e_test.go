@@ -23,7 +23,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller"
-	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -63,9 +62,8 @@ func (l *lockedBuffer) String() string {
 // quietThresholds keeps the real sensor of a busy test machine from moving
 // the gear: only force does, and a released force steps down quickly.
 func quietThresholds(cfg *profiles.Config) {
-	f := func(v float64) *float64 { return &v }
-	cfg.States.Moderate = state.Band{Enter: state.Rule{LoadPerCPU: f(1000)}, Stay: state.Rule{LoadPerCPU: f(900)}}
-	cfg.States.Heavy = state.Band{Enter: state.Rule{LoadPerCPU: f(2000)}, Stay: state.Rule{LoadPerCPU: f(1900)}}
+	cfg.States.Moderate = profiles.Band{Enter: profiles.Rule{"load_per_cpu": 1000}, Stay: profiles.Rule{"load_per_cpu": 900}}
+	cfg.States.Heavy = profiles.Band{Enter: profiles.Rule{"load_per_cpu": 2000}, Stay: profiles.Rule{"load_per_cpu": 1900}}
 	cfg.Hysteresis.MinDwell = profiles.Duration(time.Second)
 	cfg.Hysteresis.DownWindow = profiles.Duration(time.Second)
 }

@@ -15,11 +15,11 @@ import (
 func newForceCmd(a *app) *cobra.Command {
 	var forStr string
 	cmd := &cobra.Command{
-		Use:   "force light|moderate|heavy",
+		Use:   "force " + state.OneOf("|"),
 		Short: "Pin a gear, for a while (--for) or until `gearshift auto`",
 		Example: `  gearshift force heavy --for 30m   # ride out a known surge
   gearshift force light              # debugging: pass everything, until auto`,
-		ValidArgs: []string{"light", "moderate", "heavy"},
+		ValidArgs: state.Names(),
 		Args:      cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
 			st, err := state.Parse(args[0])

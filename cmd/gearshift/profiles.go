@@ -17,8 +17,6 @@ import (
 	"github.com/gearshift/gearshift/profiles"
 )
 
-var gearNames = []string{"light", "moderate", "heavy"}
-
 func newProfilesCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profiles",
@@ -33,10 +31,11 @@ loads all three into Varnish under content-addressed names
 	var use string
 	export := &cobra.Command{
 		Use:   "export DIR",
-		Short: "Write the three VCL files and a varnishd -I command file into DIR",
-		Long: `Write light.vcl, moderate.vcl and heavy.vcl into DIR, and gearshift.cli: the
-varnishd commands that load them under their gearshift names and make one of
-them active. Add "-I DIR/gearshift.cli" to varnishd's command line (see the
+		Short: "Write each gear's VCL file and a varnishd -I command file into DIR",
+		Long: `Write ` + strings.ReplaceAll(state.OneOf("and"), ",", ".vcl,") + `.vcl
+into DIR (a file per gear, named after it), and gearshift.cli: the varnishd
+commands that load them under their gearshift names and make one of them
+active. Add "-I DIR/gearshift.cli" to varnishd's command line (see the
 README) and a restarted Varnish boots straight into gearshift's profiles,
 before gearshift reconnects.`,
 		Args: cobra.ExactArgs(1),
@@ -44,7 +43,7 @@ before gearshift reconnects.`,
 			return a.profilesExport(args[0], use)
 		}),
 	}
-	export.Flags().StringVar(&use, "use", "light", "the gear varnishd starts in: light, moderate or heavy")
+	export.Flags().StringVar(&use, "use", "light", "the gear varnishd starts in: "+state.OneOf("or"))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the gears with their VCL names and where each comes from",
@@ -53,10 +52,10 @@ before gearshift reconnects.`,
 			return a.profilesList()
 		}),
 	}, &cobra.Command{
-		Use:       "show light|moderate|heavy",
+		Use:       "show " + state.OneOf("|"),
 		Short:     "Print a gear's VCL, ready for vcl.load",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: gearNames,
+		ValidArgs: state.Names(),
 		RunE: runE(func(_ *cobra.Command, args []string) (int, error) {
 			return a.profilesShow(args[0])
 		}),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -74,8 +75,8 @@ func newRootCmd(a *app) *cobra.Command {
 		Use:   "gearshift",
 		Short: "Shift Varnish between caching gears as the server's load changes",
 		Long: `gearshift watches the server's vitals (load, run queue, memory, pressure)
-and switches Varnish between three preloaded VCL profiles - light, moderate
-and heavy - through Varnish's admin port, with hysteresis so it never flaps.`,
+and switches Varnish between preloaded VCL profiles, one per gear - ` + state.OneOf("and") + ` -
+through Varnish's admin port, with hysteresis so it never flaps.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {

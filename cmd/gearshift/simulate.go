@@ -31,9 +31,9 @@ thresholds and hysteresis, and print each transition and the time spent in
 each gear. Tune thresholds against last month's load before trusting the daemon.
 
 The trace has a header row. Columns: time (RFC 3339 or seconds) and load1
-are required; load5, load15, runnable, cpus, mem_available_pct, psi_cpu and
-psi_mem are optional (an empty cell is a missing figure). A row without
-runnable feeds the fast signal with load1. sadf -d output of sar -q
+are required; load5, load15, runnable, cpus and the signals
+(` + strings.Join(rawSignals(), ", ") + `) are optional (an empty cell is a
+missing figure). A row without runnable feeds the fast signal with load1. sadf -d output of sar -q
 (timestamp, ldavg-1, runq-sz; semicolons) is read as is.
 
 The CPU count comes from the cpus column, else --cpus, else the config's
@@ -229,4 +229,15 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// rawSignals names the signals a trace can have a column for.
+func rawSignals() []string {
+	var ns []string
+	for _, s := range state.Table() {
+		if s.Raw() {
+			ns = append(ns, s.Name)
+		}
+	}
+	return ns
 }

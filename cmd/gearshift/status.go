@@ -117,21 +117,8 @@ func formatStatus(w io.Writer, s *controller.Status, th *state.Config, now time.
 	fmt.Fprintf(tw, "why\t%s\n", s.Reason)
 
 	if sm := s.Sample; sm != nil {
-		var mod, hvy state.Rule
-		var modStay, hvyStay state.Rule
-		if th != nil {
-			mod, hvy, modStay, hvyStay = th.Moderate.Enter, th.Heavy.Enter, th.Moderate.Stay, th.Heavy.Stay
-		}
-		fmt.Fprintf(tw, "load/cpu\t%.2f%s\n", sm.LoadPerCPU,
-			thresholds(">=", mod.LoadPerCPU, modStay.LoadPerCPU, hvy.LoadPerCPU, hvyStay.LoadPerCPU, "%.2f"))
-		fmt.Fprintf(tw, "mem avail\t%.1f%%%s\n", sm.MemAvailablePct,
-			thresholds("<=", mod.MemAvailablePct, modStay.MemAvailablePct, hvy.MemAvailablePct, hvyStay.MemAvailablePct, "%.0f%%"))
-		if sm.PSICPU != nil || sm.PSIMem != nil {
-			fmt.Fprintf(tw, "pressure\tcpu %s%s, mem %s%s\n",
-				pct(sm.PSICPU), thresholds(">=", mod.PSICPU, modStay.PSICPU, hvy.PSICPU, hvyStay.PSICPU, "%.0f%%"),
-				pct(sm.PSIMem), thresholds(">=", mod.PSIMem, modStay.PSIMem, hvy.PSIMem, hvyStay.PSIMem, "%.0f%%"))
-		} else {
-			fmt.Fprintf(tw, "pressure\tno PSI on this kernel\n")
+		for _, l := range signalLines(sm, th) {
+			fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
 		}
 		fmt.Fprintf(tw, "load\t%.2f %.2f %.2f, %d runnable, %d CPUs (sampled %s ago)\n",
 			sm.Load1, sm.Load5, sm.Load15, sm.Runnable, sm.CPUs, ago(now.Sub(sm.Time)))
@@ -170,21 +157,76 @@ func formatStatus(w io.Writer, s *controller.Status, th *state.Config, now time.
 	fmt.Fprintf(tw, "daemon\tgearshift %s, up %s\n", s.Version, ago(time.Duration(s.UptimeSeconds)*time.Second))
 }
 
-// thresholds renders the moderate and heavy enter/stay limits of one input,
-// e.g. "   (moderate >= 0.70, stays >= 0.50; heavy >= 1.50, stays >= 1.00)".
-func thresholds(op string, modEnter, modStay, hvyEnter, hvyStay *float64, format string) string {
-	var parts []string
-	for _, b := range []struct {
-		name        string
-		enter, stay *float64
-	}{{"moderate", modEnter, modStay}, {"heavy", hvyEnter, hvyStay}} {
+// signalLines renders the signals of the sample as rows of label and text,
+// in the order of the table; signals that share a row are shown side by
+// side ("cpu 12.5%, mem 0.0%"). A row none of whose signals is available
+// says so, or is left out.
+func signalLines(sm *controller.SampleStatus, th *state.Config) [][2]string {
+	type row struct {
+		label, absent string
+		parts         []string
+		any           bool
+	}
+	var rows []*row
+	byLabel := map[string]*row{}
+	for _, sig := range state.Table() {
+		r := byLabel[sig.Line()]
+		if r == nil {
+			r = &row{label: sig.Line()}
+			byLabel[r.label] = r
+			rows = append(rows, r)
+		}
+		if sig.StatusAbsent != "" {
+			r.absent = sig.StatusAbsent
+		}
+		text := "n/a"
+		if v, ok := sm.Signal(sig.Name); ok {
+			text, r.any = sig.Format(v), true
+		}
+		if sig.StatusPart != "" {
+			text = sig.StatusPart + " " + text
+		}
+		r.parts = append(r.parts, text+thresholds(sig, th))
+	}
+	var out [][2]string
+	for _, r := range rows {
 		switch {
-		case b.enter != nil && b.stay != nil:
-			parts = append(parts, fmt.Sprintf("%s %s "+format+", stays %s "+format, b.name, op, *b.enter, op, *b.stay))
-		case b.enter != nil:
-			parts = append(parts, fmt.Sprintf("%s %s "+format, b.name, op, *b.enter))
-		case b.stay != nil:
-			parts = append(parts, fmt.Sprintf("%s stays %s "+format, b.name, op, *b.stay))
+		case r.any:
+			out = append(out, [2]string{r.label, strings.Join(r.parts, ", ")})
+		case r.absent != "":
+			out = append(out, [2]string{r.label, r.absent})
+		}
+	}
+	return out
+}
+
+// thresholds renders the enter/stay limits of each gear on one signal, e.g.
+// "   (moderate >= 0.70, stays >= 0.50; heavy >= 1.50, stays >= 1.00)";
+// "" when th is nil or sets none.
+func thresholds(sig state.Signal, th *state.Config) string {
+	if th == nil {
+		return ""
+	}
+	limit := func(v float64) string {
+		s := sig.FormatLimit(v)
+		if sig.Unit == "%" {
+			s += "%"
+		}
+		return s
+	}
+	op := sig.Op()
+	var parts []string
+	for st := state.Light + 1; st <= state.Heaviest; st++ {
+		b := th.Bands[st]
+		enter, okE := b.Enter[sig.Name]
+		stay, okS := b.Stay[sig.Name]
+		switch {
+		case okE && okS:
+			parts = append(parts, fmt.Sprintf("%s %s %s, stays %s %s", st, op, limit(enter), op, limit(stay)))
+		case okE:
+			parts = append(parts, fmt.Sprintf("%s %s %s", st, op, limit(enter)))
+		case okS:
+			parts = append(parts, fmt.Sprintf("%s stays %s %s", st, op, limit(stay)))
 		}
 	}
 	if len(parts) == 0 {
@@ -201,13 +243,6 @@ func oneLine(msg string) string {
 		msg = string(r[:240]) + " …"
 	}
 	return msg
-}
-
-func pct(p *float64) string {
-	if p == nil {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f%%", *p)
 }
 
 func orNone(s string) string {

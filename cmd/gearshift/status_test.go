@@ -53,7 +53,9 @@ func TestStatusGolden(t *testing.T) {
 			Transitions: 4,
 			Sample: &controller.SampleStatus{
 				Time: now.Add(-time.Second), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2, CPUs: 2,
-				LoadPerCPU: 0.82, MemAvailablePct: 41.3, PSICPU: pf64(12.5), PSIMem: pf64(0),
+				Signals: map[string]*float64{
+					"load_per_cpu": pf64(0.82), "mem_available_pct": pf64(41.3), "psi_cpu": pf64(12.5), "psi_mem": pf64(0),
+				},
 			},
 			Targets: []controller.TargetStatus{{
 				Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d",
@@ -80,7 +82,7 @@ func TestStatusGolden(t *testing.T) {
 			s := base()
 			s.State, s.Mode = "light", "forced"
 			s.Reason = "forced by operator until auto"
-			s.Sample.PSICPU, s.Sample.PSIMem = nil, nil
+			s.Sample.Signals["psi_cpu"], s.Sample.Signals["psi_mem"] = nil, nil
 			return s
 		}, true},
 		{"trouble", func() controller.Status {

@@ -2,7 +2,11 @@
 // pressure stall information) into a Sample.
 package sensor
 
-import "time"
+import (
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
 
 // Sample is one reading of the server's vitals.
 type Sample struct {
@@ -27,4 +31,25 @@ type PSI struct {
 	MemoryFull *float64
 	IOSome     float64
 	IOFull     *float64
+}
+
+// Reading returns the state machine's input for the sample: the load and
+// run queue, and the raw figure of each host signal the sample has
+// (mem_available_pct without a memory total, and the PSI signals without
+// PSI, are left out: unknown).
+func (s Sample) Reading() state.Reading {
+	r := state.Reading{
+		Time:     s.Time,
+		Load1:    s.Load1,
+		RunQueue: float64(s.Runnable),
+		CPUs:     s.CPUs,
+		Values:   map[string]float64{},
+	}
+	if s.MemTotal > 0 {
+		r.Values["mem_available_pct"] = 100 * float64(s.MemAvailable) / float64(s.MemTotal)
+	}
+	if s.PSI != nil {
+		r.Values["psi_cpu"], r.Values["psi_mem"] = s.PSI.CPUSome, s.PSI.MemorySome
+	}
+	return r
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/shirou/gopsutil/v3/load"
 	"github.com/shirou/gopsutil/v3/mem"
+
+	"github.com/gearshift/gearshift/controller/state"
 )
 
 func f(v float64) *float64 { return &v }
@@ -270,5 +273,28 @@ func TestNewProcCPUs(t *testing.T) {
 	}
 	if got := NewProc(0).CPUs(); got < 1 {
 		t.Errorf("NewProc(0).CPUs() = %d, want the detected count", got)
+	}
+}
+
+func TestSampleReading(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	s := Sample{
+		Time: t0, Load1: 1, Runnable: 4, CPUs: 2,
+		MemTotal: 1000, MemAvailable: 250,
+		PSI: &PSI{CPUSome: 12.5, MemorySome: 0.5},
+	}
+	r := s.Reading()
+	want := map[string]float64{"mem_available_pct": 25, "psi_cpu": 12.5, "psi_mem": 0.5}
+	if r.Load1 != 1 || r.RunQueue != 4 || r.CPUs != 2 || !r.Time.Equal(t0) || !maps.Equal(r.Values, want) {
+		t.Errorf("Reading() = %+v, want values %v", r, want)
+	}
+	if r := (Sample{Load1: 0.5}).Reading(); len(r.Values) != 0 {
+		t.Errorf("without memory or PSI: values %v, want none", r.Values)
+	}
+	// Every figure the sample fills is a raw signal of the table.
+	for name := range r.Values {
+		if sig, ok := state.Lookup(name); !ok || !sig.Raw() {
+			t.Errorf("%s is not a raw signal of the table", name)
+		}
 	}
 }

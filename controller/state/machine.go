@@ -3,8 +3,6 @@ package state
 import (
 	"fmt"
 	"time"
-
-	"github.com/gearshift/gearshift/controller/sensor"
 )
 
 // Decision is the machine's answer to one input: the state to be in, and why.
@@ -41,7 +39,7 @@ type Machine struct {
 // New returns a machine in light, in auto mode. fastWindow is the window of
 // the run-queue EWMA; 0 turns the fast signal off (Load1 alone).
 func New(cfg Config, fastWindow time.Duration) *Machine {
-	m := &Machine{cfg: cfg, fast: EWMA{Window: fastWindow}}
+	m := &Machine{cfg: cfg.clone(), fast: EWMA{Window: fastWindow}}
 	m.cur = Decision{State: Light, From: Light, Reason: "starting in light"}
 	return m
 }
@@ -51,7 +49,7 @@ func New(cfg Config, fastWindow time.Duration) *Machine {
 // held, the dwell clock, the EWMA) are kept; the history was gathered under
 // the old rules.
 func (m *Machine) SetConfig(cfg Config, fastWindow time.Duration) {
-	m.cfg = cfg
+	m.cfg = cfg.clone()
 	if fastWindow != m.fast.Window {
 		m.fast.Window = fastWindow
 		if fastWindow <= 0 {
@@ -63,16 +61,11 @@ func (m *Machine) SetConfig(cfg Config, fastWindow time.Duration) {
 // Current returns the last decision.
 func (m *Machine) Current() Decision { return m.cur }
 
-// Step decides on the sample s observed at now.
-func (m *Machine) Step(now time.Time, s sensor.Sample) Decision {
-	return m.StepReading(now, ReadingOf(s))
-}
-
-// StepReading is Step for a reading built by the caller.
-func (m *Machine) StepReading(now time.Time, r Reading) Decision {
+// Step decides on the reading r observed at now.
+func (m *Machine) Step(now time.Time, r Reading) Decision {
 	m.start(now)
 	sig := derive(now, r, &m.fast)
-	for _, st := range []State{Moderate, Heavy} {
+	for st := Light + 1; st <= Heaviest; st++ {
 		b := m.band(st)
 		if b.Enter.Holds(sig) {
 			m.run[st]++
@@ -183,13 +176,13 @@ func (m *Machine) decide(now time.Time, next State, reason string, sig Signals) 
 // auto applies the rules of SPEC section 4 from cur.
 func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 	confirm := m.upConfirm()
-	for st := Heavy; st > cur; st-- {
+	for st := Heaviest; st > cur; st-- {
 		if m.run[st] >= confirm {
 			return st, fmt.Sprintf("%s for %d samples", m.band(st).Enter.explain(sig), m.run[st])
 		}
 	}
 	var pending string
-	for st := Heavy; st > cur; st-- {
+	for st := Heaviest; st > cur; st-- {
 		if n := m.run[st]; n > 0 {
 			pending = fmt.Sprintf("%s enter rule held %d of %d samples (%s)", st, n, confirm, m.band(st).Enter.explain(sig))
 			break
@@ -199,7 +192,7 @@ func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 		if pending != "" {
 			return Light, pending
 		}
-		return Light, fmt.Sprintf("moderate enter rule not held (%s)", m.band(Moderate).Enter.explain(sig))
+		return Light, fmt.Sprintf("%s enter rule not held (%s)", Light+1, m.band(Light+1).Enter.explain(sig))
 	}
 	if pending != "" {
 		pending = "; " + pending
@@ -227,12 +220,7 @@ func (m *Machine) forcedReason(now time.Time) string {
 	return "forced by operator until " + clock(now, m.until)
 }
 
-func (m *Machine) band(st State) Band {
-	if st == Heavy {
-		return m.cfg.Heavy
-	}
-	return m.cfg.Moderate
-}
+func (m *Machine) band(st State) Band { return m.cfg.Bands[st] }
 
 func (m *Machine) upConfirm() int {
 	if m.cfg.UpConfirm < 1 {

@@ -2,12 +2,11 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gearshift/gearshift/controller/sensor"
 )
 
 var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
@@ -17,13 +16,15 @@ func f(v float64) *float64 { return &v }
 // defaultConfig is SPEC section 4's defaults.
 func defaultConfig() Config {
 	return Config{
-		Moderate: Band{
-			Enter: Rule{LoadPerCPU: f(0.7), MemAvailablePct: f(20)},
-			Stay:  Rule{LoadPerCPU: f(0.5), MemAvailablePct: f(25)},
-		},
-		Heavy: Band{
-			Enter: Rule{LoadPerCPU: f(1.5), MemAvailablePct: f(10)},
-			Stay:  Rule{LoadPerCPU: f(1.0), MemAvailablePct: f(15)},
+		Bands: [len(All)]Band{
+			Moderate: {
+				Enter: Rule{"load_per_cpu": 0.7, "mem_available_pct": 20},
+				Stay:  Rule{"load_per_cpu": 0.5, "mem_available_pct": 25},
+			},
+			Heavy: {
+				Enter: Rule{"load_per_cpu": 1.5, "mem_available_pct": 10},
+				Stay:  Rule{"load_per_cpu": 1.0, "mem_available_pct": 15},
+			},
 		},
 		UpConfirm:  3,
 		DownWindow: 120 * time.Second,
@@ -54,7 +55,11 @@ func (h *host) at(t time.Duration, runq float64, mem *float64) Reading {
 		h.load1 = h.load1*decay + runq*(1-decay)
 		h.next += 5 * time.Second
 	}
-	return Reading{Time: t0.Add(t), Load1: h.load1, RunQueue: runq, CPUs: h.cpus, MemAvailablePct: mem}
+	r := Reading{Time: t0.Add(t), Load1: h.load1, RunQueue: runq, CPUs: h.cpus, Values: map[string]float64{}}
+	if mem != nil {
+		r.Values["mem_available_pct"] = *mem
+	}
+	return r
 }
 
 // gen builds a trace of a host with cpus CPUs sampled every step for total,
@@ -92,7 +97,7 @@ func constant(v float64) func(time.Duration) float64 {
 func replay(m *Machine, ts []tick) []Decision {
 	ds := make([]Decision, 0, len(ts))
 	for _, tk := range ts {
-		ds = append(ds, m.StepReading(t0.Add(tk.at), tk.r))
+		ds = append(ds, m.Step(t0.Add(tk.at), tk.r))
 	}
 	return ds
 }
@@ -240,14 +245,14 @@ func TestTraces(t *testing.T) {
 // at is a sample at offset sec from t0 with the given load per CPU on 1 CPU.
 func at(sec int, loadPerCPU float64) (time.Time, Reading) {
 	now := t0.Add(time.Duration(sec) * time.Second)
-	return now, Reading{Time: now, Load1: loadPerCPU, RunQueue: loadPerCPU, CPUs: 1, MemAvailablePct: f(80)}
+	return now, Reading{Time: now, Load1: loadPerCPU, RunQueue: loadPerCPU, CPUs: 1, Values: map[string]float64{"mem_available_pct": 80}}
 }
 
 // feed steps m once a second from sec from to sec to (inclusive).
 func feed(m *Machine, from, to int, loadPerCPU float64) Decision {
 	var d Decision
 	for s := from; s <= to; s++ {
-		d = m.StepReading(at(s, loadPerCPU))
+		d = m.Step(at(s, loadPerCPU))
 	}
 	return d
 }
@@ -265,7 +270,7 @@ func TestForced(t *testing.T) {
 		if d.State != Heavy || !d.Forced || d.Changed {
 			t.Fatalf("before the deadline: %+v", d)
 		}
-		d = m.StepReading(at(600, 0.1))
+		d = m.Step(at(600, 0.1))
 		if d.State != Heavy || d.Forced || !d.ForcedUntil.IsZero() || d.Changed {
 			t.Fatalf("at the deadline: %+v", d)
 		}
@@ -276,7 +281,7 @@ func TestForced(t *testing.T) {
 		// deadline, is what keeps it in heavy for min_dwell.
 		var downAt int
 		for s := 601; s < 900 && downAt == 0; s++ {
-			if d = m.StepReading(at(s, 0.1)); d.Changed {
+			if d = m.Step(at(s, 0.1)); d.Changed {
 				downAt = s
 			}
 		}
@@ -303,7 +308,7 @@ func TestForced(t *testing.T) {
 		if d.State != Moderate || d.Forced || d.Changed || d.Reason != "released by operator, resuming from moderate" {
 			t.Fatalf("Auto = %+v", d)
 		}
-		d = m.StepReading(at(7201, 3))
+		d = m.Step(at(7201, 3))
 		if d.State != Heavy || !d.Changed || !strings.HasPrefix(d.Reason, "load_per_cpu 3.00 >= 1.50 for ") {
 			t.Fatalf("after auto under a surge: %+v", d)
 		}
@@ -316,7 +321,7 @@ func TestForced(t *testing.T) {
 		if d.State != Light || !d.Forced {
 			t.Fatalf("while forced: %+v", d)
 		}
-		d = m.StepReading(at(300, 2))
+		d = m.Step(at(300, 2))
 		if d.State != Heavy || !d.Changed || d.Forced {
 			t.Fatalf("at the deadline: %+v", d)
 		}
@@ -332,11 +337,11 @@ func TestForced(t *testing.T) {
 		feed(m, 401, 1000, 0.1)
 		m.Auto(t0.Add(1000 * time.Second))
 		for s := 1001; s < 1060; s++ {
-			if d := m.StepReading(at(s, 0.1)); d.Changed {
+			if d := m.Step(at(s, 0.1)); d.Changed {
 				t.Fatalf("stepped down at %ds, within min_dwell of the release: %+v", s, d)
 			}
 		}
-		if d := m.StepReading(at(1060, 0.1)); d.State != Moderate {
+		if d := m.Step(at(1060, 0.1)); d.State != Moderate {
 			t.Fatalf("at release + min_dwell: %+v", d)
 		}
 	})
@@ -364,18 +369,18 @@ func TestReasons(t *testing.T) {
 		{0.9, "stay rule of heavy held 1s ago, within down_window 120s"},
 	}
 	for i, w := range want {
-		if d := m.StepReading(at(i, w.load)); d.Reason != w.reason {
+		if d := m.Step(at(i, w.load)); d.Reason != w.reason {
 			t.Errorf("sample %d: reason %q, want %q", i, d.Reason, w.reason)
 		}
 	}
 	feed(m, 5, 122, 0.9)
-	if d := m.StepReading(at(123, 0.9)); d.State != Moderate || d.Reason != "stay rule of heavy not held within 120s (load_per_cpu 0.90 < 1.00, mem_available_pct 80.0 > 15)" {
+	if d := m.Step(at(123, 0.9)); d.State != Moderate || d.Reason != "stay rule of heavy not held within 120s (load_per_cpu 0.90 < 1.00, mem_available_pct 80.0 > 15)" {
 		t.Errorf("down: %+v", d)
 	}
-	if d := m.StepReading(at(124, 0.6)); d.Reason != "stay rule of moderate holds (load_per_cpu 0.60 >= 0.50)" {
+	if d := m.Step(at(124, 0.6)); d.Reason != "stay rule of moderate holds (load_per_cpu 0.60 >= 0.50)" {
 		t.Errorf("stay: %q", d.Reason)
 	}
-	if d := m.StepReading(at(125, 1.6)); d.Reason != "stay rule of moderate holds (load_per_cpu 1.60 >= 0.50); heavy enter rule held 1 of 3 samples (load_per_cpu 1.60 >= 1.50)" {
+	if d := m.Step(at(125, 1.6)); d.Reason != "stay rule of moderate holds (load_per_cpu 1.60 >= 0.50); heavy enter rule held 1 of 3 samples (load_per_cpu 1.60 >= 1.50)" {
 		t.Errorf("pending: %q", d.Reason)
 	}
 }
@@ -386,7 +391,7 @@ func TestDownNeedsMinDwell(t *testing.T) {
 	cfg.MinDwell = 60 * time.Second
 	m := New(cfg, 0)
 	feed(m, 0, 4, 2) // heavy at 2s
-	d := m.StepReading(at(20, 0.1))
+	d := m.Step(at(20, 0.1))
 	if d.State != Heavy || d.Reason != "stay rule of heavy not held, but only 18s of min_dwell 60s passed" {
 		t.Fatalf("%+v", d)
 	}
@@ -397,7 +402,7 @@ func TestDownNeedsMinDwell(t *testing.T) {
 	if d = feed(m, 63, 121, 0.1); d.State != Moderate {
 		t.Fatalf("%+v", d)
 	}
-	if d = m.StepReading(at(122, 0.1)); d.State != Light {
+	if d = m.Step(at(122, 0.1)); d.State != Light {
 		t.Fatalf("%+v", d)
 	}
 }
@@ -412,24 +417,24 @@ func TestUpJumpsToHighest(t *testing.T) {
 
 func TestPSIRules(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.Moderate.Enter.PSICPU = f(20)
-	cfg.Moderate.Stay.PSICPU = f(10)
+	cfg.Bands[Moderate].Enter["psi_cpu"] = 20
+	cfg.Bands[Moderate].Stay["psi_cpu"] = 10
 	m := New(cfg, 0)
 	noPSI := Reading{Load1: 0.1, CPUs: 1}
 	for s := 0; s < 10; s++ {
-		if d := m.StepReading(t0.Add(time.Duration(s)*time.Second), noPSI); d.State != Light {
+		if d := m.Step(t0.Add(time.Duration(s)*time.Second), noPSI); d.State != Light {
 			t.Fatalf("without PSI: %+v", d)
 		}
 	}
-	withPSI := Reading{Load1: 0.1, CPUs: 1, PSICPU: f(25), PSIMem: f(0)}
+	withPSI := Reading{Load1: 0.1, CPUs: 1, Values: map[string]float64{"psi_cpu": 25, "psi_mem": 0}}
 	var d Decision
 	for s := 10; s < 13; s++ {
-		d = m.StepReading(t0.Add(time.Duration(s)*time.Second), withPSI)
+		d = m.Step(t0.Add(time.Duration(s)*time.Second), withPSI)
 	}
 	if d.State != Moderate || d.Reason != "psi_cpu 25.0 >= 20 for 3 samples" {
 		t.Fatalf("%+v", d)
 	}
-	if d.Signals.PSICPU == nil || *d.Signals.PSICPU != 25 || d.Signals.PSIMem == nil {
+	if v, ok := d.Signals.Get("psi_cpu"); !ok || v != 25 || d.Signals.Ptr("psi_mem") == nil {
 		t.Errorf("signals %+v", d.Signals)
 	}
 }
@@ -439,7 +444,7 @@ func TestSetConfigKeepsStateAndHistory(t *testing.T) {
 	feed(m, 0, 10, 2)
 	feed(m, 11, 20, 0.1)
 	cfg := defaultConfig()
-	cfg.Heavy.Enter.LoadPerCPU, cfg.Heavy.Stay.LoadPerCPU = f(3), f(2.5)
+	cfg.Bands[Heavy].Enter["load_per_cpu"], cfg.Bands[Heavy].Stay["load_per_cpu"] = 3, 2.5
 	m.SetConfig(cfg, 0)
 	if d := m.Current(); d.State != Heavy || d.Transitions != 1 {
 		t.Fatalf("after SetConfig: %+v", d)
@@ -448,30 +453,29 @@ func TestSetConfigKeepsStateAndHistory(t *testing.T) {
 	if d := feed(m, 21, 129, 0.1); d.State != Heavy {
 		t.Fatalf("%+v", d)
 	}
-	if d := m.StepReading(at(130, 0.1)); d.State != Moderate {
+	if d := m.Step(at(130, 0.1)); d.State != Moderate {
 		t.Fatalf("%+v", d)
 	}
 }
 
-func TestStepFromSample(t *testing.T) {
+func TestStepReadsEveryTableSignal(t *testing.T) {
 	m := New(defaultConfig(), defaultFastWindow)
-	s := sensor.Sample{
-		Time: t0, Load1: 1, Runnable: 4, CPUs: 2,
-		MemTotal: 1000, MemAvailable: 250,
-		PSI: &sensor.PSI{CPUSome: 12.5, MemorySome: 0.5},
+	r := Reading{
+		Time: t0, Load1: 1, RunQueue: 4, CPUs: 2,
+		Values: map[string]float64{"mem_available_pct": 25, "psi_cpu": 12.5, "psi_mem": 0.5},
 	}
-	d := m.Step(t0, s)
+	d := m.Step(t0, r)
 	sig := d.Signals
 	// The first sample primes the EWMA: max(1, 4) / 2.
-	if sig.LoadPerCPU != 2 || sig.MemAvailablePct != 25 || *sig.PSICPU != 12.5 || *sig.PSIMem != 0.5 || !sig.Time.Equal(t0) {
-		t.Errorf("signals %+v", sig)
+	want := map[string]float64{"load_per_cpu": 2, "mem_available_pct": 25, "psi_cpu": 12.5, "psi_mem": 0.5}
+	if !maps.Equal(sig.Values, want) || !sig.Time.Equal(t0) {
+		t.Errorf("signals %+v, want %v", sig, want)
 	}
 	if d.State != Light || !d.Since.Equal(t0) {
 		t.Errorf("first decision %+v", d)
 	}
-	noMem := sensor.Sample{Load1: 0.5, CPUs: 0}
-	d = m.Step(t0.Add(time.Second), noMem)
-	if d.Signals.MemAvailablePct != 100 || d.Signals.PSICPU != nil || !d.Signals.Time.Equal(t0.Add(time.Second)) {
+	d = m.Step(t0.Add(time.Second), Reading{Load1: 0.5, CPUs: 0})
+	if _, ok := d.Signals.Get("mem_available_pct"); ok || d.Signals.Ptr("psi_cpu") != nil || !d.Signals.Time.Equal(t0.Add(time.Second)) {
 		t.Errorf("signals without memory, PSI or time %+v", d.Signals)
 	}
 }
@@ -485,13 +489,13 @@ func TestCurrentBeforeAnyStep(t *testing.T) {
 
 func TestReasonWithoutMemory(t *testing.T) {
 	m := New(defaultConfig(), 0)
-	d := m.StepReading(t0, Reading{Load1: 0.2, CPUs: 1})
+	d := m.Step(t0, Reading{Load1: 0.2, CPUs: 1})
 	if d.Reason != "moderate enter rule not held (load_per_cpu 0.20 < 0.70)" {
 		t.Errorf("reason %q: an unknown memory figure should not be quoted", d.Reason)
 	}
 	cfg := defaultConfig()
-	cfg.Moderate.Enter = Rule{PSICPU: f(20)}
-	d = New(cfg, 0).StepReading(t0, Reading{Load1: 0.2, CPUs: 1})
+	cfg.Bands[Moderate].Enter = Rule{"psi_cpu": 20}
+	d = New(cfg, 0).Step(t0, Reading{Load1: 0.2, CPUs: 1})
 	if d.Reason != "moderate enter rule not held (psi_cpu unavailable)" {
 		t.Errorf("reason %q", d.Reason)
 	}
@@ -516,7 +520,7 @@ func TestExpireWithoutSample(t *testing.T) {
 	if d := feed(m, 301, 359, 0.1); d.State != Heavy {
 		t.Fatalf("stepped down within min_dwell of the release: %+v", d)
 	}
-	if d := m.StepReading(at(360, 0.1)); d.State != Moderate || !d.Changed {
+	if d := m.Step(at(360, 0.1)); d.State != Moderate || !d.Changed {
 		t.Fatalf("at deadline + min_dwell = %+v, want moderate", d)
 	}
 
@@ -542,7 +546,7 @@ func TestResume(t *testing.T) {
 	if d := feed(m, 1, 59, 0.1); d.State != Heavy {
 		t.Fatalf("stepped down within min_dwell of the resume: %+v", d)
 	}
-	if d := m.StepReading(at(60, 0.1)); d.State != Moderate || !d.Changed || d.Transitions != 1 {
+	if d := m.Step(at(60, 0.1)); d.State != Moderate || !d.Changed || d.Transitions != 1 {
 		t.Fatalf("at min_dwell = %+v, want heavy → moderate", d)
 	}
 	// Only a fresh machine resumes.

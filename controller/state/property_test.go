@@ -36,7 +36,7 @@ func randomTrace(rng *rand.Rand, n int) []tick {
 		psi = math.Max(0, psi+0.2*(8*perCPU-psi)+2*rng.NormFloat64())
 		r := h.at(at, perCPU*float64(cpus), f(mem))
 		if rng.IntN(10) > 0 {
-			r.PSICPU, r.PSIMem = f(psi), f(psi/3)
+			r.Values["psi_cpu"], r.Values["psi_mem"] = psi, psi/3
 		}
 		ts = append(ts, tick{at, r})
 	}
@@ -45,8 +45,8 @@ func randomTrace(rng *rand.Rand, n int) []tick {
 
 func randomConfig(rng *rand.Rand) (Config, time.Duration) {
 	cfg := defaultConfig()
-	cfg.Moderate.Enter.PSICPU, cfg.Moderate.Stay.PSICPU = f(20), f(12)
-	cfg.Heavy.Enter.PSIMem, cfg.Heavy.Stay.PSIMem = f(10), f(5)
+	cfg.Bands[Moderate].Enter["psi_cpu"], cfg.Bands[Moderate].Stay["psi_cpu"] = 20, 12
+	cfg.Bands[Heavy].Enter["psi_mem"], cfg.Bands[Heavy].Stay["psi_mem"] = 10, 5
 	cfg.UpConfirm = 1 + rng.IntN(5)
 	cfg.DownWindow = time.Duration(rng.IntN(300)) * time.Second
 	cfg.MinDwell = time.Duration(rng.IntN(180)) * time.Second
@@ -87,7 +87,7 @@ func TestProperties(t *testing.T) {
 				continue
 			}
 			wasForced := m.Current().Forced
-			d := m.StepReading(now, tk.r)
+			d := m.Step(now, tk.r)
 			seen = append(seen, d)
 			if wasForced && !d.Forced {
 				lastChange = now // the force expired: the dwell clock restarts
@@ -169,7 +169,7 @@ func TestNoFlapAroundThresholds(t *testing.T) {
 					v = band.hi
 				}
 				v += 0.03 * rng.NormFloat64()
-				ds = append(ds, m.StepReading(t0.Add(at), Reading{Load1: v * 2, RunQueue: v * 2, CPUs: 2}))
+				ds = append(ds, m.Step(t0.Add(at), Reading{Load1: v * 2, RunQueue: v * 2, CPUs: 2}))
 			}
 			trs := transitions(ds)
 			for i := 1; i < len(trs); i++ {
@@ -202,7 +202,7 @@ func TestReaction(t *testing.T) {
 			if at >= surge {
 				runq = 3 * cpus
 			}
-			if d := m.StepReading(t0.Add(at), h.at(at, runq, f(70))); d.State == Heavy {
+			if d := m.Step(t0.Add(at), h.at(at, runq, f(70))); d.State == Heavy {
 				return at - surge
 			}
 		}
@@ -264,9 +264,9 @@ func TestLoadPerCPU(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := New(defaultConfig(), tc.fast).StepReading(t0, tc.r)
-			if d.Signals.LoadPerCPU != tc.want {
-				t.Errorf("load_per_cpu = %v, want %v", d.Signals.LoadPerCPU, tc.want)
+			d := New(defaultConfig(), tc.fast).Step(t0, tc.r)
+			if d.Signals.Values["load_per_cpu"] != tc.want {
+				t.Errorf("load_per_cpu = %v, want %v", d.Signals.Values["load_per_cpu"], tc.want)
 			}
 		})
 	}

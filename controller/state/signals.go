@@ -3,41 +3,18 @@ package state
 import (
 	"math"
 	"time"
-
-	"github.com/gearshift/gearshift/controller/sensor"
 )
 
-// Reading is the raw figures one decision is derived from. Step builds it
-// from a sensor.Sample; StepReading takes it directly, for callers (such as
-// simulate) whose inputs a Sample cannot express: a fractional run queue, or
-// a memory figure that is unknown.
+// Reading is the raw figures one decision is derived from: the machine's
+// input. The sensor builds it from what it reads; simulate from a trace row.
 type Reading struct {
-	Time            time.Time
-	Load1           float64
-	RunQueue        float64  // tasks running or blocked, fed to the fast EWMA
-	CPUs            int      // <= 0 counts as 1
-	MemAvailablePct *float64 // nil: unknown
-	PSICPU          *float64 // cpu "some avg10"; nil: no PSI
-	PSIMem          *float64 // memory "some avg10"; nil: no PSI
-}
-
-// ReadingOf returns the reading of a sensor sample.
-func ReadingOf(s sensor.Sample) Reading {
-	r := Reading{
-		Time:     s.Time,
-		Load1:    s.Load1,
-		RunQueue: float64(s.Runnable),
-		CPUs:     s.CPUs,
-	}
-	if s.MemTotal > 0 {
-		pct := 100 * float64(s.MemAvailable) / float64(s.MemTotal)
-		r.MemAvailablePct = &pct
-	}
-	if s.PSI != nil {
-		c, m := s.PSI.CPUSome, s.PSI.MemorySome
-		r.PSICPU, r.PSIMem = &c, &m
-	}
-	return r
+	Time     time.Time
+	Load1    float64
+	RunQueue float64 // tasks running or blocked, fed to the fast EWMA
+	CPUs     int     // <= 0 counts as 1
+	// Values holds the raw figure of each signal the reader has, by signal
+	// name (mem_available_pct, psi_cpu, …); a missing one is unknown.
+	Values map[string]float64
 }
 
 // EWMA is a time-based exponentially weighted moving average: a sample dt
@@ -80,41 +57,23 @@ func (e *EWMA) Reset() { e.value, e.last, e.primed = 0, time.Time{}, false }
 
 // derive turns a reading into decision signals (SPEC section 3), feeding the
 // fast EWMA on the way: load_per_cpu = max(Load1, EWMA(run queue)) / CPUs.
-// An unknown memory figure shows as 100% available and no memory condition
-// holds on it.
+// Each signal of the table is read from the reading; one the reading lacks
+// is left out, and no condition holds on it.
 func derive(now time.Time, r Reading, fast *EWMA) Signals {
-	cpus := r.CPUs
-	if cpus <= 0 {
-		cpus = 1
-	}
-	load := r.Load1
+	in := Input{Reading: r, Load: r.Load1}
 	if fast.Window > 0 {
-		load = math.Max(load, fast.Update(now, r.RunQueue))
+		in.Load = math.Max(in.Load, fast.Update(now, r.RunQueue))
 	} else {
 		fast.Reset()
 	}
-	sig := Signals{
-		Time:            r.Time,
-		LoadPerCPU:      load / float64(cpus),
-		MemAvailablePct: 100,
-		PSICPU:          copyF(r.PSICPU),
-		PSIMem:          copyF(r.PSIMem),
-	}
+	sig := Signals{Time: r.Time, Values: map[string]float64{}}
 	if sig.Time.IsZero() {
 		sig.Time = now
 	}
-	if r.MemAvailablePct != nil {
-		sig.MemAvailablePct = *r.MemAvailablePct
-	} else {
-		sig.memUnknown = true
+	for _, s := range Table() {
+		if v, ok := s.Value(in); ok {
+			sig.Values[s.Name] = v
+		}
 	}
 	return sig
-}
-
-func copyF(p *float64) *float64 {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }

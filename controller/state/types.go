@@ -4,6 +4,8 @@ package state
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 )
 
@@ -19,16 +21,38 @@ const (
 // All lists the states from lightest to heaviest.
 var All = [...]State{Light, Moderate, Heavy}
 
+var names = [len(All)]string{Light: "light", Moderate: "moderate", Heavy: "heavy"}
+
 func (s State) String() string {
-	switch s {
-	case Light:
-		return "light"
-	case Moderate:
-		return "moderate"
-	case Heavy:
-		return "heavy"
+	if s >= 0 && int(s) < len(names) && names[s] != "" {
+		return names[s]
 	}
 	return fmt.Sprintf("state(%d)", int(s))
+}
+
+// Heaviest is the last state of All.
+const Heaviest = State(len(All) - 1)
+
+// Valid tells whether s is one of All.
+func (s State) Valid() bool { return s >= Light && s <= Heaviest }
+
+// Names returns the names of the states, lightest first.
+func Names() []string {
+	ns := make([]string, len(All))
+	for i, s := range All {
+		ns[i] = s.String()
+	}
+	return ns
+}
+
+// OneOf lists the state names for a message: "light, moderate or heavy"
+// (conj "or"), or "light|moderate|heavy" (conj "|").
+func OneOf(conj string) string {
+	ns := Names()
+	if conj == "|" {
+		return strings.Join(ns, "|")
+	}
+	return strings.Join(ns[:len(ns)-1], ", ") + " " + conj + " " + ns[len(ns)-1]
 }
 
 // Parse returns the state named s ("light", "moderate" or "heavy").
@@ -38,7 +62,7 @@ func Parse(s string) (State, error) {
 			return st, nil
 		}
 	}
-	return Light, fmt.Errorf("unknown state %q: want light, moderate or heavy", s)
+	return Light, fmt.Errorf("unknown state %q: want %s", s, OneOf("or"))
 }
 
 // MarshalText implements encoding.TextMarshaler (JSON and YAML use the name).
@@ -54,38 +78,54 @@ func (s *State) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Rule holds when any of its configured conditions holds. A nil field is a
-// condition that is not configured; a Rule with no field set never holds.
-type Rule struct {
-	LoadPerCPU      *float64 `yaml:"load_per_cpu,omitempty" json:"load_per_cpu,omitempty"`           // holds when load_per_cpu >= value
-	MemAvailablePct *float64 `yaml:"mem_available_pct,omitempty" json:"mem_available_pct,omitempty"` // holds when mem_available_pct <= value
-	PSICPU          *float64 `yaml:"psi_cpu,omitempty" json:"psi_cpu,omitempty"`                     // holds when psi_cpu >= value (PSI available)
-	PSIMem          *float64 `yaml:"psi_mem,omitempty" json:"psi_mem,omitempty"`                     // holds when psi_mem >= value (PSI available)
-}
+// Rule holds when any of its conditions holds: a map from signal name to
+// threshold, the condition holding when the signal is at least as bad as
+// the threshold (>= for a signal that rises with pressure, <= for one that
+// falls). A rule with no condition never holds; a condition on a signal
+// that is unavailable, or not in the table, does not hold.
+type Rule map[string]float64
 
 // Band is the pair of rules of one non-light state: Enter to go up into it,
 // Stay to remain in it. Stay is looser than Enter; the gap is the hysteresis.
 type Band struct {
-	Enter Rule `yaml:"enter" json:"enter"`
-	Stay  Rule `yaml:"stay" json:"stay"`
+	Enter Rule
+	Stay  Rule
 }
 
 // Config is everything the machine needs to decide.
 type Config struct {
-	Moderate   Band
-	Heavy      Band
-	UpConfirm  int           // consecutive samples an enter rule must hold (default 3)
-	DownWindow time.Duration // the stay rule must not have held for this long to step down (default 120s)
-	MinDwell   time.Duration // minimum time between transitions before stepping down (default 60s)
+	Bands      [len(All)]Band // by state; Light's is not used (light is where the machine falls back to)
+	UpConfirm  int            // consecutive samples an enter rule must hold (default 3)
+	DownWindow time.Duration  // the stay rule must not have held for this long to step down (default 120s)
+	MinDwell   time.Duration  // minimum time between transitions before stepping down (default 60s)
 }
 
-// Signals are the derived inputs of one decision (SPEC section 3).
-type Signals struct {
-	Time            time.Time
-	LoadPerCPU      float64
-	MemAvailablePct float64  // 100 when the input had no memory figure
-	PSICPU          *float64 // nil: no PSI on this kernel
-	PSIMem          *float64 // nil: no PSI on this kernel
+// clone copies the rules, so that the caller's maps stay the caller's.
+func (c Config) clone() Config {
+	for i, b := range c.Bands {
+		c.Bands[i] = Band{Enter: maps.Clone(b.Enter), Stay: maps.Clone(b.Stay)}
+	}
+	return c
+}
 
-	memUnknown bool // the input had no memory figure: no memory condition holds
+// Signals are the derived inputs of one decision (SPEC section 3), by
+// signal name; a signal missing from Values is unavailable.
+type Signals struct {
+	Time   time.Time
+	Values map[string]float64
+}
+
+// Get returns the value of the signal name, false when it is unavailable.
+func (s Signals) Get(name string) (float64, bool) {
+	v, ok := s.Values[name]
+	return v, ok
+}
+
+// Ptr returns the value of the signal name, nil when it is unavailable.
+func (s Signals) Ptr(name string) *float64 {
+	v, ok := s.Values[name]
+	if !ok {
+		return nil
+	}
+	return &v
 }

@@ -79,15 +79,15 @@ func Replay(m *state.Machine, src Source) (Result, error) {
 		res.Duration = off
 		res.CPUsMin, res.CPUsMax = min(res.CPUsMin, s.Reading.CPUs), max(res.CPUsMax, s.Reading.CPUs)
 
-		d := m.StepReading(s.Time, s.Reading)
+		d := m.Step(s.Time, s.Reading)
 		if d.Changed {
 			res.Transitions = append(res.Transitions, Transition{Offset: off, Sample: s, From: d.From, To: d.State, Reason: d.Reason})
 		}
-		if res.Samples == 1 || d.Signals.LoadPerCPU > res.Peak.Value {
-			res.Peak = Extreme{d.Signals.LoadPerCPU, off}
+		if v, _ := d.Signals.Get("load_per_cpu"); res.Samples == 1 || v > res.Peak.Value {
+			res.Peak = Extreme{v, off}
 		}
-		if s.Reading.MemAvailablePct != nil && (res.LowMem == nil || d.Signals.MemAvailablePct < res.LowMem.Value) {
-			res.LowMem = &Extreme{d.Signals.MemAvailablePct, off}
+		if v, ok := d.Signals.Get("mem_available_pct"); ok && (res.LowMem == nil || v < res.LowMem.Value) {
+			res.LowMem = &Extreme{v, off}
 		}
 		gear, prev = d.State, s
 	}

@@ -53,26 +53,36 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// columns lists the known columns, with the names sar/sadf use for the same
-// figures.
+// columns lists the known columns besides the signals', with the names
+// sar/sadf use for the same figures.
 var columns = map[string]string{
 	"time": "time", "timestamp": "time",
 	"load1": "load1", "ldavg-1": "load1",
 	"load5": "load5", "ldavg-5": "load5",
 	"load15": "load15", "ldavg-15": "load15",
 	"runnable": "runnable", "runq-sz": "runnable",
-	"blocked":           "blocked", // sar -q: added to runq-sz, as Runnable counts blocked tasks
-	"cpus":              "cpus",
-	"mem_available_pct": "mem_available_pct",
-	"psi_cpu":           "psi_cpu",
-	"psi_mem":           "psi_mem",
+	"blocked": "blocked", // sar -q: added to runq-sz, as Runnable counts blocked tasks
+	"cpus":    "cpus",
+}
+
+// column returns the column named key: one of columns, or a raw signal of
+// the state machine's table (mem_available_pct, psi_cpu, …).
+func column(key string) (string, bool) {
+	if col, ok := columns[key]; ok {
+		return col, true
+	}
+	if sig, ok := state.Lookup(key); ok && sig.Raw() {
+		return sig.Name, true
+	}
+	return "", false
 }
 
 // Reader reads a CSV trace one sample at a time: a header row naming the
 // columns, then one sample per row. "time" (RFC 3339, "2006-01-02 15:04:05
 // [zone]", or seconds) and "load1" are required; "load5", "load15",
-// "runnable", "cpus", "mem_available_pct", "psi_cpu" and "psi_mem" are
-// optional, and an empty cell is a figure the row does not have. A row
+// "runnable", "cpus" and every signal of the state machine that is a raw
+// figure ("mem_available_pct", "psi_cpu", "psi_mem", …) are optional, and
+// a signal's cell must be within the signal's range; an empty cell is a figure the row does not have. A row
 // without "runnable" feeds the fast signal with load1. sar's names are
 // understood too: "timestamp", "ldavg-1", "ldavg-5", "ldavg-15", "runq-sz",
 // and "blocked", which is added to the run queue. The delimiter is a comma,
@@ -113,7 +123,7 @@ func NewReader(r io.Reader, cpus int, cpusFrom string) (*Reader, error) {
 	t := &Reader{CPUs: cpusFrom, names: names, index: map[string]int{}, headerLine: headerLine, cpus: cpus}
 	for i, n := range names {
 		key := strings.ToLower(strings.TrimSpace(n))
-		col, ok := columns[key]
+		col, ok := column(key)
 		if !ok {
 			t.Warnings = append(t.Warnings, fmt.Sprintf("line %d, column %d: ignoring unknown column %q", headerLine, i+1, strings.TrimSpace(n)))
 			continue
@@ -225,15 +235,18 @@ func (t *Reader) sample(row rowReader) (Sample, error) {
 		}
 		cpus = int(min(*c, 1<<20))
 	}
-	s.Reading = state.Reading{Time: tm, Load1: *load1, RunQueue: *runq, CPUs: cpus}
-	if s.Reading.MemAvailablePct, err = row.number("mem_available_pct", 0, 100); err != nil {
-		return s, err
-	}
-	if s.Reading.PSICPU, err = row.number("psi_cpu", 0, 100); err != nil {
-		return s, err
-	}
-	if s.Reading.PSIMem, err = row.number("psi_mem", 0, 100); err != nil {
-		return s, err
+	s.Reading = state.Reading{Time: tm, Load1: *load1, RunQueue: *runq, CPUs: cpus, Values: map[string]float64{}}
+	for _, sig := range state.Table() {
+		if !sig.Raw() {
+			continue
+		}
+		v, err := row.number(sig.Name, sig.Min, sig.Max)
+		if err != nil {
+			return s, err
+		}
+		if v != nil {
+			s.Reading.Values[sig.Name] = *v
+		}
 	}
 	return s, nil
 }

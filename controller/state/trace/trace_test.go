@@ -2,6 +2,7 @@ package trace
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestParse(t *testing.T) {
 					t.Errorf("sample %+v", s)
 				}
 				r := s.Reading
-				if r.Load1 != 1.5 || r.RunQueue != 3 || r.CPUs != 4 || *r.MemAvailablePct != 41.5 || *r.PSICPU != 12.5 || *r.PSIMem != 0.5 {
+				if r.Load1 != 1.5 || r.RunQueue != 3 || r.CPUs != 4 || !maps.Equal(r.Values, map[string]float64{"mem_available_pct": 41.5, "psi_cpu": 12.5, "psi_mem": 0.5}) {
 					t.Errorf("reading %+v", r)
 				}
 				if got := tr.Samples[1].Time.Sub(t0); got != 1500*time.Millisecond {
@@ -48,7 +49,7 @@ func TestParse(t *testing.T) {
 					t.Errorf("sample %+v", s)
 				}
 				// No runnable column: load1 feeds the fast signal.
-				if s.Reading.RunQueue != 0.7 || s.Reading.CPUs != 2 || s.Reading.MemAvailablePct != nil || s.Reading.PSICPU != nil {
+				if s.Reading.RunQueue != 0.7 || s.Reading.CPUs != 2 || len(s.Reading.Values) != 0 {
 					t.Errorf("reading %+v", s.Reading)
 				}
 				if tr.CPUs != "from --cpus" {
@@ -61,11 +62,11 @@ func TestParse(t *testing.T) {
 			csv:  "time,load1,runnable,cpus,mem_available_pct,psi_cpu\n0,2,,,,\n1,2,5,8,30,4\n",
 			check: func(t *testing.T, tr *Trace) {
 				r := tr.Samples[0].Reading
-				if r.RunQueue != 2 || r.CPUs != 2 || r.MemAvailablePct != nil || r.PSICPU != nil || r.PSIMem != nil {
+				if r.RunQueue != 2 || r.CPUs != 2 || len(r.Values) != 0 {
 					t.Errorf("first reading %+v", r)
 				}
 				r = tr.Samples[1].Reading
-				if r.RunQueue != 5 || r.CPUs != 8 || *r.MemAvailablePct != 30 || *r.PSICPU != 4 || r.PSIMem != nil {
+				if r.RunQueue != 5 || r.CPUs != 8 || !maps.Equal(r.Values, map[string]float64{"mem_available_pct": 30, "psi_cpu": 4}) {
 					t.Errorf("second reading %+v", r)
 				}
 			},
@@ -174,8 +175,10 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := state.Config{
-		Moderate:  state.Band{Enter: state.Rule{LoadPerCPU: f(0.7)}, Stay: state.Rule{LoadPerCPU: f(0.5)}},
-		Heavy:     state.Band{Enter: state.Rule{LoadPerCPU: f(1.5)}, Stay: state.Rule{LoadPerCPU: f(1)}},
+		Bands: [len(state.All)]state.Band{
+			state.Moderate: {Enter: state.Rule{"load_per_cpu": 0.7}, Stay: state.Rule{"load_per_cpu": 0.5}},
+			state.Heavy:    {Enter: state.Rule{"load_per_cpu": 1.5}, Stay: state.Rule{"load_per_cpu": 1}},
+		},
 		UpConfirm: 3, DownWindow: 120 * time.Second, MinDwell: 60 * time.Second,
 	}
 	res, err := Replay(state.New(cfg, 0), Samples(tr.Samples))

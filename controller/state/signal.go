@@ -1,0 +1,220 @@
+package state
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+)
+
+// Direction says which way a signal moves when the server is under more
+// pressure. It decides a condition's comparison (>= for Rises, <= for
+// Falls) and what "looser" and "stricter" mean for thresholds.
+type Direction int
+
+const (
+	// Rises: more pressure, higher value (load, pressure stall, request rates).
+	Rises Direction = iota + 1
+	// Falls: more pressure, lower value (free memory).
+	Falls
+)
+
+// Signal declares one input the rules can test. Every reader of signals
+// (validation, decisions and their reasons, status, check perfdata,
+// metrics, simulate's trace columns, the state change log) iterates the
+// table of signals, so a new signal is one Signal plus the code that fills
+// Reading.Values[Name] (see Register).
+type Signal struct {
+	Name      string    // rule key, status JSON field, trace column, perfdata label, log field
+	Unit      string    // "" (a plain number), "%", "rps", "ms", …
+	Direction Direction // Rises or Falls
+	Precision int       // decimals in reasons and status text; status JSON has one more
+	Help      string    // one line for people (README, metrics HELP)
+
+	// Min and Max bound the signal's values; a threshold must be above Min
+	// and at most Max (math.Inf(1): no upper bound). A trace cell outside
+	// [Min, Max] is refused.
+	Min, Max float64
+
+	// Read returns the signal's value from the machine's input, false when
+	// the input lacks it (the signal is unavailable: no condition on it
+	// holds). nil reads Reading.Values[Name].
+	Read func(Input) (float64, bool)
+
+	// Metric is the Prometheus gauge that exposes the signal ("" for none),
+	// Scale multiplies the value into the metric's unit (0 counts as 1).
+	Metric string
+	Scale  float64
+
+	PerfLabel string // check perfdata label; "" is Name
+	PerfUOM   string // check perfdata unit of measurement ("%", "ms", "" …)
+
+	// StatusLine is the row of `gearshift status` the value is shown on
+	// ("" is Name); signals sharing a row appear side by side, each after
+	// its StatusPart ("cpu 12.5%, mem 0.0%"). StatusAbsent is what the row
+	// says when none of its signals is available ("" omits the row).
+	StatusLine   string
+	StatusPart   string
+	StatusAbsent string
+}
+
+// Input is what a signal is read from: a reading, and what the machine
+// derives from the readings so far.
+type Input struct {
+	Reading
+	// Load is max(Load1, EWMA(RunQueue)), or Load1 when the fast window is off.
+	Load float64
+}
+
+// Value reads s from in (see Signal.Read).
+func (s Signal) Value(in Input) (float64, bool) {
+	if s.Read != nil {
+		return s.Read(in)
+	}
+	v, ok := in.Values[s.Name]
+	return v, ok
+}
+
+// Raw tells whether the signal is a figure of the reading itself
+// (Reading.Values[Name], a trace column) rather than derived by the machine.
+func (s Signal) Raw() bool { return s.Read == nil }
+
+// Op is the comparison under which a condition on s holds: ">=" or "<=".
+func (s Signal) Op() string {
+	if s.Direction == Falls {
+		return "<="
+	}
+	return ">="
+}
+
+// Worse tells whether a is a value of more pressure than b.
+func (s Signal) Worse(a, b float64) bool {
+	if s.Direction == Falls {
+		return a < b
+	}
+	return a > b
+}
+
+// Holds tells whether a value v meets the threshold limit.
+func (s Signal) Holds(v, limit float64) bool {
+	if s.Direction == Falls {
+		return v <= limit
+	}
+	return v >= limit
+}
+
+// Format prints a value of the signal to its precision, with its unit
+// when that is "%": "0.82", "41.3%".
+func (s Signal) Format(v float64) string {
+	str := fmt.Sprintf("%.*f", s.Precision, v)
+	if s.Unit == "%" {
+		str += "%"
+	}
+	return str
+}
+
+// FormatLimit prints a threshold as it was most likely written: 1.50 next
+// to a two-decimal load, 20 rather than 20.0 for a percentage.
+func (s Signal) FormatLimit(v float64) string {
+	if s.Precision >= 2 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// Label is the signal's check perfdata label.
+func (s Signal) Label() string {
+	if s.PerfLabel != "" {
+		return s.PerfLabel
+	}
+	return s.Name
+}
+
+// Line is the signal's row in `gearshift status`.
+func (s Signal) Line() string {
+	if s.StatusLine != "" {
+		return s.StatusLine
+	}
+	return s.Name
+}
+
+// MetricValue is v in the unit of the signal's metric.
+func (s Signal) MetricValue(v float64) float64 {
+	if s.Scale == 0 {
+		return v
+	}
+	return v * s.Scale
+}
+
+// Bounded tells whether the signal has a finite upper bound.
+func (s Signal) Bounded() bool { return !math.IsInf(s.Max, 1) }
+
+var (
+	tableMu sync.RWMutex
+	table   = func() []Signal {
+		var t []Signal
+		for _, s := range vitals {
+			t = appendSignal(t, s)
+		}
+		return t
+	}()
+)
+
+func appendSignal(t []Signal, s Signal) []Signal {
+	if s.Name == "" || (s.Direction != Rises && s.Direction != Falls) {
+		panic(fmt.Sprintf("state: signal %q needs a name and a direction", s.Name))
+	}
+	if s.Max == 0 {
+		s.Max = math.Inf(1)
+	}
+	for _, x := range t {
+		if x.Name == s.Name {
+			panic(fmt.Sprintf("state: signal %q registered twice", s.Name))
+		}
+	}
+	return append(t, s)
+}
+
+// Register adds s to the table of signals, after those registered before
+// it (the table's order is the order of status, perfdata and reasons). It
+// is meant for init functions, beside the signal's source, and for tests;
+// the returned function removes s again. It panics on a signal without a
+// name or direction, or a name already taken.
+func Register(s Signal) (unregister func()) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	table = appendSignal(table, s)
+	return func() {
+		tableMu.Lock()
+		defer tableMu.Unlock()
+		table = slices.DeleteFunc(table, func(t Signal) bool { return t.Name == s.Name })
+	}
+}
+
+// Table returns the signals in their order.
+func Table() []Signal {
+	tableMu.RLock()
+	defer tableMu.RUnlock()
+	return slices.Clone(table)
+}
+
+// Lookup returns the signal named name.
+func Lookup(name string) (Signal, bool) {
+	tableMu.RLock()
+	defer tableMu.RUnlock()
+	for _, s := range table {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Signal{}, false
+}
+
+// SignalNames returns the names of the signals in their order.
+func SignalNames() []string {
+	var ns []string
+	for _, s := range Table() {
+		ns = append(ns, s.Name)
+	}
+	return ns
+}
