@@ -171,3 +171,31 @@ func unwrapURLError(err error) error {
 	}
 	return err
 }
+
+// WaitAnswering waits until a daemon answers on socket, the process exits
+// (a message on exited) or wait passes.
+func WaitAnswering(ctx context.Context, socket string, wait time.Duration, exited <-chan error) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	c := NewClient(socket)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		qctx, qcancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Status(qctx)
+		qcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			if err == nil {
+				return errors.New("the daemon exited during start")
+			}
+			return fmt.Errorf("the daemon exited during start (%v)", err)
+		case <-ctx.Done():
+			return fmt.Errorf("the daemon did not answer on %s within %s", socket, wait)
+		case <-tick.C:
+		}
+	}
+}

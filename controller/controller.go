@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
@@ -254,7 +255,7 @@ func (c *Controller) resume(ctx context.Context, now time.Time) {
 	}
 	reason := fmt.Sprintf("resumed %s, the gear varnish %s was running at start", found, from)
 	c.machine.Resume(now, found, reason)
-	c.log.Info("resuming gear", zap.String("to", found.String()), zap.String("reason", reason))
+	c.log.Info("resuming gear", zap.String(logging.FieldTo, found.String()), zap.String(logging.FieldReason, reason))
 }
 
 // signalFields are the log fields of the available signals, in the order of
@@ -273,19 +274,13 @@ func signalFields(sig state.Signals) []zap.Field {
 func (c *Controller) apply(ctx context.Context, d state.Decision) {
 	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
 	if d.Changed {
-		fields := []zap.Field{
-			zap.String("from", d.From.String()),
-			zap.String("to", d.State.String()),
-			zap.String("reason", d.Reason),
-		}
-		fields = append(fields, signalFields(d.Signals)...)
-		fields = append(fields, zap.Bool("forced", d.Forced))
+		fields := append(signalFields(d.Signals), zap.Bool(logging.FieldForced, d.Forced))
 		if switchMS >= 0 {
-			fields = append(fields, zap.Float64("switch_ms", round(switchMS, 3)))
+			fields = append(fields, zap.Float64(logging.FieldSwitchMS, round(switchMS, 3)))
 		}
-		c.log.Info("state change", fields...)
+		logging.StateChange(c.log, d.From.String(), d.State.String(), d.Reason, fields...)
 	} else {
-		c.log.Debug("no state change", append([]zap.Field{zap.String("state", d.State.String()), zap.String("reason", d.Reason)},
+		c.log.Debug("no state change", append([]zap.Field{zap.String("state", d.State.String()), zap.String(logging.FieldReason, d.Reason)},
 			signalFields(d.Signals)...)...)
 	}
 	st := c.publish()

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,13 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
@@ -42,209 +36,6 @@ func healthyStatus() *controller.Status {
 			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41,
 		}},
 		UptimeSeconds: 3600,
-	}
-}
-
-// fakeDaemon answers Status with st, or err; after started it answers st.
-type fakeDaemon struct {
-	mu      sync.Mutex
-	st      *controller.Status
-	err     error
-	block   bool // never answer: honour ctx only
-	started bool
-	starts  int
-}
-
-func (f *fakeDaemon) Status(ctx context.Context) (*controller.Status, error) {
-	f.mu.Lock()
-	st, err, block := f.st, f.err, f.block
-	if f.started {
-		st, err = healthyStatus(), nil
-	}
-	f.mu.Unlock()
-	if block {
-		<-ctx.Done()
-		return nil, fmt.Errorf("%w on /run/x.sock: %v", controller.ErrUnreachable, ctx.Err())
-	}
-	return st, err
-}
-
-func (f *fakeDaemon) start(context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.starts++
-	f.started = true
-	return nil
-}
-
-func testChecker(tb testing.TB, d *fakeDaemon, o checkOptions) *checker {
-	tb.Helper()
-	if o.timeout == 0 {
-		o.timeout = 5 * time.Second
-	}
-	if o.maxAge == 0 {
-		o.maxAge = 30 * time.Second
-	}
-	cfg := profiles.Default()
-	return &checker{
-		opts:      o,
-		cfg:       cfg,
-		cfgPath:   "/etc/gearshift/gearshift.yaml",
-		client:    d,
-		now:       func() time.Time { return checkNow },
-		running:   func() (int, error) { return 0, nil },
-		start:     d.start,
-		systemd:   func(context.Context) (bool, error) { return false, nil },
-		lockPath:  filepath.Join(tb.TempDir(), "check.lock"),
-		startWait: time.Second,
-		margin:    50 * time.Millisecond,
-	}
-}
-
-var errRefused = fmt.Errorf("%w on /run/gearshift/gearshift.sock: connect: no such file or directory", controller.ErrUnreachable)
-
-func TestCheckGolden(t *testing.T) {
-	tests := []struct {
-		name   string
-		edit   func(st *controller.Status)
-		err    error
-		opts   checkOptions
-		setup  func(c *checker, d *fakeDaemon)
-		code   int
-		golden string
-	}{
-		{name: "ok", code: 0, golden: "ok"},
-		{name: "ok quiet prints nothing", opts: checkOptions{quiet: true}, code: 0, golden: "ok-quiet"},
-		{name: "forced without --warn-forced", edit: func(st *controller.Status) {
-			st.Mode, st.State, st.Reason = "forced", "heavy", "forced by operator until 15:34"
-			u := checkNow.Add(30 * time.Minute)
-			st.ForcedUntil = &u
-		}, code: 0, golden: "ok-forced"},
-		{name: "warning forced", edit: func(st *controller.Status) {
-			st.Mode, st.State, st.Reason = "forced", "heavy", "forced by operator until 15:34"
-			u := checkNow.Add(30 * time.Minute)
-			st.ForcedUntil = &u
-		}, opts: checkOptions{warnForced: true}, code: 1, golden: "warning-forced"},
-		{name: "warning forced until auto", edit: func(st *controller.Status) {
-			st.Mode, st.State, st.Reason = "forced", "light", "forced by operator"
-		}, opts: checkOptions{warnForced: true}, code: 1, golden: "warning-forced-until-auto"},
-		{name: "warning state", edit: func(st *controller.Status) {
-			st.State, st.Reason = "heavy", "load_per_cpu 1.82 >= 1.50 for 3 samples"
-			st.Sample.Signals["load_per_cpu"] = opsF64(1.82)
-		}, opts: checkOptions{warnStates: []string{"moderate", "heavy"}}, code: 1, golden: "warning-state"},
-		{name: "warning multi-line config error on one line", edit: func(st *controller.Status) {
-			st.ConfigError = "config /etc/gearshift/gearshift.yaml has 2 problems:\ncpus: must be 0 (detect) or a number of CPUs, got -1 (line 3)\nprofiles.never_cache[0]: \"a|b\" is odd"
-		}, code: 1, golden: "warning-config-multiline"},
-		{name: "warning config reload failed", edit: func(st *controller.Status) {
-			st.ConfigError = "config /etc/gearshift/gearshift.yaml: on_exit: must be one of keep, light, moderate, heavy, got \"stop\""
-		}, code: 1, golden: "warning-config"},
-		{name: "warning config file invalid", setup: func(c *checker, _ *fakeDaemon) {
-			c.cfgErr = &profiles.Error{File: c.cfgPath, Problems: []profiles.Problem{{Path: "cpus", Msg: "must be 0 (detect) or a number of CPUs, got -1", Line: 3}, {Path: "on_exit", Msg: "x"}}}
-		}, code: 1, golden: "warning-config-file"},
-		{name: "critical not running", err: errRefused, code: 2, golden: "critical-not-running"},
-		{name: "critical running but refusing", err: errRefused, setup: func(c *checker, _ *fakeDaemon) {
-			c.running = func() (int, error) { return 4242, nil }
-		}, code: 2, golden: "critical-not-answering"},
-		{name: "critical silent", setup: func(c *checker, d *fakeDaemon) {
-			d.block = true
-			c.opts.timeout = 20 * time.Millisecond
-		}, code: 2, golden: "critical-silent"},
-		{name: "critical target unreachable", edit: func(st *controller.Status) {
-			st.Targets[0].Reachable, st.Targets[0].InSync, st.Targets[0].ActiveVCL = false, false, ""
-			st.Targets[0].Error = "dial tcp 127.0.0.1:6082: connect: connection refused"
-		}, code: 2, golden: "critical-target-unreachable"},
-		{name: "critical target out of sync and config warning", edit: func(st *controller.Status) {
-			st.Targets = append(st.Targets, controller.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: "boot", LastSwitchMS: 1.5})
-			st.ConfigError = "varnish refused the heavy profile"
-		}, code: 2, golden: "critical-out-of-sync"},
-		{name: "critical stale sample", edit: func(st *controller.Status) {
-			st.Sample.Time = checkNow.Add(-95 * time.Second)
-		}, code: 2, golden: "critical-stale"},
-		{name: "critical no sample", edit: func(st *controller.Status) {
-			st.Sample = nil
-		}, code: 2, golden: "critical-no-sample"},
-		{name: "ok no sample yet just started", edit: func(st *controller.Status) {
-			st.Sample, st.UptimeSeconds, st.State, st.Reason = nil, 1, "light", "starting"
-			st.Since = checkNow.Add(-time.Second)
-		}, code: 0, golden: "ok-starting"},
-		{name: "warning restarted", err: errRefused, opts: checkOptions{restart: true}, code: 1, golden: "warning-restarted"},
-		{name: "restart left to systemd", err: errRefused, opts: checkOptions{restart: true}, setup: func(c *checker, _ *fakeDaemon) {
-			c.systemd = func(context.Context) (bool, error) { return true, nil }
-		}, code: 2, golden: "critical-systemd"},
-		{name: "restart failed", err: errRefused, opts: checkOptions{restart: true}, setup: func(c *checker, _ *fakeDaemon) {
-			c.start = func(context.Context) error {
-				return errors.New("config /etc/gearshift/gearshift.yaml: cpus: must be 0 (detect) or a number of CPUs, got -1 (line 3)")
-			}
-		}, code: 2, golden: "critical-restart-failed"},
-		{name: "unknown when the check hangs", err: errRefused, setup: func(c *checker, _ *fakeDaemon) {
-			c.opts.timeout = 20 * time.Millisecond
-			c.running = func() (int, error) { select {} }
-		}, code: 3, golden: "unknown-timeout"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			d := &fakeDaemon{err: tc.err}
-			if tc.err == nil {
-				d.st = healthyStatus()
-				if tc.edit != nil {
-					tc.edit(d.st)
-				}
-			}
-			c := testChecker(t, d, tc.opts)
-			if tc.setup != nil {
-				tc.setup(c, d)
-			}
-			var out bytes.Buffer
-			code := c.run(context.Background(), &out)
-			if code != tc.code {
-				t.Errorf("exit code = %d, want %d; output %q", code, tc.code, out.String())
-			}
-			if n := strings.Count(out.String(), "\n"); n > 1 {
-				t.Errorf("%d lines of output, want at most one", n)
-			}
-			opsGolden(t, "check/"+tc.golden+".golden", out.String())
-		})
-	}
-}
-
-// Overlapping runs with --restart start the daemon once.
-func TestCheckRestartLock(t *testing.T) {
-	d := &fakeDaemon{err: errRefused}
-	lock := filepath.Join(t.TempDir(), "check.lock")
-	var inStart atomic.Int32
-	slowStart := func(ctx context.Context) error {
-		if inStart.Add(1) > 1 {
-			t.Error("two checks started the daemon at once")
-		}
-		time.Sleep(50 * time.Millisecond) // a start takes a while; the other check waits on the lock
-		inStart.Add(-1)
-		return d.start(ctx)
-	}
-	var wg sync.WaitGroup
-	codes := make([]int, 4)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := testChecker(t, d, checkOptions{restart: true})
-			c.lockPath, c.start = lock, slowStart
-			codes[i] = c.run(context.Background(), &bytes.Buffer{})
-		}()
-	}
-	wg.Wait()
-	if d.starts != 1 {
-		t.Errorf("daemon started %d times, want once", d.starts)
-	}
-	warn := 0
-	for _, c := range codes {
-		if c == checkWarning {
-			warn++
-		} else if c != checkOK {
-			t.Errorf("exit codes %v: want one WARNING (restarted) and OKs", codes)
-		}
-	}
-	if warn != 1 {
-		t.Errorf("exit codes %v: want exactly one WARNING (restarted)", codes)
 	}
 }
 

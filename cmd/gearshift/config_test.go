@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,36 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gearshift/gearshift/internal/golden"
 	"github.com/gearshift/gearshift/profiles"
 )
-
-// opsGolden compares got with testdata/<name>, rewriting the file instead
-// when tests run with -update (if the package defines it) or with
-// GEARSHIFT_UPDATE_GOLDEN=1.
-func opsGolden(tb testing.TB, name, got string) {
-	tb.Helper()
-	path := filepath.Join("testdata", name)
-	update := os.Getenv("GEARSHIFT_UPDATE_GOLDEN") == "1"
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		update = true
-	}
-	if update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		tb.Fatalf("%v (run with GEARSHIFT_UPDATE_GOLDEN=1 to create it)", err)
-	}
-	if got != string(want) {
-		tb.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // opsConfigFile writes a config document into a temp dir; $DIR in doc
 // names that dir, where a readable admin secret waits as $DIR/secret.
@@ -86,7 +58,7 @@ profiles: { purge_acl: [10.0.0.0/8, everyone] }
 			if strings.Contains(stdout+stderr, "not-to-be-printed") {
 				t.Error("the admin secret was printed")
 			}
-			opsGolden(t, tc.golden, strings.ReplaceAll(stdout+stderr, dir, "$DIR"))
+			golden.Check(t, tc.golden, []byte(strings.ReplaceAll(stdout+stderr, dir, "$DIR")))
 		})
 	}
 }
@@ -246,7 +218,7 @@ func TestHelpGolden(t *testing.T) {
 			if code != 0 || stderr != "" {
 				t.Errorf("exit %d, stderr %q", code, stderr)
 			}
-			opsGolden(t, "help/"+name+".golden", stdout)
+			golden.Check(t, "help/"+name+".golden", []byte(stdout))
 		})
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/gearshift/gearshift/internal/golden"
 )
 
 func TestForceAutoHelp(t *testing.T) {
@@ -12,7 +14,7 @@ func TestForceAutoHelp(t *testing.T) {
 			if code != 0 || stderr != "" {
 				t.Errorf("exit %d, stderr %q", code, stderr)
 			}
-			opsGolden(t, "help/"+name+".golden", stdout)
+			golden.Check(t, "help/"+name+".golden", []byte(stdout))
 		})
 	}
 	_, stdout, _ := runMain(t, "force", "--help")

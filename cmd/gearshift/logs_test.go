@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/internal/golden"
 )
 
 // logsNow is 16:10 UTC on the day of testdata/logs/gearshift.log.
@@ -44,7 +46,7 @@ func TestLogsGolden(t *testing.T) {
 			if code != 0 || err != nil {
 				t.Fatalf("logs: %d, %v", code, err)
 			}
-			opsGolden(t, "logs/"+tc.golden+".golden", out.String())
+			golden.Check(t, "logs/"+tc.golden+".golden", []byte(out.String()))
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
 func newReloadCmd(a *app) *cobra.Command {
@@ -21,7 +23,7 @@ the error. When the config does not validate, nothing is sent: fix it first.`,
 			if invalid != nil {
 				return exitUsage, fmt.Errorf("%w\nnot reloading: the daemon would refuse this config and keep the old one", invalid)
 			}
-			pid, err := signalDaemon(cfg, syscall.SIGHUP)
+			pid, err := pidfile.Signal(cfg.PIDFile, syscall.SIGHUP)
 			if err != nil {
 				return exitFailure, err
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -75,7 +76,7 @@ func TestRunSystemdAndOnExit(t *testing.T) {
 	}
 	want("STATUS=gear moderate")
 
-	pid, err := readPIDFile(d.cfg.PIDFile)
+	pid, err := pidfile.Running(d.cfg.PIDFile)
 	if err != nil || pid != d.cmd.Process.Pid {
 		t.Errorf("pid file holds %d (%v), want %d", pid, err, d.cmd.Process.Pid)
 	}

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/health"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/golden"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -100,7 +102,7 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 			t.Errorf("test_queue read back as %v, %v", v, ok)
 		}
 
-		if p := strings.Join(perfdata(st, time.Now(), 30*time.Second), " "); !strings.Contains(p, "'test_queue'=150;;;0 ") {
+		if p := strings.Join(health.Perfdata(st, time.Now(), 30*time.Second), " "); !strings.Contains(p, "'test_queue'=150;;;0 ") {
 			t.Errorf("perfdata lacks test_queue: %s", p)
 		}
 
@@ -190,7 +192,7 @@ func TestREADMESignals(t *testing.T) {
 	if got == want {
 		return
 	}
-	if *update {
+	if golden.Updating() {
 		if err := os.WriteFile(path, []byte(text[:i+len(begin)]+want+text[j:]), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/gearshift/gearshift/internal/golden"
 )
 
 const traces = "../../scripts/traces"
@@ -33,7 +35,7 @@ func TestSimulateGolden(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit code %d, stderr %q", code, stderr)
 			}
-			golden(t, filepath.Join("simulate", tc.name+".golden"), []byte(stdout))
+			golden.Check(t, filepath.Join("simulate", tc.name+".golden"), []byte(stdout))
 		})
 	}
 }

@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	godaemon "github.com/sevlyar/go-daemon"
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
 func newStartCmd(a *app) *cobra.Command {
@@ -48,7 +46,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		return exitUsage, errors.New("start detaches from its supervisor: under systemd run `gearshift run` (Type=notify) instead")
 	}
-	if pid, err := runningPID(cfg.PIDFile); err != nil {
+	if pid, err := pidfile.Running(cfg.PIDFile); err != nil {
 		return exitFailure, err
 	} else if pid > 0 {
 		return exitFailure, fmt.Errorf("gearshift is already running (pid %d from %s); stop it first or use reload", pid, cfg.PIDFile)
@@ -107,77 +105,12 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		}
 		exited <- err
 	}()
-	if err := waitAnswering(ctx, cfg.Control.Socket, wait, exited); err != nil {
-		if last := lastLogError(cfg.Log.File, logOffset); last != "" {
+	if err := controller.WaitAnswering(ctx, cfg.Control.Socket, wait, exited); err != nil {
+		if last := logging.LastError(cfg.Log.File, logOffset); last != "" {
 			err = fmt.Errorf("%w; its log says: %s", err, last)
 		}
 		return exitFailure, err
 	}
 	fmt.Fprintf(a.stdout, "gearshift started (pid %d), control socket %s\n", child.Pid, cfg.Control.Socket)
 	return exitOK, nil
-}
-
-// waitAnswering waits until a daemon answers on socket, the process exits
-// (a message on exited) or wait passes.
-func waitAnswering(ctx context.Context, socket string, wait time.Duration, exited <-chan error) error {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	c := controller.NewClient(socket)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		qctx, qcancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.Status(qctx)
-		qcancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case err := <-exited:
-			if err == nil {
-				return errors.New("the daemon exited during start")
-			}
-			return fmt.Errorf("the daemon exited during start (%v)", err)
-		case <-ctx.Done():
-			return fmt.Errorf("the daemon did not answer on %s within %s", socket, wait)
-		case <-tick.C:
-		}
-	}
-}
-
-// lastLogError returns what the log says went wrong after offset (where it
-// ended when the daemon was started): the last error entry, or else the
-// last line that is not JSON (the daemon's last words on stderr, a panic).
-func lastLogError(path string, offset int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return ""
-	}
-	var lastErr, lastRaw string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		var e map[string]any
-		if json.Unmarshal([]byte(line), &e) != nil {
-			if line != "" {
-				lastRaw = strings.TrimSuffix(strings.TrimPrefix(line, "gearshift: "), ".")
-			}
-			continue
-		}
-		if lvl, _ := e["level"].(string); lvl == "error" || lvl == "fatal" || lvl == "panic" {
-			lastErr, _ = e["msg"].(string)
-			if s, ok := e["error"].(string); ok && s != "" {
-				lastErr += ": " + s
-			}
-		}
-	}
-	if lastErr != "" {
-		return lastErr
-	}
-	return lastRaw
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -26,7 +27,7 @@ func opsRun(tb testing.TB, args ...string) (code int, stdout, stderr string) {
 // opsKillDaemon kills whatever daemon the pid file names, for a test's cleanup.
 func opsKillDaemon(pidFile string) {
 	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isGearshift(pid) {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pidfile.IsGearshift(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
@@ -85,7 +86,7 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "gearshift started (pid ") {
 		t.Fatalf("start: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	pid, err := runningPID(cfg.PIDFile)
+	pid, err := pidfile.Running(cfg.PIDFile)
 	if err != nil || pid == 0 {
 		t.Fatalf("no daemon in the pid file after start: %d, %v", pid, err)
 	}
@@ -120,7 +121,7 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 || !strings.Contains(out, "gearshift stopped") {
 		t.Fatalf("stop: exit %d, %q %q", code, out, errOut)
 	}
-	if processAlive(pid) {
+	if pidfile.Alive(pid) {
 		t.Errorf("pid %d still alive after stop", pid)
 	}
 	if code, out, _ := gs("check"); code != 2 || !strings.HasPrefix(out, "GEARSHIFT CRITICAL - daemon not running") {
@@ -131,7 +132,7 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(out, "GEARSHIFT WARNING - restarted") {
 		t.Fatalf("check --restart: exit %d, %q %q", code, out, errOut)
 	}
-	if p, _ := runningPID(cfg.PIDFile); p == 0 || p == pid {
+	if p, _ := pidfile.Running(cfg.PIDFile); p == 0 || p == pid {
 		t.Errorf("after check --restart the pid file names %d (old daemon %d)", p, pid)
 	}
 	eventuallyCheck(0)

@@ -2,40 +2,14 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/internal/golden"
 	"github.com/gearshift/gearshift/profiles"
 )
-
-// update rewrites golden files: go test ./cmd/gearshift -run Golden -update
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(tb testing.TB, name string, got []byte) {
-	tb.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			tb.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		tb.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		tb.Errorf("%s differs (run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func pf64(v float64) *float64 { return &v }
 
@@ -112,7 +86,7 @@ func TestStatusGolden(t *testing.T) {
 				th = nil
 			}
 			formatStatus(&buf, &s, th, now)
-			golden(t, filepath.Join("status", tc.name+".txt"), buf.Bytes())
+			golden.Check(t, filepath.Join("status", tc.name+".txt"), buf.Bytes())
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
 // stub starts a process that passes for gearshift (its argv[0] says so)
@@ -30,7 +32,7 @@ func stub(t *testing.T, script string) (config string, pid int) {
 	})
 	pid = cmd.Process.Pid
 	// Wait until the exec has happened, so the process is recognised.
-	for deadline := time.Now().Add(5 * time.Second); !isGearshift(pid); {
+	for deadline := time.Now().Add(5 * time.Second); !pidfile.IsGearshift(pid); {
 		if time.Now().After(deadline) {
 			t.Fatal("the stub never looked like gearshift")
 		}
@@ -50,7 +52,7 @@ func TestStopWaitsAndTimesOut(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.Contains(stderr, want) {
 		t.Errorf("stop of a daemon that ignores SIGTERM: exit %d, %q %q; want 1 and %q", code, stdout, stderr, want)
 	}
-	if !processAlive(pid) {
+	if !pidfile.Alive(pid) {
 		t.Error("the stub died")
 	}
 }
@@ -74,7 +76,7 @@ func TestStopAndReloadSignal(t *testing.T) {
 	if code != 0 || stdout != fmt.Sprintf("gearshift stopped (pid %d)\n", pid) {
 		t.Errorf("stop: exit %d, %q %q", code, stdout, stderr)
 	}
-	if processAlive(pid) {
+	if pidfile.Alive(pid) {
 		t.Error("still alive after stop returned")
 	}
 }
@@ -138,16 +140,16 @@ func TestPidCheckIgnoresArguments(t *testing.T) {
 	pidFile := filepath.Join(dir, "gearshift.pid")
 	os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 
-	if isGearshift(pid) {
-		t.Errorf("isGearshift(%d) = true for a shell with gearshift as an argument", pid)
+	if pidfile.IsGearshift(pid) {
+		t.Errorf("pidfile.isGearshift(%d) = true for a shell with gearshift as an argument", pid)
 	}
 	if code, stdout, stderr := runMain(t, "stop", "--config", config); code != 0 || !strings.Contains(stdout, "not running") {
 		t.Errorf("stop: exit %d, %q %q; want not running", code, stdout, stderr)
 	}
-	if err := writePIDFile(pidFile); err != nil {
-		t.Errorf("writePIDFile over the stale file: %v", err)
+	if err := pidfile.Write(pidFile); err != nil {
+		t.Errorf("pidfile.Write over the stale file: %v", err)
 	}
-	if !isGearshift(os.Getpid()) {
-		t.Error("isGearshift does not recognise this very binary")
+	if !pidfile.IsGearshift(os.Getpid()) {
+		t.Error("IsGearshift does not recognise this very binary")
 	}
 }

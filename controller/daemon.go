@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/pidfile"
+	"github.com/gearshift/gearshift/controller/sdnotify"
+	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// DaemonOptions are what RunDaemon needs besides the config.
+type DaemonOptions struct {
+	LoadConfig func() (*profiles.Config, error) // reads the config again, for a reload; required
+	Console    io.Writer                        // a human-formatted copy of the log (a terminal, the journal); nil for none
+}
+
+// ErrConfig marks an error of RunDaemon that the config caused (a log
+// level, profiles the daemon cannot use), as opposed to a runtime failure.
+var ErrConfig = errors.New("unusable config")
+
+type configError struct{ error }
+
+func (e configError) Is(target error) bool { return target == ErrConfig }
+func (e configError) Unwrap() error        { return e.error }
+
+// RunDaemon runs the daemon with cfg until SIGTERM or SIGINT: the log
+// file, the pid file, the controller's loop, the control socket, metrics
+// and systemd's notify protocol. It returns nil after a clean stop, an
+// error matching ErrConfig for a config it cannot use, and another error
+// when it cannot start (log file, pid file, socket, another daemon
+// running) or its control socket fails. It removes the pid file and the
+// control socket at exit. SIGHUP reloads through opts.LoadConfig; SIGUSR1
+// reopens the log file.
+func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
+	// Catch the signals before anyone can know the pid (pid file, socket):
+	// a SIGHUP or SIGUSR1 sent during start would otherwise kill the
+	// daemon. They are handled once it runs.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	level, err := logging.ParseLevel(cfg.Log.Level)
+	if err != nil {
+		return configError{fmt.Errorf("log.level: %w", err)}
+	}
+	logFile, err := logging.OpenFile(cfg.Log.File)
+	if err != nil {
+		return fmt.Errorf("log.file %s: %w", cfg.Log.File, err)
+	}
+	defer logFile.Close()
+	atom := zap.NewAtomicLevelAt(level)
+	log := logging.New(logFile, opts.Console, atom)
+	defer log.Sync()
+	// Why the daemon could not start goes to the log file too: a detached
+	// daemon's stderr is seen by no one. (On stderr Main prints it.)
+	fileLog := logging.New(logFile, nil, atom)
+	cannotStart := func(err error) error {
+		fileLog.Error("cannot start", zap.Error(err))
+		return err
+	}
+
+	if err := pidfile.Write(cfg.PIDFile); err != nil {
+		return cannotStart(err)
+	}
+	defer pidfile.Remove(cfg.PIDFile)
+
+	running := cfg
+	ctrl, err := New(Options{
+		Config:     cfg,
+		Sensor:     sensor.NewProc(cfg.CPUs),
+		Dial:       DialAdmin(time.Duration(cfg.Varnish.Timeout)),
+		Build:      BuildProfiles,
+		LoadConfig: opts.LoadConfig,
+		Logger:     log,
+		OnChange: func(s Status) {
+			if _, err := sdnotify.Notify("STATUS=gear " + s.State); err != nil {
+				log.Warn("notify systemd", zap.Error(err))
+			}
+		},
+		OnReload: func(next *profiles.Config) {
+			if l, err := logging.ParseLevel(next.Log.Level); err == nil {
+				atom.SetLevel(l)
+			}
+			for _, key := range profiles.RestartKeys(running, next) {
+				log.Warn("config change needs a restart to apply", zap.String("key", key))
+			}
+		},
+	})
+	if err != nil {
+		return cannotStart(configError{err})
+	}
+
+	ln, err := ListenSocket(cfg.Control.Socket, cfg.Control.Group)
+	if err != nil {
+		return cannotStart(err)
+	}
+
+	var metricsLn net.Listener
+	if cfg.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			ln.Close()
+			return cannotStart(fmt.Errorf("metrics_listen %s: %w", cfg.MetricsListen, err))
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, ln, ctrl) }()
+	if metricsLn != nil {
+		go func() {
+			if err := ServeMetrics(ctx, metricsLn, ctrl.Status); err != nil {
+				log.Error("metrics listener failed", zap.Error(err))
+			}
+		}()
+		log.Info("serving metrics", zap.String("listen", metricsLn.Addr().String()))
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- ctrl.Run(ctx) }()
+
+	log.Info("started", zap.String("version", Version), zap.Int("pid", os.Getpid()),
+		zap.String("socket", cfg.Control.Socket), zap.Int("targets", len(cfg.Varnish.Targets)),
+		zap.Duration("poll_interval", time.Duration(cfg.PollInterval)))
+	if _, err := sdnotify.Notify("READY=1", "STATUS=gear "+ctrl.Status().State); err != nil {
+		log.Warn("notify systemd", zap.Error(err))
+	}
+
+	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
+		reload: func() {
+			log.Info("reloading", zap.String("signal", "SIGHUP"))
+			// The loop does the work; the answer is in its log and status.
+			go ctrl.Reload(ctx)
+		},
+		reopen: func() {
+			if err := logFile.Reopen(); err != nil {
+				log.Error("reopen log file", zap.Error(err))
+			} else {
+				log.Info("log file reopened")
+			}
+		},
+		stop: func(sig os.Signal) {
+			log.Info("stopping", zap.String("signal", sig.String()))
+			sdnotify.Notify("STOPPING=1")
+		},
+		socketFailed: func(err error) error {
+			log.Error("control socket failed", zap.Error(err))
+			return fmt.Errorf("control socket %s failed: %v", cfg.Control.Socket, err)
+		},
+	})
+}
+
+// daemonHandlers are supervise's reactions to signals and failures.
+type daemonHandlers struct {
+	reload       func()                // SIGHUP
+	reopen       func()                // SIGUSR1
+	stop         func(sig os.Signal)   // SIGTERM, SIGINT: before the loop is cancelled
+	socketFailed func(err error) error // the control socket broke while running; returns the daemon's error
+	wake         func()                // called on every wake-up of the loop; tests count them
+}
+
+// supervise reacts to signals until the loop (stopped) and the control
+// socket (served) have both returned, and returns the daemon's error. A
+// stop cancels ctx; a control socket that fails while running stops the
+// daemon too.
+func supervise(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Signal, stopped <-chan error, served chan error, h daemonHandlers) error {
+	for {
+		if h.wake != nil {
+			h.wake()
+		}
+		select {
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGHUP:
+				h.reload()
+			case syscall.SIGUSR1:
+				h.reopen()
+			default:
+				h.stop(sig)
+				cancel()
+			}
+		case err := <-stopped:
+			cancel()
+			if serr := <-served; err == nil {
+				err = serr
+			}
+			return err
+		case err := <-served:
+			if ctx.Err() != nil {
+				served <- err // a clean stop: the loop is finishing too
+				continue
+			}
+			// The socket broke: keep no daemon nobody can talk to.
+			cancel()
+			<-stopped
+			return h.socketFailed(err)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package logging
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// TestReaderReadsWhatTheWriterWrote logs through the daemon's logger into a
+// file and reads it back as `gearshift logs` does: the transition filter
+// and the human format rely on the names StateChange writes.
+func TestReaderReadsWhatTheWriterWrote(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gearshift.log")
+	lf, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := New(lf, nil, zap.NewAtomicLevelAt(zap.InfoLevel))
+	log.Info("gearshift starting", zap.String("version", "0.1.0"))
+	StateChange(log, "light", "heavy", "load_per_cpu 1.82 >= 1.50 for 3 samples",
+		zap.Float64("load_per_cpu", 1.82), zap.Bool(FieldForced, false), zap.Float64(FieldSwitchMS, 0.413))
+	log.Warn("varnish unreachable", zap.String("target", "127.0.0.1:6082"), zap.Error(os.ErrDeadlineExceeded))
+	StateChange(log, "heavy", "moderate", "stay rule of heavy not held within 120s (load_per_cpu 0.90 < 1.00)")
+	if err := lf.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name  string
+		flt   Filter
+		limit int
+		want  []string // each printed line, after the timestamp
+	}{
+		{"transitions", Filter{Transitions: true}, 0, []string{
+			"light → heavy        load_per_cpu 1.82 >= 1.50 for 3 samples  (switch 0.41 ms)",
+			"heavy → moderate     stay rule of heavy not held within 120s (load_per_cpu 0.90 < 1.00)",
+		}},
+		{"last two of all", Filter{}, 2, []string{
+			"WARN   varnish unreachable  target=127.0.0.1:6082  error=\"i/o timeout\"",
+			"heavy → moderate     stay rule of heavy not held within 120s (load_per_cpu 0.90 < 1.00)",
+		}},
+		{"since the future", Filter{Since: time.Now().Add(time.Hour)}, 0, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var out bytes.Buffer
+			flt := tc.flt
+			fm := &Formatter{W: &out, Loc: time.UTC}
+			if _, err := Tail(f, tc.limit, &flt, fm.Print); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			if out.Len() == 0 {
+				lines = nil
+			}
+			if len(lines) != len(tc.want) {
+				t.Fatalf("printed %d lines, want %d:\n%s", len(lines), len(tc.want), out.String())
+			}
+			for i, l := range lines {
+				if len(l) < 21 || l[21:] != tc.want[i] {
+					t.Errorf("line %d = %q, want the time then %q", i, l, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestFollowReadsAppendedLines follows a log while the writer appends to it.
+func TestFollowReadsAppendedLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gearshift.log")
+	lf, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	log := New(lf, nil, zap.NewAtomicLevelAt(zap.InfoLevel))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := make(chan Entry, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, path, 0, 5*time.Millisecond, func(line []byte) {
+			if e, ok := ParseEntry(line); ok {
+				got <- e
+			}
+		})
+	}()
+	StateChange(log, "light", "moderate", "test")
+	select {
+	case e := <-got:
+		if e.Str(keyMsg) != MsgStateChange || e.Str(FieldFrom) != "light" || e.Str(FieldTo) != "moderate" {
+			t.Errorf("followed entry %v", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("the appended transition was not followed")
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Follow returned %v, want context.Canceled", err)
+	}
+}

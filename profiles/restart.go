@@ -1,0 +1,20 @@
+package profiles
+
+// RestartKeys returns the keys bound at start whose values differ between
+// the running config and next: a reload cannot apply them, a restart does.
+func RestartKeys(running, next *Config) []string {
+	var keys []string
+	for key, change := range map[string]bool{
+		"control.socket": next.Control.Socket != running.Control.Socket,
+		"control.group":  next.Control.Group != running.Control.Group,
+		"log.file":       next.Log.File != running.Log.File,
+		"pid_file":       next.PIDFile != running.PIDFile,
+		"cpus":           next.CPUs != running.CPUs,
+		"metrics_listen": next.MetricsListen != running.MetricsListen,
+	} {
+		if change {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
