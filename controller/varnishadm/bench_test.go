@@ -76,3 +76,32 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(pct(0.50), "p50-us")
 	b.ReportMetric(pct(0.99), "p99-us")
 }
+
+// BenchmarkVCLLabel moves a label between two warm VCLs while the active
+// VCL hands requests to it: a gear switch in label mode. Compare with
+// BenchmarkVCLUse.
+func BenchmarkVCLLabel(b *testing.B) {
+	_, c := startVarnish(b)
+	names := loadBenchVCLs(b, c)
+	ctx := context.Background()
+	if err := c.VCLLabel(ctx, "bench-label", names[0]); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.VCLInline(ctx, "bench-site", okVCL+"sub vcl_recv { return (vcl(bench-label)); }\n", ""); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.VCLUse(ctx, "bench-site"); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := c.VCLLabel(ctx, "bench-label", names[(i+1)%2]); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}

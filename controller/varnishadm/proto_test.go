@@ -307,16 +307,23 @@ func FuzzReadResponse(f *testing.F) {
 
 func TestParseVCLList(t *testing.T) {
 	tests := []struct {
-		file string
-		want []VCL
+		file   string
+		active string
+		want   []VCL
 	}{
-		{"vcl.list-7.1-boot.json", []VCL{
+		{"vcl.list-7.1-boot.json", "boot", []VCL{
 			{Name: "boot", Status: "active", State: "auto", Temperature: "warm"},
 		}},
-		{"vcl.list-7.1-labels.json", []VCL{
+		{"vcl.list-7.1-labels.json", "boot", []VCL{
 			{Name: "boot", Status: "active", State: "auto", Temperature: "warm"},
 			{Name: "x", Status: "available", State: "warm", Temperature: "warm", Labels: 1},
 			{Name: "lab", Status: "available", State: "label", Temperature: "warm", LabelOf: "x"},
+		}},
+		// A label that the active VCL hands requests to with return (vcl(gearshift)).
+		{"vcl.list-7.1-label-refs.json", "site", []VCL{
+			{Name: "gs-a", Status: "available", State: "warm", Temperature: "warm", Labels: 1},
+			{Name: "gearshift", Status: "available", State: "label", Temperature: "warm", LabelOf: "gs-a", LabelRefs: 1},
+			{Name: "site", Status: "active", State: "auto", Temperature: "warm"},
 		}},
 	}
 	for _, tc := range tests {
@@ -337,8 +344,13 @@ func TestParseVCLList(t *testing.T) {
 					t.Errorf("VCL %d = %+v, want %+v", i, got[i], tc.want[i])
 				}
 			}
-			if !got[0].Active() || (len(got) > 1 && got[1].Active()) {
-				t.Errorf("Active() wrong in %+v", got)
+			for _, v := range got {
+				if v.Active() != (v.Name == tc.active) {
+					t.Errorf("Active() = %v for %+v", v.Active(), v)
+				}
+				if v.IsLabel() != (v.LabelOf != "") {
+					t.Errorf("IsLabel() = %v for %+v", v.IsLabel(), v)
+				}
 			}
 		})
 	}

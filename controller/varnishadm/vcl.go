@@ -55,6 +55,15 @@ func (c *Client) VCLState(ctx context.Context, name, state string) error {
 	return err
 }
 
+// VCLLabel points the label at the loaded VCL target, creating the label
+// when it does not exist. A VCL that hands requests to the label with
+// return (vcl(label)) follows at once; the active VCL is left alone.
+// Varnish refuses a cold target ("set to auto or warm first").
+func (c *Client) VCLLabel(ctx context.Context, label, target string) error {
+	_, err := c.Run(ctx, "vcl.label", label, target)
+	return err
+}
+
 // VCLDiscard unloads a VCL that is neither active nor labelled.
 func (c *Client) VCLDiscard(ctx context.Context, name string) error {
 	_, err := c.Run(ctx, "vcl.discard", name)
@@ -78,7 +87,11 @@ type VCL struct {
 	Busy        int    // requests still using this VCL
 	Labels      int    // labels pointing at this VCL
 	LabelOf     string // for a label: the VCL it points to
+	LabelRefs   int    // for a label: the VCLs that hand requests to it with return (vcl(...))
 }
+
+// IsLabel reports whether v is a label rather than a VCL program.
+func (v VCL) IsLabel() bool { return v.State == "label" }
 
 // Active reports whether v is the VCL new requests are handled by.
 func (v VCL) Active() bool { return v.Status == "active" }
@@ -125,6 +138,7 @@ func parseVCLList(body string) ([]VCL, error) {
 			Labels      int    `json:"labels"`
 			Label       *struct {
 				Name string `json:"name"`
+				Refs int    `json:"refs"`
 			} `json:"label"`
 		}
 		if err := json.Unmarshal(raw, &e); err != nil {
@@ -135,7 +149,7 @@ func parseVCLList(body string) ([]VCL, error) {
 		}
 		v := VCL{Name: e.Name, Status: e.Status, State: e.State, Temperature: e.Temperature, Busy: e.Busy, Labels: e.Labels}
 		if e.Label != nil {
-			v.LabelOf = e.Label.Name
+			v.LabelOf, v.LabelRefs = e.Label.Name, e.Label.Refs
 		}
 		vcls = append(vcls, v)
 	}
