@@ -30,14 +30,19 @@ type Config struct {
 	Hysteresis    Hysteresis `yaml:"hysteresis"`
 	Profiles      Profiles   `yaml:"profiles"`
 	OnExit        string     `yaml:"on_exit"` // default keep; or light, moderate, heavy
+	Hooks         Hooks      `yaml:"hooks"`
 	Control       Control    `yaml:"control"`
 	Log           Log        `yaml:"log"`
 	PIDFile       string     `yaml:"pid_file"`       // default /run/gearshift/gearshift.pid
 	MetricsListen string     `yaml:"metrics_listen"` // default "" (off)
 }
 
-// Varnish lists the Varnish instances gearshift drives.
+// Varnish lists the Varnish instances gearshift drives, and how.
 type Varnish struct {
+	// Mode is how a gear is applied: ModeActive (default) makes the gear's
+	// profile the active VCL; ModeLabel points the label Label at it and
+	// leaves the active VCL (the site's own) alone.
+	Mode    string   `yaml:"mode"`
 	Timeout Duration `yaml:"timeout"` // per admin command, default 2s (loading a VCL gets longer)
 	Targets []Target `yaml:"targets"` // default one: 127.0.0.1:6082 with /etc/varnish/secret
 }
@@ -89,6 +94,29 @@ type Source struct {
 	VCLFile string `yaml:"vcl_file"` // default "" = built-in template
 }
 
+// Values of varnish.mode.
+const (
+	ModeActive = "active"
+	ModeLabel  = "label"
+)
+
+// Label is the VCL label gearshift keeps pointed at the current gear's
+// profile in label mode; the site's VCL hands requests to it with
+// return (vcl(gearshift)).
+const Label = "gearshift"
+
+// Modes are the accepted values of varnish.mode.
+var Modes = []string{ModeActive, ModeLabel}
+
+// Hooks are commands the daemon runs on events.
+type Hooks struct {
+	// OnChange is run after every gear change: the command and its
+	// arguments, without a shell, with GEARSHIFT_FROM, GEARSHIFT_TO,
+	// GEARSHIFT_REASON and GEARSHIFT_MODE in its environment. Default none.
+	OnChange []string `yaml:"on_change"`
+	Timeout  Duration `yaml:"timeout"` // default 30s; then the hook's process group is killed
+}
+
 // Control is the daemon's control socket.
 type Control struct {
 	Socket string `yaml:"socket"` // default /run/gearshift/gearshift.sock
@@ -107,6 +135,7 @@ func Default() *Config {
 		PollInterval: Duration(time.Second),
 		FastWindow:   Duration(10 * time.Second),
 		Varnish: Varnish{
+			Mode:    ModeActive,
 			Timeout: Duration(2 * time.Second),
 			Targets: []Target{{Admin: "127.0.0.1:6082", SecretFile: "/etc/varnish/secret"}},
 		},
@@ -146,6 +175,7 @@ func Default() *Config {
 			PurgeACL:         []string{"127.0.0.1", "::1"},
 		},
 		OnExit:  "keep",
+		Hooks:   Hooks{Timeout: Duration(30 * time.Second)},
 		Control: Control{Socket: "/run/gearshift/gearshift.sock"},
 		Log:     Log{File: "/var/log/gearshift/gearshift.log", Level: "info"},
 		PIDFile: "/run/gearshift/gearshift.pid",

@@ -109,6 +109,11 @@ metrics_listen: 127.0.0.1:9131
 				t.Errorf("targets = %+v", c.Varnish.Targets)
 			}
 		}},
+		{"label mode and a hook", "varnish: { mode: label, targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' } ] }\nhooks: { on_change: [logger, -t, gearshift], timeout: 5s }", func(t *testing.T, c *Config) {
+			if c.Varnish.Mode != ModeLabel || strings.Join(c.Hooks.OnChange, " ") != "logger -t gearshift" || c.Hooks.Timeout != Duration(5*time.Second) {
+				t.Errorf("varnish.mode %q, hooks %+v", c.Varnish.Mode, c.Hooks)
+			}
+		}},
 		{"anchors and aliases", base + "states:\n  moderate:\n    enter: &r { load_per_cpu: 0.8 }\n    stay: { load_per_cpu: 0.6 }\n  heavy:\n    enter: { load_per_cpu: 1.8 }\n    stay: *r\n", func(t *testing.T, c *Config) {
 			if s, ok := c.States.Heavy.Stay["load_per_cpu"]; !ok || s != 0.8 {
 				t.Errorf("heavy.stay = %+v", c.States.Heavy.Stay)
@@ -219,6 +224,19 @@ func TestParseProblems(t *testing.T) {
 			`pid_file: must not be empty (line 5)`,
 			`metrics_listen: "9131" is not host:port (e.g. 127.0.0.1:6082) (or "" for no metrics) (line 6)`,
 			`control.group: no group "no-such-group-gearshift" on this machine (line 4)`}},
+		{"varnish mode", "varnish: { mode: labels, targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' } ] }", []string{
+			`varnish.mode: must be one of active, label, got "labels" (line 1)`}},
+		{"hook command", base + "hooks: { on_change: ['', x], timeout: 0s }", []string{
+			"hooks.on_change[0]: must name the command to run (the list is the command and its arguments, run without a shell) (line 2)",
+			"hooks.timeout: must be positive, got 0s (line 2)"}},
+		{"hook command not in PATH", base + "hooks: { on_change: [no-such-command-gearshift] }", []string{
+			`hooks.on_change[0]: "no-such-command-gearshift" not found in PATH (give its absolute path) (line 2)`}},
+		{"hook command relative or missing", base + "hooks: { on_change: [bin/notify] }", []string{
+			`hooks.on_change[0]: must be an absolute path or a command name found in PATH, got "bin/notify" (line 2)`}},
+		{"hook command does not exist", base + "hooks: { on_change: ['{{dir}}/nope.sh', --flag] }", []string{
+			`hooks.on_change[0]: {{dir}}/nope.sh does not exist (line 2)`}},
+		{"hook command not executable", base + "hooks: { on_change: ['{{vcl}}'] }", []string{
+			`hooks.on_change[0]: {{vcl}} is not executable (chmod +x) (line 2)`}},
 		{"socket path too long", base + "control: { socket: /" + strings.Repeat("s", 120) + " }", []string{
 			"control.socket: is 121 bytes long; a unix socket path must be at most 107 (line 2)"}},
 		{"decode and validation problems together", base + "cpus: x\non_exit: never\nhysteresis: { up_confirm: zero }", []string{

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -77,6 +78,9 @@ func (c *Config) validateSettings(v *validator) {
 		v.add("cpus", "must be 0 (detect) or a number of CPUs, got %d", c.CPUs)
 	}
 
+	if !contains(Modes, c.Varnish.Mode) {
+		v.add("varnish.mode", "must be one of %s, got %q", strings.Join(Modes, ", "), c.Varnish.Mode)
+	}
 	if t := c.Varnish.Timeout; t <= 0 {
 		v.add("varnish.timeout", "must be positive, got %s", t)
 	}
@@ -124,6 +128,7 @@ func (c *Config) validateSettings(v *validator) {
 	if !contains(OnExitValues, c.OnExit) {
 		v.add("on_exit", "must be one of %s, got %q", strings.Join(OnExitValues, ", "), c.OnExit)
 	}
+	c.Hooks.validate(v)
 	checkPath(v, "control.socket", c.Control.Socket)
 	if len(c.Control.Socket) > maxSocketPath {
 		v.add("control.socket", "is %d bytes long; a unix socket path must be at most %d", len(c.Control.Socket), maxSocketPath)
@@ -141,6 +146,24 @@ func (c *Config) validateSettings(v *validator) {
 		}
 	}
 }
+
+func (h *Hooks) validate(v *validator) {
+	if len(h.OnChange) > 0 {
+		switch cmd := h.OnChange[0]; {
+		case strings.TrimSpace(cmd) == "":
+			v.add("hooks.on_change[0]", "must name the command to run (the list is the command and its arguments, run without a shell)")
+		case !hookCommandOK(cmd):
+			v.add("hooks.on_change[0]", "must be an absolute path or a command name found in PATH, got %q", cmd)
+		}
+	}
+	if h.Timeout <= 0 {
+		v.add("hooks.timeout", "must be positive, got %s", h.Timeout)
+	}
+}
+
+// hookCommandOK tells whether a hook command is named so that it does not
+// depend on the daemon's working directory.
+func hookCommandOK(cmd string) bool { return filepath.IsAbs(cmd) || !strings.Contains(cmd, "/") }
 
 func (p *Profiles) validate(v *validator) {
 	for _, d := range []struct {
@@ -219,6 +242,11 @@ func (c *Config) validateFiles(v *validator) {
 			v.add(key, "%v", err)
 		}
 	}
+	if len(c.Hooks.OnChange) > 0 && strings.TrimSpace(c.Hooks.OnChange[0]) != "" && hookCommandOK(c.Hooks.OnChange[0]) {
+		if _, err := exec.LookPath(c.Hooks.OnChange[0]); err != nil {
+			v.add("hooks.on_change[0]", "%v", hookCommandProblem(c.Hooks.OnChange[0], err))
+		}
+	}
 	if c.Control.Group != "" {
 		if _, err := user.LookupGroup(c.Control.Group); err != nil {
 			v.add("control.group", "no group %q on this machine", c.Control.Group)
@@ -279,6 +307,19 @@ func hasVCLDeclaration(text []byte) bool {
 			return vclDeclaration.MatchString(s)
 		}
 	}
+}
+
+// hookCommandProblem words why exec.LookPath refused the hook command.
+func hookCommandProblem(cmd string, err error) error {
+	switch {
+	case !filepath.IsAbs(cmd):
+		return fmt.Errorf("%q not found in PATH (give its absolute path)", cmd)
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s does not exist", cmd)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("%s is not executable (chmod +x)", cmd)
+	}
+	return fmt.Errorf("%s cannot be run: %v", cmd, unwrapPathError(err))
 }
 
 // checkReadable opens a regular file for reading; its contents are never
