@@ -24,15 +24,18 @@ type Sensor interface {
 type Target interface {
 	VCLInline(ctx context.Context, name, src, state string) error
 	VCLUse(ctx context.Context, name string) error
+	VCLLabel(ctx context.Context, label, vcl string) error
 	VCLDiscard(ctx context.Context, name string) error
 	VCLList(ctx context.Context) ([]VCL, error)
 	Close() error
 }
 
-// VCL is one entry of `vcl.list`.
+// VCL is one entry of `vcl.list`: a VCL program, or a label.
 type VCL struct {
 	Name   string
 	Active bool
+	Label  string // for a label: the VCL it points to; "" for a program
+	Refs   int    // for a label: the VCLs that hand requests to it
 }
 
 // DialFunc connects to the admin port addr with the secret in secretFile.
@@ -98,6 +101,8 @@ type Controller struct {
 	resumed     bool // the first tick looked for a gear to resume
 	configErr   string
 
+	hooks *hookRunner // runs hooks.on_change off the loop
+
 	reqs chan request
 	done chan struct{} // closed when Run returns
 	snap atomic.Pointer[Status]
@@ -159,6 +164,7 @@ func New(opts Options) (*Controller, error) {
 		// sync that outlived its poll end even when no loop receives.
 		synced: make(chan *target, 1024),
 	}
+	c.hooks = newHookRunner(c.log)
 	c.started = c.now()
 	c.targets = c.makeTargets(opts.Config, nil)
 	c.publish()
@@ -240,14 +246,8 @@ func (c *Controller) resume(ctx context.Context, now time.Time) {
 		if err != nil {
 			continue
 		}
-		for _, v := range vcls {
-			m := ownName.FindStringSubmatch(v.Name)
-			if !v.Active || m == nil {
-				continue
-			}
-			if st, err := state.Parse(m[1]); err == nil && (from == "" || st > found) {
-				found, from = st, t.addr
-			}
+		if st, err := state.Parse(gearOf(t.mode, vcls)); err == nil && (from == "" || st > found) {
+			found, from = st, t.addr
 		}
 	}
 	if from == "" || found == state.Light {
@@ -286,6 +286,16 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 	st := c.publish()
 	if d.Changed && c.opts.OnChange != nil {
 		c.opts.OnChange(st)
+	}
+	if h := c.cfg.Hooks; d.Changed && len(h.OnChange) > 0 {
+		c.hooks.enqueue(hookEvent{
+			argv:    append([]string(nil), h.OnChange...),
+			timeout: time.Duration(h.Timeout),
+			from:    d.From.String(),
+			to:      d.State.String(),
+			reason:  d.Reason,
+			mode:    st.Mode,
+		})
 	}
 }
 
@@ -427,6 +437,7 @@ func (c *Controller) publish() Status {
 		Transitions: d.Transitions,
 		Targets:     make([]TargetStatus, 0, len(c.targets)),
 		ConfigError: c.configErr,
+		VarnishMode: c.cfg.Varnish.Mode,
 	}
 	if s.Since.IsZero() {
 		s.Since = c.started
@@ -493,6 +504,7 @@ func (c *Controller) stop() {
 	for _, t := range c.targets {
 		t.close()
 	}
+	c.hooks.close(hookStopGrace)
 	c.log.Info("stopped", zap.String("state", c.machine.Current().State.String()), zap.String("on_exit", onExit))
 }
 

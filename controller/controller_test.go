@@ -81,6 +81,10 @@ func (c *counting) VCLUse(ctx context.Context, name string) error {
 	c.record("use " + name)
 	return c.Target.VCLUse(ctx, name)
 }
+func (c *counting) VCLLabel(ctx context.Context, label, vcl string) error {
+	c.record("label " + label + " " + vcl)
+	return c.Target.VCLLabel(ctx, label, vcl)
+}
 func (c *counting) VCLDiscard(ctx context.Context, name string) error {
 	c.record("discard " + name)
 	return c.Target.VCLDiscard(ctx, name)
@@ -151,6 +155,7 @@ func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config))
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		r.c.hooks.close(0)
 		r.c.waitIdle()
 		for _, tg := range r.c.targets {
 			tg.close()

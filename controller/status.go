@@ -27,6 +27,7 @@ type Status struct {
 	Sample        *SampleStatus  `json:"sample"`
 	Targets       []TargetStatus `json:"targets"`
 	ConfigError   string         `json:"config_error"`
+	VarnishMode   string         `json:"varnish_mode"` // varnish.mode: "active" or "label"
 	UptimeSeconds int64          `json:"uptime_seconds"`
 }
 
@@ -138,10 +139,16 @@ func (s *SampleStatus) UnmarshalJSON(data []byte) error {
 
 // TargetStatus is one Varnish instance as the daemon last saw it.
 type TargetStatus struct {
-	Admin        string  `json:"admin"`
-	Reachable    bool    `json:"reachable"`
-	ActiveVCL    string  `json:"active_vcl"`
+	Admin     string `json:"admin"`
+	Reachable bool   `json:"reachable"`
+	ActiveVCL string `json:"active_vcl"`
+	// LabelVCL is the VCL the label gearshift points to (label mode; ""
+	// otherwise or while there is no such label).
+	LabelVCL     string  `json:"label_vcl"`
 	InSync       bool    `json:"in_sync"`
 	LastSwitchMS float64 `json:"last_switch_ms"`
-	Error        string  `json:"error"`
+	// ForeignVCLAt is when gearshift last found its VCL changed by someone
+	// else (the active VCL in active mode, the label in label mode).
+	ForeignVCLAt *time.Time `json:"foreign_vcl_at"`
+	Error        string     `json:"error"`
 }

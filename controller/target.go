@@ -52,9 +52,13 @@ type target struct {
 	loadTimeout      time.Duration // bound of one profile load (compile)
 	log              *zap.Logger
 
+	mode       string // varnish.mode
 	conn       Target
-	lastUsed   string // what gearshift last made active on this manager
+	lastUsed   string // what gearshift last made active (labelled) on this manager
 	active     string
+	label      string    // what the label gearshift points to (label mode)
+	foreignAt  time.Time // when gearshift's VCL was last found changed by someone else
+	unusedLab  bool      // "no VCL uses the label" was logged
 	reachable  bool
 	inSync     bool
 	contacted  bool
@@ -87,6 +91,7 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target 
 				noDiscard:  map[string]bool{},
 			}
 		}
+		t.mode = cfg.Varnish.Mode
 		t.timeout = time.Duration(cfg.Varnish.Timeout)
 		if t.timeout <= 0 {
 			t.timeout = 2 * time.Second
@@ -100,7 +105,7 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target 
 func (t *target) status(want string) TargetStatus {
 	if t.busy {
 		st := t.shown
-		if st.ActiveVCL != want {
+		if on := st.ActiveVCL; on != want && (t.mode != profiles.ModeLabel || st.LabelVCL != want) {
 			st.InSync = false
 			if st.Error == "" {
 				st.Error = "busy with an earlier command (slow to answer?): it follows once that ends"
@@ -117,7 +122,7 @@ func (t *target) statusNow(want string) TargetStatus {
 	if err == "" && !t.contacted && !t.reachable {
 		err = "not contacted yet: the first poll is loading the profiles"
 	}
-	return TargetStatus{
+	st := TargetStatus{
 		Admin:        t.addr,
 		Reachable:    t.reachable,
 		ActiveVCL:    t.active,
@@ -125,6 +130,15 @@ func (t *target) statusNow(want string) TargetStatus {
 		LastSwitchMS: t.lastSwitch,
 		Error:        err,
 	}
+	if t.mode == profiles.ModeLabel {
+		st.LabelVCL = t.label
+		st.InSync = t.inSync && t.label == want
+	}
+	if !t.foreignAt.IsZero() {
+		at := t.foreignAt
+		st.ForeignVCLAt = &at
+	}
+	return st
 }
 
 func (t *target) close() {
@@ -171,7 +185,7 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 		t.fail(now, err)
 		return 0, false
 	}
-	ms, switched, err := t.reconcile(ctx, set, want)
+	ms, switched, err := t.reconcile(ctx, now, set, want)
 	if err != nil && !fresh && connDead(err) && ctx.Err() == nil {
 		// The connection had gone stale (a restarted manager): one more
 		// try on a fresh one before calling it a failure. Not after a
@@ -179,7 +193,7 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 		// while the loop waits.
 		t.close()
 		if _, err = t.connect(); err == nil {
-			ms, switched, err = t.reconcile(ctx, set, want)
+			ms, switched, err = t.reconcile(ctx, now, set, want)
 		}
 	}
 	if err != nil {
@@ -195,7 +209,7 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 	return ms, switched
 }
 
-func (t *target) reconcile(ctx context.Context, set *ProfileSet, want state.State) (float64, bool, error) {
+func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, want state.State) (float64, bool, error) {
 	vcls, err := t.list(ctx)
 	if err != nil {
 		return 0, false, err
@@ -240,36 +254,72 @@ func (t *target) reconcile(ctx context.Context, set *ProfileSet, want state.Stat
 
 	desired := set[want].Name
 	var ms float64
-	switched := false
-	if active != desired {
-		if t.lastUsed != "" && active != t.lastUsed {
-			t.log.Warn("active VCL changed outside gearshift", zap.String("active_vcl", active),
-				zap.String("expected", t.lastUsed), zap.String("to", want.String()))
-		}
-		cctx, cancel := t.cmdCtx(ctx, false)
-		start := time.Now()
-		err := t.conn.VCLUse(cctx, desired)
-		elapsed := time.Since(start)
-		cancel()
-		if err != nil {
-			return 0, false, fmt.Errorf("switch %s to %s: %w", t.addr, desired, err)
-		}
-		ms = round(float64(elapsed.Microseconds())/1000, 3)
-		t.lastSwitch, switched = ms, true
-		t.log.Info("vcl switched", zap.String("from_vcl", active), zap.String("vcl", desired),
-			zap.String("to", want.String()), zap.Float64("switch_ms", ms))
-		active = desired
-		t.active = desired
+	var switched bool
+	if t.mode == profiles.ModeLabel {
+		ms, switched, err = t.syncLabel(ctx, now, vcls, desired, want)
+	} else {
+		ms, switched, err = t.syncActive(ctx, now, active, desired, want)
+	}
+	if err != nil {
+		return 0, false, err
 	}
 	t.lastUsed = desired
 	t.inSync = true
+	return ms, switched, t.discardStale(ctx, vcls, set, desired)
+}
 
+// syncActive makes desired the active VCL.
+func (t *target) syncActive(ctx context.Context, now time.Time, active, desired string, want state.State) (float64, bool, error) {
+	if active == desired {
+		return 0, false, nil
+	}
+	if t.lastUsed != "" && active != t.lastUsed {
+		t.foreignAt = now
+		t.log.Warn("active VCL changed outside gearshift", zap.String("active_vcl", active),
+			zap.String("expected", t.lastUsed), zap.String("to", want.String()), zap.String("hint", foreignHint))
+	}
+	cctx, cancel := t.cmdCtx(ctx, false)
+	start := time.Now()
+	err := t.conn.VCLUse(cctx, desired)
+	elapsed := time.Since(start)
+	cancel()
+	if err != nil {
+		return 0, false, fmt.Errorf("switch %s to %s: %w", t.addr, desired, err)
+	}
+	ms := round(float64(elapsed.Microseconds())/1000, 3)
+	t.lastSwitch = ms
+	t.log.Info("vcl switched", zap.String("from_vcl", active), zap.String("vcl", desired),
+		zap.String("to", want.String()), zap.Float64("switch_ms", ms))
+	t.active = desired
+	return ms, true, nil
+}
+
+// foreignHint is what the log says to an operator whose own vcl.use (a
+// varnishreload, `systemctl reload varnish`) gearshift has just undone.
+const foreignHint = "gearshift keeps its profile active in varnish.mode active; to keep the site's own VCL active " +
+	"(varnishreload, systemctl reload varnish), set varnish.mode: label and hand requests to " +
+	"vcl(" + profiles.Label + ") from the site's VCL (see the README, \"Label mode\"); to pin a gear, use gearshift force"
+
+// discardStale discards gearshift's own profiles that are not in set and
+// that nothing references: not the active VCL, not the target of any
+// label (Varnish refuses those). labelled is what the label gearshift
+// points to now, whatever vcls said before a relabel.
+func (t *target) discardStale(ctx context.Context, vcls []VCL, set *ProfileSet, labelled string) error {
 	keep := map[string]bool{}
 	for _, p := range set {
 		keep[p.Name] = true
 	}
 	for _, v := range vcls {
-		if !ownName.MatchString(v.Name) || keep[v.Name] || v.Name == active || t.noDiscard[v.Name] {
+		if v.Label != "" && (v.Name != profiles.Label || t.mode != profiles.ModeLabel) {
+			keep[v.Label] = true
+		}
+	}
+	keep[t.active] = true // as it is now, after a switch
+	if t.mode == profiles.ModeLabel {
+		keep[labelled] = true
+	}
+	for _, v := range vcls {
+		if !ownName.MatchString(v.Name) || keep[v.Name] || t.noDiscard[v.Name] {
 			continue
 		}
 		cctx, cancel := t.cmdCtx(ctx, false)
@@ -277,7 +327,7 @@ func (t *target) reconcile(ctx context.Context, set *ProfileSet, want state.Stat
 		cancel()
 		if err != nil {
 			if !isCommandError(err) {
-				return ms, switched, fmt.Errorf("discard %s on %s: %w", v.Name, t.addr, err)
+				return fmt.Errorf("discard %s on %s: %w", v.Name, t.addr, err)
 			}
 			// Still referenced (a label), say: leave it, and say so once.
 			t.noDiscard[v.Name] = true
@@ -286,7 +336,7 @@ func (t *target) reconcile(ctx context.Context, set *ProfileSet, want state.Stat
 		}
 		t.log.Info("discarded stale profile", zap.String("vcl", v.Name))
 	}
-	return ms, switched, nil
+	return nil
 }
 
 func (t *target) list(ctx context.Context) ([]VCL, error) {
@@ -322,7 +372,7 @@ func (t *target) fail(now time.Time, err error) {
 	t.err = err.Error()
 	if !isCommandError(err) {
 		t.reachable = false
-		t.active = ""
+		t.active, t.label = "", ""
 		t.close()
 	}
 	if logWorthy(t.failures) {

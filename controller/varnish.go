@@ -36,6 +36,10 @@ func (a adminTarget) VCLUse(ctx context.Context, name string) error {
 	return mark(a.c.VCLUse(ctx, name))
 }
 
+func (a adminTarget) VCLLabel(ctx context.Context, label, vcl string) error {
+	return mark(a.c.VCLLabel(ctx, label, vcl))
+}
+
 func (a adminTarget) VCLDiscard(ctx context.Context, name string) error {
 	return mark(a.c.VCLDiscard(ctx, name))
 }
@@ -50,7 +54,11 @@ func (a adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
 		if v.Status == "discarded" {
 			continue // already on its way out, once its requests are done
 		}
-		vcls = append(vcls, VCL{Name: v.Name, Active: v.Active()})
+		vcl := VCL{Name: v.Name, Active: v.Active()}
+		if v.IsLabel() {
+			vcl.Label, vcl.Refs = v.LabelOf, v.LabelRefs
+		}
+		vcls = append(vcls, vcl)
 	}
 	return vcls, nil
 }

@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Bounds of the on_change hooks.
+const (
+	// maxPendingHooks is how many gear changes may wait while a hook runs;
+	// past it the oldest waiting one is skipped (the latest gear matters).
+	maxPendingHooks = 8
+	// maxHookOutput is how much of a hook's output (stdout and stderr
+	// together) goes into the log.
+	maxHookOutput = 4 << 10
+	// hookStopGrace is how long a stopping daemon lets hooks finish.
+	hookStopGrace = 5 * time.Second
+)
+
+// Environment of a hook.
+const (
+	HookEnvFrom   = "GEARSHIFT_FROM"
+	HookEnvTo     = "GEARSHIFT_TO"
+	HookEnvReason = "GEARSHIFT_REASON"
+	HookEnvMode   = "GEARSHIFT_MODE" // auto or forced
+)
+
+// hookEvent is one run of a hook: the command and everything it is told.
+type hookEvent struct {
+	argv     []string
+	timeout  time.Duration
+	from, to string
+	reason   string
+	mode     string
+}
+
+// hookRunner runs hooks one at a time, in order, off the loop: the loop
+// only queues. A hook's process group is killed at its timeout and when
+// the hook exits, so nothing it started outlives it unnoticed.
+type hookRunner struct {
+	log    *zap.Logger
+	ctx    context.Context // cancelled to kill what runs at stop
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	pending []hookEvent
+	running bool
+	closed  bool
+	idle    chan struct{} // closed when the worker ends; nil while none runs
+}
+
+func newHookRunner(log *zap.Logger) *hookRunner {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &hookRunner{log: log, ctx: ctx, cancel: cancel}
+}
+
+// enqueue queues ev and returns at once.
+func (h *hookRunner) enqueue(ev hookEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if len(h.pending) >= maxPendingHooks {
+		old := h.pending[0]
+		h.pending = h.pending[1:]
+		h.log.Warn("hook skipped: gear changes came faster than the hook runs",
+			zap.String("hook", old.argv[0]), zap.String("from", old.from), zap.String("to", old.to))
+	}
+	h.pending = append(h.pending, ev)
+	if !h.running {
+		h.running = true
+		h.idle = make(chan struct{})
+		go h.work(h.idle)
+	}
+}
+
+func (h *hookRunner) work(idle chan struct{}) {
+	defer close(idle)
+	for {
+		h.mu.Lock()
+		if len(h.pending) == 0 {
+			h.running = false
+			h.mu.Unlock()
+			return
+		}
+		ev := h.pending[0]
+		h.pending = h.pending[1:]
+		h.mu.Unlock()
+		h.run(ev)
+	}
+}
+
+// close lets the queued hooks run for up to grace, then kills what still
+// runs and drops the rest. Hooks queued after close are dropped.
+func (h *hookRunner) close(grace time.Duration) {
+	h.mu.Lock()
+	h.closed = true
+	idle := h.idle
+	h.mu.Unlock()
+	defer h.cancel()
+	if idle == nil {
+		return
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-idle:
+		return
+	case <-timer.C:
+	}
+	h.mu.Lock()
+	if n := len(h.pending); n > 0 {
+		h.log.Warn("stopping: hooks not run", zap.Int("skipped", n))
+		h.pending = nil
+	}
+	h.mu.Unlock()
+	h.cancel()
+	<-idle
+}
+
+func (h *hookRunner) run(ev hookEvent) {
+	log := h.log.With(zap.String("hook", ev.argv[0]), zap.String("from", ev.from), zap.String("to", ev.to))
+	ctx, cancel := context.WithTimeout(h.ctx, ev.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ev.argv[0], ev.argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		HookEnvFrom+"="+ev.from, HookEnvTo+"="+ev.to, HookEnvReason+"="+ev.reason, HookEnvMode+"="+ev.mode)
+	cmd.Dir = "/"
+	out := &cappedBuffer{max: maxHookOutput}
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, so that a timeout takes whatever the hook
+	// started (curl under a shell script) with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A process left holding the output pipe does not hold up the runner.
+	cmd.WaitDelay = time.Second
+	start := time.Now()
+	err := cmd.Run()
+	elapsed := time.Since(start)
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind
+	}
+	fields := []zap.Field{zap.Float64("duration_ms", round(float64(elapsed.Microseconds())/1000, 1)),
+		zap.String("output", out.String())}
+	var exitErr *exec.ExitError
+	switch {
+	case ctx.Err() != nil && h.ctx.Err() != nil:
+		log.Warn("hook killed: the daemon is stopping", fields...)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		log.Warn("hook timed out and was killed", append(fields, zap.Duration("timeout", ev.timeout))...)
+	case errors.As(err, &exitErr):
+		log.Warn("hook failed", append(fields, zap.Int("exit_code", exitErr.ExitCode()), zap.Error(err))...)
+	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
+		log.Error("hook could not run", append(fields, zap.Error(err))...)
+	default:
+		log.Info("hook ran", append(fields, zap.Int("exit_code", 0))...)
+	}
+}
+
+// cappedBuffer keeps the first max bytes written to it and counts the rest.
+type cappedBuffer struct {
+	mu      sync.Mutex
+	b       []byte
+	max     int
+	dropped int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - len(c.b)
+	if room > len(p) {
+		room = len(p)
+	}
+	c.b = append(c.b, p[:room]...)
+	c.dropped += len(p) - room
+	return len(p), nil
+}
+
+func (c *cappedBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := strings.TrimRight(strings.ToValidUTF8(string(c.b), "\uFFFD"), "\n")
+	if c.dropped > 0 {
+		s += "\n… (" + strconv.Itoa(c.dropped) + " more bytes)"
+	}
+	return s
+}
