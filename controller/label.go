@@ -83,4 +83,3 @@ func gearOf(mode string, vcls []VCL) string {
 	}
 	return ""
 }
-
