@@ -21,6 +21,41 @@ const CLIFile = "gearshift.cli"
 // broken): Varnish then boots into its -f VCL and gearshift loads the
 // profiles when it connects. It returns the paths written.
 func Export(set Set, dir string, active state.State) ([]string, error) {
+	return export(set, dir, active, func(cli *strings.Builder) error {
+		fmt.Fprintf(cli, "-vcl.use %s\n", set[active].Name)
+		return nil
+	})
+}
+
+// SiteVCL is the site's own VCL on a stock Debian/Ubuntu Varnish.
+const SiteVCL = "/etc/varnish/default.vcl"
+
+// ExportLabel is Export for label mode: CLIFile loads the three profiles,
+// points the label Label at active's, then loads the site's own VCL from
+// siteVCL under the name "boot" and makes it active. varnishd compiles its
+// -f VCL before it runs -I, and a VCL that hands requests to
+// vcl(gearshift) does not compile before the label exists, so varnishd is
+// started with -f '' and this file does what -f did. A failed profile load
+// is skipped; a failed label or site VCL stops varnishd, as a broken -f
+// VCL would (the site's VCL cannot run without the label).
+func ExportLabel(set Set, dir string, active state.State, siteVCL string) ([]string, error) {
+	return export(set, dir, active, func(cli *strings.Builder) error {
+		site, err := filepath.Abs(siteVCL)
+		if err != nil {
+			return err
+		}
+		quoted, err := cliQuote(site)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cli, "vcl.label %s %s\n", Label, set[active].Name)
+		fmt.Fprintf(cli, "vcl.load boot %s\n", quoted)
+		fmt.Fprintf(cli, "vcl.use boot\n")
+		return nil
+	})
+}
+
+func export(set Set, dir string, active state.State, finish func(*strings.Builder) error) ([]string, error) {
 	if !active.Valid() {
 		return nil, fmt.Errorf("export profiles: unknown state %d", int(active))
 	}
@@ -48,7 +83,9 @@ func Export(set Set, dir string, active state.State) ([]string, error) {
 		written = append(written, path)
 		fmt.Fprintf(&cli, "-vcl.load %s %s warm\n", p.Name, quoted)
 	}
-	fmt.Fprintf(&cli, "-vcl.use %s\n", set[active].Name)
+	if err := finish(&cli); err != nil {
+		return nil, fmt.Errorf("export profiles to %s: %w", dir, err)
+	}
 	path := filepath.Join(dir, CLIFile)
 	if err := writeFileAtomic(path, []byte(cli.String())); err != nil {
 		return nil, fmt.Errorf("export profiles: %w", err)

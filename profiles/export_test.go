@@ -61,7 +61,7 @@ func TestExportBootsVarnish(t *testing.T) {
 	if _, err := Export(set, filepath.Join(dir, "export"), state.Heavy); err != nil {
 		t.Fatal(err)
 	}
-	http, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile))
+	http, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile), false)
 	for _, p := range set {
 		if _, ok := vcls[p.Name]; !ok {
 			t.Errorf("%s not loaded; vcl.list: %+v", p.Name, vcls)
@@ -90,7 +90,7 @@ func TestExportBrokenStillBoots(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "export", "heavy.vcl"), []byte("vcl 4.1; this is not VCL\n"), 0o644)
 	os.Remove(filepath.Join(dir, "export", "light.vcl"))
-	_, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile))
+	_, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile), false)
 	if v, ok := vcls["boot"]; !ok || !v.Active() {
 		t.Errorf("boot VCL not active; vcl.list: %+v", vcls)
 	}
@@ -99,9 +99,58 @@ func TestExportBrokenStillBoots(t *testing.T) {
 	}
 }
 
+// TestExportLabelBootsVarnish boots varnishd the way label mode needs
+// (-f '' -I gearshift.cli) with a site VCL that uses the shipped snippet:
+// the site's VCL is active, the label points at the exported gear, and
+// the site's requests are served by that gear's profile.
+func TestExportLabelBootsVarnish(t *testing.T) {
+	o := newOrigin(t)
+	set, err := Build(testConfig(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := searchableTempDir(t)
+	snippet, err := filepath.Abs(filepath.Join("..", "scripts", "varnish", "gearshift-label.vcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(dir, "site.vcl")
+	os.WriteFile(site, []byte("vcl 4.1;\ninclude \""+snippet+"\";\nbackend default none;\n"+
+		"sub vcl_recv {\n\tif (req.url == \"/mine\") { return (synth(204)); }\n\tcall gearshift_recv;\n}\n"), 0o644)
+	paths, err := ExportLabel(set, filepath.Join(dir, "export"), state.Moderate, site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, _ := os.ReadFile(paths[len(paths)-1])
+	want := ""
+	for _, p := range set {
+		want += "-vcl.load " + p.Name + " " + filepath.Join(dir, "export", p.State.String()+".vcl") + " warm\n"
+	}
+	want += "vcl.label gearshift " + set[state.Moderate].Name + "\nvcl.load boot " + site + "\nvcl.use boot\n"
+	if string(cli) != want {
+		t.Errorf("%s:\n%s\nwant:\n%s", CLIFile, cli, want)
+	}
+
+	http, vcls := bootWithCLI(t, dir, paths[len(paths)-1], true)
+	if v := vcls["boot"]; !v.Active() {
+		t.Errorf("the site's VCL is not active; vcl.list: %+v", vcls)
+	}
+	if l := vcls[Label]; !l.IsLabel() || l.LabelOf != set[state.Moderate].Name || l.LabelRefs != 1 {
+		t.Errorf("label %s = %+v, want it on %s, used by the site's VCL", Label, l, set[state.Moderate].Name)
+	}
+	g := &gears{v: &varnishtest.Varnish{HTTPAddr: http}}
+	if r := g.do(t, req{path: "/exported"}); r.header.Get("X-Gearshift-Profile") != "moderate" {
+		t.Errorf("X-Gearshift-Profile = %q, want moderate", r.header.Get("X-Gearshift-Profile"))
+	}
+	if r := g.do(t, req{path: "/mine"}); r.status != 204 || r.header.Get("X-Gearshift-Profile") != "" {
+		t.Errorf("/mine = %d %v, want the site's own 204", r.status, r.header)
+	}
+}
+
 // bootWithCLI starts varnishd with a stock boot VCL and -I cli, waits for
-// the CLI, and returns the HTTP address and the loaded VCLs by name.
-func bootWithCLI(t *testing.T, dir, cli string) (string, map[string]varnishadm.VCL) {
+// the CLI, and returns the HTTP address and the loaded VCLs by name. With
+// noF, varnishd gets -f '' (label mode: cli loads the site's VCL).
+func bootWithCLI(t *testing.T, dir, cli string, noF bool) (string, map[string]varnishadm.VCL) {
 	t.Helper()
 	bin := varnishtest.Binary(t)
 	boot := filepath.Join(dir, "default.vcl")
@@ -109,6 +158,9 @@ func bootWithCLI(t *testing.T, dir, cli string) (string, map[string]varnishadm.V
 	os.WriteFile(boot, []byte(varnishtest.DefaultVCL), 0o644)
 	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
 	admin, http := varnishtest.FreeAddr(t), varnishtest.FreeAddr(t)
+	if noF {
+		boot = ""
+	}
 	cmd := exec.Command(bin, "-F", "-n", filepath.Join(dir, "n"), "-a", http, "-T", admin, "-S", secret,
 		"-f", boot, "-I", cli, "-s", "malloc,16m")
 	var log strings.Builder

@@ -26,6 +26,10 @@ const DefaultVCL = "vcl 4.1;\nbackend default none;\n"
 type Config struct {
 	VCL    string   // boot VCL text (-f); DefaultVCL when empty
 	Params []string // extra "name=value" runtime parameters (-p)
+	// CLIFile is a command file varnishd runs at every start (-I). With
+	// it, no -f VCL is loaded: the file loads and uses the boot VCL, as
+	// a VCL that hands requests to a label needs.
+	CLIFile string
 }
 
 // Varnish is a running varnishd owned by one test.
@@ -115,12 +119,19 @@ func FreeAddr(tb testing.TB) string {
 
 func (v *Varnish) start() {
 	v.tb.Helper()
+	boot := filepath.Join(v.Dir, "boot.vcl")
+	if v.cfg.CLIFile != "" {
+		boot = "" // -f '': the -I file loads the boot VCL
+	}
 	args := []string{
 		"-F", "-n", v.WorkDir,
 		"-a", v.HTTPAddr, "-T", v.AdminAddr, "-S", v.SecretFile,
-		"-f", filepath.Join(v.Dir, "boot.vcl"),
+		"-f", boot,
 		"-s", "malloc,64m",
 		"-p", "vcl_cooldown=1",
+	}
+	if v.cfg.CLIFile != "" {
+		args = append(args, "-I", v.cfg.CLIFile)
 	}
 	for _, p := range v.cfg.Params {
 		args = append(args, "-p", p)
