@@ -28,7 +28,7 @@ loads all three into Varnish under content-addressed names
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	var use string
+	var use, siteVCL string
 	export := &cobra.Command{
 		Use:   "export DIR",
 		Short: "Write each gear's VCL file and a varnishd -I command file into DIR",
@@ -37,13 +37,19 @@ into DIR (a file per gear, named after it), and gearshift.cli: the varnishd
 commands that load them under their gearshift names and make one of them
 active. Add "-I DIR/gearshift.cli" to varnishd's command line (see the
 README) and a restarted Varnish boots straight into gearshift's profiles,
-before gearshift reconnects.`,
+before gearshift reconnects.
+
+With varnish.mode: label, gearshift.cli instead points the label gearshift at
+one of them and then loads the site's own VCL (--site-vcl) and makes it
+active: start varnishd with -f '' -I DIR/gearshift.cli, since a VCL that
+hands requests to vcl(gearshift) compiles only once the label exists.`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(_ *cobra.Command, args []string) (int, error) {
-			return a.profilesExport(args[0], use)
+			return a.profilesExport(args[0], use, siteVCL)
 		}),
 	}
 	export.Flags().StringVar(&use, "use", "light", "the gear varnishd starts in: "+state.OneOf("or"))
+	export.Flags().StringVar(&siteVCL, "site-vcl", profiles.SiteVCL, "label mode: the site's own VCL, loaded after the label and made active")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the gears with their VCL names and where each comes from",
@@ -115,23 +121,34 @@ func (a *app) profilesShow(gear string) (int, error) {
 	return exitOK, err
 }
 
-func (a *app) profilesExport(dir, use string) (int, error) {
+func (a *app) profilesExport(dir, use, siteVCL string) (int, error) {
 	s, err := state.Parse(use)
 	if err != nil {
 		return exitUsage, fmt.Errorf("--use: %w", err)
 	}
-	_, set, err := a.buildProfiles(true)
+	cfg, set, err := a.buildProfiles(true)
 	if err != nil {
 		return exitUsage, err
 	}
-	paths, err := profiles.Export(set, dir, s)
+	label := cfg.Varnish.Mode == profiles.ModeLabel
+	var paths []string
+	if label {
+		paths, err = profiles.ExportLabel(set, dir, s, siteVCL)
+	} else {
+		paths, err = profiles.Export(set, dir, s)
+	}
 	if err != nil {
 		return exitFailure, err
 	}
 	for _, p := range paths {
 		fmt.Fprintf(a.stdout, "wrote %s\n", p)
 	}
-	fmt.Fprintf(a.stdout, "add \"-I %s\" to varnishd's command line to boot into gearshift's %s gear\n", paths[len(paths)-1], s)
+	cli := paths[len(paths)-1]
+	if label {
+		fmt.Fprintf(a.stdout, "in varnishd's command line, replace \"-f %s\" with \"-f '' -I %s\": it labels gearshift's %s gear, then loads and uses %s\n", siteVCL, cli, s, siteVCL)
+	} else {
+		fmt.Fprintf(a.stdout, "add \"-I %s\" to varnishd's command line to boot into gearshift's %s gear\n", cli, s)
+	}
 	return exitOK, nil
 }
 

@@ -84,6 +84,26 @@ func TestProfilesListShowExport(t *testing.T) {
 		}
 	})
 
+	t.Run("export in label mode", func(t *testing.T) {
+		p, d := opsConfigFile(t, "varnish: { mode: label, targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"+
+			"backend: { host: 127.0.0.1, port: 8099 }\n")
+		site := filepath.Join(d, "default.vcl")
+		code, out, errs := runMain(t, "--config", p, "profiles", "export", filepath.Join(d, "out"), "--use", "heavy", "--site-vcl", site)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		cli, err := os.ReadFile(filepath.Join(d, "out", profiles.CLIFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "vcl.label gearshift " + set[state.Heavy].Name + "\nvcl.load boot " + site + "\nvcl.use boot\n"; !strings.HasSuffix(string(cli), want) {
+			t.Errorf("gearshift.cli:\n%s\nwant it to end with:\n%s", cli, want)
+		}
+		if !strings.Contains(out, "-f '' -I "+filepath.Join(d, "out", profiles.CLIFile)) {
+			t.Errorf("export output does not say how to start varnishd in label mode:\n%s", out)
+		}
+	})
+
 	for _, tc := range []struct {
 		name string
 		args []string
