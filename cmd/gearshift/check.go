@@ -36,7 +36,8 @@ CRITICAL: the daemon is not running or its socket is silent past --timeout; a
 Varnish target is unreachable or not in sync; the last sample is older than
 --max-age.
 WARNING: a config reload failed (the old config stays in force); the config
-file does not validate (the next start or reload would fail); the gear is
+file does not validate (the next start or reload would fail); gearshift's VCL
+was changed outside gearshift (and put back) in the last hour; the gear is
 pinned and --warn-forced is given; the gear is one of --warn-state; the daemon
 was restarted by --restart.
 UNKNOWN: bad flags, or the check itself ran past --timeout.

@@ -236,6 +236,10 @@ func Settled(st *controller.Status) bool {
 	return true
 }
 
+// ForeignWindow is how long check warns after gearshift undid someone
+// else's change of its VCL (status foreign_vcl_at).
+const ForeignWindow = time.Hour
+
 // judge judges a status (nil when the daemon did not answer).
 func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 	problems := pre
@@ -253,12 +257,26 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 					msg += ": " + t.Error
 				}
 				add(Critical, "%s", msg)
+			case !t.InSync && st.VarnishMode == profiles.ModeLabel:
+				on := t.LabelVCL
+				if on == "" {
+					on = "missing"
+				}
+				add(Critical, "target %s not in sync (label %s: %s)", t.Admin, profiles.Label, on)
 			case !t.InSync:
 				active := t.ActiveVCL
 				if active == "" {
 					active = "none"
 				}
 				add(Critical, "target %s not in sync (active VCL %s)", t.Admin, active)
+			}
+			if at := t.ForeignVCLAt; at != nil && now.Sub(*at) < ForeignWindow {
+				ago := profiles.Duration(max(0, now.Sub(*at)).Round(time.Second)).String()
+				if st.VarnishMode == profiles.ModeLabel {
+					add(Warning, "target %s: label %s was moved outside gearshift %s ago and put back; pin a gear with gearshift force", t.Admin, profiles.Label, ago)
+				} else {
+					add(Warning, "target %s: active VCL changed outside gearshift %s ago (varnishreload?) and put back; to keep the site's own VCL active, set varnish.mode: label", t.Admin, ago)
+				}
 			}
 		}
 		if len(st.Targets) == 0 {

@@ -153,6 +153,22 @@ func TestCheckGolden(t *testing.T) {
 			st.Targets = append(st.Targets, controller.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: "boot", LastSwitchMS: 1.5})
 			st.ConfigError = "varnish refused the heavy profile"
 		}, code: 2, golden: "critical-out-of-sync"},
+		{name: "warning foreign vcl.use in the last hour", edit: func(st *controller.Status) {
+			at := checkNow.Add(-12 * time.Minute)
+			st.Targets[0].ForeignVCLAt = &at
+		}, code: 1, golden: "warning-foreign-vcl"},
+		{name: "ok foreign vcl.use over an hour ago", edit: func(st *controller.Status) {
+			at := checkNow.Add(-61 * time.Minute)
+			st.Targets[0].ForeignVCLAt = &at
+		}, code: 0, golden: "ok"},
+		{name: "warning label moved in label mode", edit: func(st *controller.Status) {
+			at := checkNow.Add(-30 * time.Second)
+			st.VarnishMode, st.Targets[0].LabelVCL, st.Targets[0].ActiveVCL = "label", st.Targets[0].ActiveVCL, "reload_20261130_140000_77"
+			st.Targets[0].ForeignVCLAt = &at
+		}, code: 1, golden: "warning-foreign-label"},
+		{name: "critical label mode out of sync", edit: func(st *controller.Status) {
+			st.VarnishMode, st.Targets[0].LabelVCL, st.Targets[0].ActiveVCL, st.Targets[0].InSync = "label", "", "boot", false
+		}, code: 2, golden: "critical-label-missing"},
 		{name: "critical stale sample", edit: func(st *controller.Status) {
 			st.Sample.Time = checkNow.Add(-95 * time.Second)
 		}, code: 2, golden: "critical-stale"},
