@@ -35,7 +35,7 @@ const SiteVCL = "/etc/varnish/default.vcl"
 // siteVCL under the name "boot" and makes it active. varnishd compiles its
 // -f VCL before it runs -I, and a VCL that hands requests to
 // vcl(gearshift) does not compile before the label exists, so varnishd is
-// started with -f '' and this file does what -f did. A failed profile load
+// started with -f ” and this file does what -f did. A failed profile load
 // is skipped; a failed label or site VCL stops varnishd, as a broken -f
 // VCL would (the site's VCL cannot run without the label).
 func ExportLabel(set Set, dir string, active state.State, siteVCL string) ([]string, error) {

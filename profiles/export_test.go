@@ -100,7 +100,7 @@ func TestExportBrokenStillBoots(t *testing.T) {
 }
 
 // TestExportLabelBootsVarnish boots varnishd the way label mode needs
-// (-f '' -I gearshift.cli) with a site VCL that uses the shipped snippet:
+// (-f ” -I gearshift.cli) with a site VCL that uses the shipped snippet:
 // the site's VCL is active, the label points at the exported gear, and
 // the site's requests are served by that gear's profile.
 func TestExportLabelBootsVarnish(t *testing.T) {
@@ -149,7 +149,7 @@ func TestExportLabelBootsVarnish(t *testing.T) {
 
 // bootWithCLI starts varnishd with a stock boot VCL and -I cli, waits for
 // the CLI, and returns the HTTP address and the loaded VCLs by name. With
-// noF, varnishd gets -f '' (label mode: cli loads the site's VCL).
+// noF, varnishd gets -f ” (label mode: cli loads the site's VCL).
 func bootWithCLI(t *testing.T, dir, cli string, noF bool) (string, map[string]varnishadm.VCL) {
 	t.Helper()
 	bin := varnishtest.Binary(t)
