@@ -27,6 +27,9 @@ type Target interface {
 	VCLLabel(ctx context.Context, label, vcl string) error
 	VCLDiscard(ctx context.Context, name string) error
 	VCLList(ctx context.Context) ([]VCL, error)
+	// Sessions counts the admin sessions opened so far: a new one means
+	// the connection was lost and re-dialled (a manager restart, say).
+	Sessions() int64
 	Close() error
 }
 

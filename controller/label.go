@@ -44,6 +44,9 @@ func (t *target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desir
 	switch {
 	case !found && t.lastUsed != "":
 		t.log.Warn("varnish lost the label (manager restarted?): labelling again", zap.String("label", profiles.Label))
+	case found && t.lastUsed != "" && current != t.lastUsed && t.reconnected:
+		t.log.Info("label not on the current gear after reconnecting (manager restarted?): labelling again",
+			zap.String("label", profiles.Label), zap.String("label_vcl", current), zap.String("to", want.String()))
 	case found && t.lastUsed != "" && current != t.lastUsed:
 		t.foreignAt = now
 		t.log.Warn("label changed outside gearshift", zap.String("label", profiles.Label), zap.String("label_vcl", current),

@@ -52,18 +52,24 @@ type target struct {
 	loadTimeout      time.Duration // bound of one profile load (compile)
 	log              *zap.Logger
 
-	mode       string // varnish.mode
-	conn       Target
-	lastUsed   string // what gearshift last made active (labelled) on this manager
-	active     string
-	label      string    // what the label gearshift points to (label mode)
-	foreignAt  time.Time // when gearshift's VCL was last found changed by someone else
-	unusedLab  bool      // "no VCL uses the label" was logged
-	reachable  bool
-	inSync     bool
-	contacted  bool
-	lastSwitch float64 // ms
-	err        string
+	mode      string // varnish.mode
+	conn      Target
+	lastUsed  string // what gearshift last made active (labelled) on this manager
+	active    string
+	label     string    // what the label gearshift points to (label mode)
+	foreignAt time.Time // when gearshift's VCL was last found changed by someone else
+	unusedLab bool      // "no VCL uses the label" was logged
+	// reconnected: this sync runs on a new connection after an earlier
+	// one was lost. A VCL found changed then is put back without calling
+	// it foreign: a restarted manager booted with -I (profiles export)
+	// runs the exported gear, not the current one.
+	reconnected bool
+	sessions    int64 // t.conn.Sessions() at the last list
+	reachable   bool
+	inSync      bool
+	contacted   bool
+	lastSwitch  float64 // ms
+	err         string
 
 	failures  int
 	backoff   time.Duration
@@ -169,7 +175,7 @@ func (t *target) connect() (fresh bool, err error) {
 	if err != nil {
 		return true, fmt.Errorf("connect to varnish admin %s: %w", t.addr, err)
 	}
-	t.conn = conn
+	t.conn, t.sessions = conn, 0
 	return true, nil
 }
 
@@ -185,6 +191,7 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 		t.fail(now, err)
 		return 0, false
 	}
+	t.reconnected = fresh && t.contacted
 	ms, switched, err := t.reconcile(ctx, now, set, want)
 	if err != nil && !fresh && connDead(err) && ctx.Err() == nil {
 		// The connection had gone stale (a restarted manager): one more
@@ -193,6 +200,7 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 		// while the loop waits.
 		t.close()
 		if _, err = t.connect(); err == nil {
+			t.reconnected = true
 			ms, switched, err = t.reconcile(ctx, now, set, want)
 		}
 	}
@@ -215,6 +223,10 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, 
 		return 0, false, err
 	}
 	t.reachable = true
+	if n := t.conn.Sessions(); n != t.sessions {
+		t.reconnected = t.reconnected || t.sessions != 0 // the client re-dialled by itself
+		t.sessions = n
+	}
 	present := map[string]bool{}
 	active := ""
 	for _, v := range vcls {
@@ -273,7 +285,12 @@ func (t *target) syncActive(ctx context.Context, now time.Time, active, desired 
 	if active == desired {
 		return 0, false, nil
 	}
-	if t.lastUsed != "" && active != t.lastUsed {
+	switch {
+	case t.lastUsed == "" || active == t.lastUsed:
+	case t.reconnected:
+		t.log.Info("active VCL not gearshift's after reconnecting (manager restarted?): switching back",
+			zap.String("active_vcl", active), zap.String("to", want.String()))
+	default:
 		t.foreignAt = now
 		t.log.Warn("active VCL changed outside gearshift", zap.String("active_vcl", active),
 			zap.String("expected", t.lastUsed), zap.String("to", want.String()), zap.String("hint", foreignHint))

@@ -63,6 +63,8 @@ func (a adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
 	return vcls, nil
 }
 
+func (a adminTarget) Sessions() int64 { return a.c.Sessions() }
+
 func (a adminTarget) Close() error { return a.c.Close() }
 
 func mark(err error) error {

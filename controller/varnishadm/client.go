@@ -61,9 +61,10 @@ type Client struct {
 
 	sem chan struct{} // held by the one command in flight
 
-	mu     sync.Mutex // guards conn and closed, so Close need not wait for sem
-	conn   *conn
-	closed bool
+	mu       sync.Mutex // guards conn, closed and sessions, so Close need not wait for sem
+	conn     *conn
+	closed   bool
+	sessions int64 // authenticated sessions opened
 }
 
 // conn is one authenticated session.
@@ -244,7 +245,18 @@ func (c *Client) current(ctx context.Context) (cn *conn, reused bool, err error)
 		return nil, false, fmt.Errorf("client closed: %w", net.ErrClosed)
 	}
 	c.conn = cn
+	c.sessions++
 	return cn, false, nil
+}
+
+// Sessions returns how many authenticated sessions the client has opened.
+// It grows when a lost connection was re-dialled: after a manager
+// restart, say, when every VCL and label the manager had is gone or
+// rebuilt by its -I file.
+func (c *Client) Sessions() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions
 }
 
 // drop closes cn and forgets it if it is still the current connection.

@@ -210,6 +210,9 @@ func TestVarnishReconnectAfterRestart(t *testing.T) {
 	if err := c.VCLInline(ctx, "before", okVCL, "warm"); err != nil {
 		t.Fatal(err)
 	}
+	if n := c.Sessions(); n != 1 {
+		t.Fatalf("Sessions = %d before the restart, want 1", n)
+	}
 	v.Restart()
 	// The idle connection died with the old manager; the client notices
 	// and dials the new one.
@@ -222,6 +225,9 @@ func TestVarnishReconnectAfterRestart(t *testing.T) {
 	}
 	if err := c.VCLInline(ctx, "after", okVCL, "warm"); err != nil {
 		t.Fatal(err)
+	}
+	if n := c.Sessions(); n != 2 {
+		t.Errorf("Sessions = %d after re-dialling the restarted manager, want 2", n)
 	}
 
 	v.Kill()
