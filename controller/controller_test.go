@@ -307,13 +307,24 @@ func TestTickUndoesForeignVCLUse(t *testing.T) {
 	r.tick(t)
 	r.wantActive(t, state.Light)
 
+	if at := r.c.Status().Targets[0].ForeignVCLAt; at != nil {
+		t.Errorf("foreign_vcl_at = %v before any foreign change", at)
+	}
 	if _, err := r.v.Adm("vcl.use", "boot"); err != nil {
 		t.Fatal(err)
 	}
+	when := r.clock.now()
 	r.tick(t)
 	r.wantActive(t, state.Light)
-	if r.logged("active VCL changed outside gearshift") != 1 {
-		t.Errorf("want one warning %q, logs: %v", "active VCL changed outside gearshift", r.logs.All())
+	entries := r.logs.FilterMessage("active VCL changed outside gearshift").All()
+	if len(entries) != 1 {
+		t.Fatalf("want one warning %q, logs: %v", "active VCL changed outside gearshift", r.logs.All())
+	}
+	if hint, _ := entries[0].ContextMap()["hint"].(string); !strings.Contains(hint, "varnish.mode: label") {
+		t.Errorf("the warning does not say how to use label mode: hint %q", hint)
+	}
+	if at := r.c.Status().Targets[0].ForeignVCLAt; at == nil || !at.Equal(when) {
+		t.Errorf("foreign_vcl_at = %v, want %v", at, when)
 	}
 }
 

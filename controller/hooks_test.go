@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+func hookScript(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("testdata", "hooks", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// eventually polls cond until it holds, failing the test after a minute
+// (a bound for a busy machine, not a measure of speed).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after a minute", what)
+		}
+	}
+}
+
+// alive tells whether pid is a live process (a zombie is not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestHookRunsOnEachTransition(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "events")
+	r := newRig(t, func(cfg *profiles.Config) {
+		cfg.Hooks.OnChange = []string{hookScript(t, "record.sh"), out, "second arg"}
+	})
+	ctx := context.Background()
+	r.tick(t) // light: no transition, no hook
+	r.sensor.set(3)
+	r.tick(t) // light → heavy
+	r.c.handle(ctx, request{kind: reqForce, state: state.Light})
+	r.c.handle(ctx, request{kind: reqAuto})
+	r.tick(t) // light → heavy again
+
+	var lines []string
+	eventually(t, "three hook runs", func() bool {
+		b, _ := os.ReadFile(out)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(lines) == 3 && r.logged("hook ran") == 3
+	})
+	changes := r.logs.FilterMessage("state change").All()
+	if len(changes) != 3 {
+		t.Fatalf("%d state changes, want 3", len(changes))
+	}
+	want := []struct{ from, to, mode string }{
+		{"light", "heavy", "auto"},
+		{"heavy", "light", "forced"},
+		{"light", "heavy", "auto"},
+	}
+	// Two arguments: no shell split "second arg".
+	for i, w := range want {
+		reason := changes[i].ContextMap()["reason"].(string)
+		if got, exp := lines[i], fmt.Sprintf("%s|%s|%s|%s|2", w.from, w.to, w.mode, reason); got != exp {
+			t.Errorf("hook run %d saw %q, want %q", i, got, exp)
+		}
+	}
+	ran := r.logs.FilterMessage("hook ran").All()
+	if f := ran[0].ContextMap(); f["output"] != "recorded heavy" || f["exit_code"] != int64(0) || f["to"] != "heavy" {
+		t.Errorf("hook log entry fields = %v", f)
+	}
+}
+
+func TestHangingHookIsKilledAndNeverHoldsTheLoop(t *testing.T) {
+	dir := t.TempDir()
+	const timeout = 8 * time.Second
+	r := newRig(t, func(cfg *profiles.Config) {
+		cfg.Hooks.OnChange = []string{hookScript(t, "hang.sh"), dir}
+		cfg.Hooks.Timeout = profiles.Duration(timeout)
+	})
+	ctx := context.Background()
+	r.tick(t)
+	if resp := r.c.handle(ctx, request{kind: reqForce, state: state.Heavy}); resp.err != nil {
+		t.Fatal(resp.err)
+	}
+	var hook, child int
+	eventually(t, "the hook to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pids"))
+		return err == nil && len(strings.Fields(string(b))) == 2 &&
+			func() bool { _, err := fmt.Sscan(string(b), &hook, &child); return err == nil }()
+	})
+
+	// While the hook hangs, the loop goes on: ten more shifts, each
+	// applied to Varnish and answered.
+	for i := 0; i < 10; i++ {
+		st := []state.State{state.Light, state.Heavy}[i%2]
+		resp := r.c.handle(ctx, request{kind: reqForce, state: st})
+		if resp.err != nil || resp.status.State != st.String() {
+			t.Fatalf("force %s while a hook hangs = %+v, %v", st, resp.status, resp.err)
+		}
+		r.wantActive(t, st)
+	}
+	r.tick(t)
+	if !alive(hook) || !alive(child) {
+		t.Fatalf("the hook (pid %d, child %d) ended before its timeout: the loop did not run past it", hook, child)
+	}
+	if n := r.logged("hook timed out and was killed"); n != 0 {
+		t.Fatal("the hook timed out before the loop finished its shifts")
+	}
+	// Eight shifts wait, the two oldest of the ten were skipped.
+	if n := r.logged("hook skipped: gear changes came faster than the hook runs"); n != 2 {
+		t.Errorf("%d hooks skipped, want 2", n)
+	}
+
+	eventually(t, "the hook's timeout", func() bool { return r.logged("hook timed out and was killed") == 1 })
+	killed := r.logs.FilterMessage("hook timed out and was killed").All()[0].ContextMap()
+	if killed["timeout"] != timeout || killed["to"] != "heavy" {
+		t.Errorf("timeout log entry = %v", killed)
+	}
+	eventually(t, "the hook's process group to die", func() bool { return !alive(hook) && !alive(child) })
+	eventually(t, "the queued hooks", func() bool { return r.logged("hook ran") == 8 })
+	if out := r.logs.FilterMessage("hook ran").All()[7].ContextMap()["output"]; out != "quick heavy" {
+		t.Errorf("last queued hook printed %q, want the last shift's gear", out)
+	}
+}
+
+func TestHookRunnerOutcomes(t *testing.T) {
+	tests := []struct {
+		name   string
+		argv   []string
+		msg    string
+		fields map[string]any
+	}{
+		{"failing", []string{"/bin/sh", "-c", `echo "to $GEARSHIFT_TO ($GEARSHIFT_MODE)" >&2; exit 3`}, "hook failed",
+			map[string]any{"exit_code": int64(3), "output": "to heavy (forced)"}},
+		{"missing", []string{"/nonexistent/hook"}, "hook could not run", nil},
+		{"chatty", []string{"/bin/sh", "-c", "head -c 10000 /dev/zero | tr '\\0' x"}, "hook ran",
+			map[string]any{"output": strings.Repeat("x", maxHookOutput) + "\n… (5904 more bytes)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.DebugLevel)
+			h := newHookRunner(zap.New(core))
+			h.enqueue(hookEvent{argv: tc.argv, timeout: time.Minute, from: "light", to: "heavy", reason: "r", mode: "forced"})
+			h.close(time.Minute)
+			entries := logs.FilterMessage(tc.msg).All()
+			if len(entries) != 1 {
+				t.Fatalf("log = %v, want one %q", logs.All(), tc.msg)
+			}
+			f := entries[0].ContextMap()
+			for k, v := range tc.fields {
+				if f[k] != v {
+					t.Errorf("%s = %#v, want %#v", k, f[k], v)
+				}
+			}
+		})
+	}
+
+	t.Run("stopping kills a running hook", func(t *testing.T) {
+		core, logs := observer.New(zapcore.DebugLevel)
+		h := newHookRunner(zap.New(core))
+		dir := t.TempDir()
+		h.enqueue(hookEvent{argv: []string{hookScript(t, "hang.sh"), dir}, timeout: time.Hour, from: "light", to: "heavy"})
+		eventually(t, "the hook to start", func() bool { _, err := os.Stat(filepath.Join(dir, "pids")); return err == nil })
+		h.close(0)
+		if logs.FilterMessage("hook killed: the daemon is stopping").Len() != 1 {
+			t.Errorf("log = %v", logs.All())
+		}
+		h.enqueue(hookEvent{argv: []string{"/bin/true"}, timeout: time.Minute})
+		if logs.FilterMessage("hook ran").Len() != 0 {
+			t.Error("a hook ran after close")
+		}
+	})
+}
