@@ -2,8 +2,12 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,4 +193,34 @@ func TestHookRunnerOutcomes(t *testing.T) {
 			t.Error("a hook ran after close")
 		}
 	})
+}
+
+// The shipped webhook example posts the change as JSON, quotes and all.
+func TestWebhookExampleHook(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl not found: run scripts/install-deps.sh")
+	}
+	got := make(chan map[string]string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]string
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&body) != nil {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		got <- body
+	}))
+	defer srv.Close()
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := newHookRunner(zap.New(core))
+	script, _ := filepath.Abs(filepath.Join("..", "scripts", "hooks", "webhook.sh"))
+	reason := `forced by operator "until" \auto`
+	h.enqueue(hookEvent{argv: []string{script, srv.URL}, timeout: time.Minute, from: "light", to: "heavy", reason: reason, mode: "forced"})
+	h.close(time.Minute)
+	if logs.FilterMessage("hook ran").Len() != 1 {
+		t.Fatalf("webhook.sh did not succeed: %v", logs.All())
+	}
+	body := <-got
+	if body["from"] != "light" || body["to"] != "heavy" || body["mode"] != "forced" || body["reason"] != reason ||
+		!strings.Contains(body["text"], "light -> heavy (forced): "+reason) {
+		t.Errorf("webhook body = %v", body)
+	}
 }

@@ -69,6 +69,11 @@ install_file 0644 "$(filled "$repo/scripts/gearshift.service")" /etc/systemd/sys
 # cron ignores cron.d files that are group- or world-writable, or not root's.
 install_file 0644 "$(filled "$repo/scripts/cron.d/gearshift")" /etc/cron.d/gearshift
 install_file 0644 "$repo/scripts/logrotate/gearshift" /etc/logrotate.d/gearshift
+# Examples: on_change hooks, and the snippet for varnish.mode: label.
+for hook in "$repo"/scripts/hooks/*.sh; do
+	install_file 0755 "$hook" "$PREFIX/share/gearshift/hooks/$(basename "$hook")"
+done
+install_file 0644 "$repo/scripts/varnish/gearshift-label.vcl" "$PREFIX/share/gearshift/varnish/gearshift-label.vcl"
 mkdir -p "$DESTDIR/var/log/gearshift"
 chmod 0750 "$DESTDIR/var/log/gearshift"
 

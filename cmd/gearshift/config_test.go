@@ -145,13 +145,16 @@ func TestInstallScript(t *testing.T) {
 	}
 	install()
 	for path, mode := range map[string]os.FileMode{
-		"opt/gearshift/bin/gearshift":          0o755,
-		"etc/gearshift/gearshift.yaml":         0o640,
-		"etc/gearshift/gearshift.yaml.example": 0o644,
-		"etc/systemd/system/gearshift.service": 0o644,
-		"etc/cron.d/gearshift":                 0o644,
-		"etc/logrotate.d/gearshift":            0o644,
-		"var/log/gearshift":                    0o750 | os.ModeDir,
+		"opt/gearshift/bin/gearshift":                               0o755,
+		"etc/gearshift/gearshift.yaml":                              0o640,
+		"etc/gearshift/gearshift.yaml.example":                      0o644,
+		"etc/systemd/system/gearshift.service":                      0o644,
+		"etc/cron.d/gearshift":                                      0o644,
+		"etc/logrotate.d/gearshift":                                 0o644,
+		"opt/gearshift/share/gearshift/hooks/webhook.sh":            0o755,
+		"opt/gearshift/share/gearshift/hooks/logger.sh":             0o755,
+		"opt/gearshift/share/gearshift/varnish/gearshift-label.vcl": 0o644,
+		"var/log/gearshift":                                         0o750 | os.ModeDir,
 	} {
 		fi, err := os.Stat(filepath.Join(dest, path))
 		if err != nil {
