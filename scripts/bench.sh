@@ -260,7 +260,14 @@ TABLE="$BENCH_OUT/table.md"
 		say "Go micro-benchmarks (controller/varnishadm, same run):"
 		say ""
 		grep -E '^(Benchmark|goos|goarch|cpu|ok|FAIL|---)' "$GO_OUT" | sed 's/^/    /'
-		awk '$1 ~ /^BenchmarkVCLUse/ {
+		awk '$1 ~ /^BenchmarkVCLLabel/ {
+			for (i = 2; i < NF; i++) {
+				if ($(i + 1) == "ns/op") lab = $i
+				if ($(i + 1) == "p99-us") labp99 = $i
+			}
+			next
+		}
+		$1 ~ /^BenchmarkVCLUse/ {
 			for (i = 2; i < NF; i++) {
 				if ($(i + 1) == "ns/op") ns[$1] = $i
 				if ($(i + 1) == "p99-us") p99[$1] = $i
@@ -274,6 +281,8 @@ TABLE="$BENCH_OUT/table.md"
 				if (p99[nat] > 0 && p99[sp] > 0)
 					printf "vcl.use, p99: native client %.3f ms, spawning varnishadm %.3f ms\n", p99[nat] / 1e3, p99[sp] / 1e3
 			}
+			if (lab > 0 && nat != "")
+				printf "vcl.label (a switch in label mode), native client: mean %.3f ms, p99 %.3f ms, against vcl.use %.3f ms\n", lab / 1e6, labp99 / 1e3, ns[nat] / 1e6
 		}' "$GO_OUT"
 	fi
 } | tee "$TABLE"
