@@ -132,16 +132,20 @@ func formatStatus(w io.Writer, s *controller.Status, th *state.Config, now time.
 			label = "varnish"
 		}
 		var line string
+		on := "active " + orNone(t.ActiveVCL)
+		if s.VarnishMode == profiles.ModeLabel {
+			on = "label " + profiles.Label + " on " + orNone(t.LabelVCL) + " (active " + orNone(t.ActiveVCL) + ")"
+		}
 		switch {
 		case !t.Reachable:
 			line = fmt.Sprintf("%s  UNREACHABLE: %s", t.Admin, oneLine(t.Error))
 		case !t.InSync:
-			line = fmt.Sprintf("%s  NOT IN SYNC, active %s", t.Admin, orNone(t.ActiveVCL))
+			line = fmt.Sprintf("%s  NOT IN SYNC, %s", t.Admin, on)
 			if t.Error != "" {
 				line += ": " + oneLine(t.Error)
 			}
 		default:
-			line = fmt.Sprintf("%s  in sync, active %s", t.Admin, t.ActiveVCL)
+			line = fmt.Sprintf("%s  in sync, %s", t.Admin, on)
 		}
 		if t.LastSwitchMS > 0 {
 			line += fmt.Sprintf(", last switch %.2f ms", t.LastSwitchMS)

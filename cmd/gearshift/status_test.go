@@ -68,6 +68,14 @@ func TestStatusGolden(t *testing.T) {
 					Error: "load profile gearshift-heavy-0badc0de into 10.0.0.3:6082: vcl.inline on 10.0.0.3:6082: varnish cli status 106: Message from VCC-compiler:\nExpected ';' got 'sub'\n('<vcl.inline>' Line 12 Pos 1)\nRunning VCC-compiler failed, exited with 2\nVCL compilation failed"})
 			return s
 		}, true},
+		{"label-mode", func() controller.Status {
+			s := base()
+			s.VarnishMode = "label"
+			s.Targets[0].LabelVCL, s.Targets[0].ActiveVCL = s.Targets[0].ActiveVCL, "reload_20261130_145000_812"
+			s.Targets = append(s.Targets, controller.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: "boot",
+				LabelVCL: "gearshift-light-5e6f7a8b", LastSwitchMS: 0.03})
+			return s
+		}, true},
 		{"starting", func() controller.Status {
 			s := base()
 			s.State, s.Reason, s.Transitions, s.Sample = "light", "starting in light", 0, nil
