@@ -1,0 +1,250 @@
+package sensor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// varnishstatFields are the counters Varnishstat asks for, in the order of
+// VarnishCounters.
+var varnishstatFields = []string{
+	"MAIN.uptime",
+	"MAIN.client_req",
+	"MAIN.backend_req",
+	"MAIN.backend_fail",
+	"MAIN.sess_dropped",
+	"MAIN.sess_queued",
+	"MAIN.thread_queue_len",
+}
+
+// VarnishCounters is one reading of a varnishd's traffic counters. All but
+// ThreadQueueLen only ever grow while varnishd's cache process runs; a
+// restart sets them back to zero.
+type VarnishCounters struct {
+	Uptime         uint64 // MAIN.uptime: seconds the cache process has been running
+	ClientReq      uint64 // MAIN.client_req: good client requests received
+	BackendReq     uint64 // MAIN.backend_req: backend requests made
+	BackendFail    uint64 // MAIN.backend_fail: backend connection failures
+	SessDropped    uint64 // MAIN.sess_dropped: sessions dropped for want of a thread
+	SessQueued     uint64 // MAIN.sess_queued: sessions queued for a thread
+	ThreadQueueLen uint64 // MAIN.thread_queue_len (a gauge): sessions waiting for a thread now
+}
+
+// Varnishstat reads one varnishd's counters by running varnishstat against
+// its working directory (varnishd's -n). It is bounded: the command gets
+// Timeout and its output is cut off at MaxOutput bytes.
+type Varnishstat struct {
+	Name      string        // varnishd's -n: an instance name or a working directory
+	Binary    string        // the varnishstat program; "varnishstat" on PATH when empty
+	Timeout   time.Duration // default 2s
+	MaxOutput int           // bytes of output accepted; default 64 KiB
+}
+
+const (
+	defaultVarnishstatTimeout = 2 * time.Second
+	defaultVarnishstatOutput  = 64 << 10
+)
+
+// Read runs varnishstat once and returns the counters.
+func (v *Varnishstat) Read(ctx context.Context) (VarnishCounters, error) {
+	out, err := v.run(ctx)
+	if err != nil {
+		return VarnishCounters{}, err
+	}
+	c, err := parseVarnishstat(out)
+	if err != nil {
+		return VarnishCounters{}, fmt.Errorf("parse varnishstat -n %s: %w", v.Name, err)
+	}
+	return c, nil
+}
+
+func (v *Varnishstat) run(ctx context.Context) ([]byte, error) {
+	timeout, limit := v.Timeout, v.MaxOutput
+	if timeout <= 0 {
+		timeout = defaultVarnishstatTimeout
+	}
+	if limit <= 0 {
+		limit = defaultVarnishstatOutput
+	}
+	bin := v.Binary
+	if bin == "" {
+		bin = "varnishstat"
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// -t 0: fail at once when varnishd is not running, instead of retrying
+	// the shared-memory attach for varnishstat's default five seconds.
+	args := []string{"-j", "-1", "-t", "0", "-n", v.Name}
+	for _, f := range varnishstatFields {
+		args = append(args, "-f", f)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	stdout := &cappedBuffer{max: limit, overflow: cancel}
+	stderr := &cappedBuffer{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	switch {
+	case stdout.overflowed:
+		return nil, fmt.Errorf("run varnishstat -n %s: output exceeds %d bytes", v.Name, limit)
+	case ctx.Err() == context.DeadlineExceeded:
+		return nil, fmt.Errorf("run varnishstat -n %s: no answer within %s", v.Name, timeout)
+	case err != nil:
+		msg := strings.TrimSpace(firstLine(stderr.String()))
+		if msg == "" {
+			msg = strings.TrimSpace(firstLine(stdout.String()))
+		}
+		if msg != "" {
+			return nil, fmt.Errorf("run varnishstat -n %s: %w: %s", v.Name, err, msg)
+		}
+		return nil, fmt.Errorf("run varnishstat -n %s: %w", v.Name, err)
+	}
+	return stdout.Bytes(), nil
+}
+
+// parseVarnishstat parses the output of varnishstat -j. Varnish 6.5 and
+// later wrap the counters in {"version": 1, "counters": {...}}; earlier
+// versions put them at the top level beside "timestamp". A counter that is
+// not in the output is an error: every one of them exists in every Varnish
+// since 4.0, so its absence means the output is not what was asked for.
+func parseVarnishstat(b []byte) (VarnishCounters, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return VarnishCounters{}, fmt.Errorf("not JSON: %w", err)
+	}
+	counters := top
+	if raw, ok := top["version"]; ok {
+		var version int
+		if err := json.Unmarshal(raw, &version); err != nil || version != 1 {
+			return VarnishCounters{}, fmt.Errorf("unknown format version %s", raw)
+		}
+		if err := json.Unmarshal(top["counters"], &counters); err != nil {
+			return VarnishCounters{}, errors.New(`no "counters" object`)
+		}
+	}
+	var c VarnishCounters
+	for i, dst := range []*uint64{&c.Uptime, &c.ClientReq, &c.BackendReq, &c.BackendFail, &c.SessDropped, &c.SessQueued, &c.ThreadQueueLen} {
+		name := varnishstatFields[i]
+		raw, ok := counters[name]
+		if !ok {
+			return VarnishCounters{}, fmt.Errorf("no counter %s", name)
+		}
+		var field struct {
+			Value *uint64 `json:"value"`
+		}
+		if err := json.Unmarshal(raw, &field); err != nil || field.Value == nil {
+			return VarnishCounters{}, fmt.Errorf("counter %s has no unsigned integer value", name)
+		}
+		*dst = *field.Value
+	}
+	return c, nil
+}
+
+// VarnishRates are the per-second rates derived from two readings of one
+// varnishd's counters, and its queue now.
+type VarnishRates struct {
+	ClientRPS      float64 // client_rps
+	BackendRPS     float64 // backend_rps
+	BackendFailRPS float64 // backend_fail_rps
+	DroppedRPS     float64 // dropped_rps: sessions dropped per second
+	QueuedRPS      float64 // sessions queued per second
+	QueueLen       float64 // queue_len: MAIN.thread_queue_len now
+}
+
+// staleAfter is how long MAIN.uptime may stand still before the counters
+// count as stale. varnishstat reads the shared memory varnishd leaves
+// behind even after varnishd died; only the uptime not moving tells.
+const staleAfter = 5 * time.Second
+
+// ErrBaseline is Update's answer to a reading with nothing to compare with:
+// the first one, or the first after varnishd restarted.
+var ErrBaseline = errors.New("no earlier reading to compare with")
+
+// CounterRates turns successive readings of one varnishd's counters into
+// rates. A restart of varnishd (its uptime or a counter went down) makes
+// the reading a fresh baseline instead of a spike.
+type CounterRates struct {
+	last    VarnishCounters
+	lastAt  time.Time
+	movedAt time.Time // when Uptime last went up
+	primed  bool
+}
+
+// Update feeds the counters read at t and returns the rates since the
+// previous reading. It fails with ErrBaseline when there is no previous
+// reading to compare with (the first, the first after a restart, or one not
+// later than the previous), and with another error when the uptime has not
+// moved for a while: the counters are a dead varnishd's.
+func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, error) {
+	prev, prevAt, primed := r.last, r.lastAt, r.primed
+	dt := t.Sub(prevAt).Seconds()
+	if primed && dt <= 0 {
+		return VarnishRates{}, ErrBaseline
+	}
+	r.last, r.lastAt, r.primed = c, t, true
+	if !primed || c.Uptime < prev.Uptime || c.ClientReq < prev.ClientReq || c.BackendReq < prev.BackendReq ||
+		c.BackendFail < prev.BackendFail || c.SessDropped < prev.SessDropped || c.SessQueued < prev.SessQueued {
+		r.movedAt = t
+		return VarnishRates{}, ErrBaseline
+	}
+	if c.Uptime > prev.Uptime {
+		r.movedAt = t
+	} else if still := t.Sub(r.movedAt); still >= staleAfter {
+		return VarnishRates{}, fmt.Errorf("varnishd's uptime has not moved for %s: it is not running", still.Round(time.Second))
+	}
+	rate := func(now, then uint64) float64 { return float64(now-then) / dt }
+	return VarnishRates{
+		ClientRPS:      rate(c.ClientReq, prev.ClientReq),
+		BackendRPS:     rate(c.BackendReq, prev.BackendReq),
+		BackendFailRPS: rate(c.BackendFail, prev.BackendFail),
+		DroppedRPS:     rate(c.SessDropped, prev.SessDropped),
+		QueuedRPS:      rate(c.SessQueued, prev.SessQueued),
+		QueueLen:       float64(c.ThreadQueueLen),
+	}, nil
+}
+
+// Reset forgets the baseline; the next Update primes it again.
+func (r *CounterRates) Reset() { *r = CounterRates{} }
+
+// cappedBuffer keeps at most max bytes. Past that, with an overflow func, it
+// calls it (to stop the writer) and refuses further writes; without one it
+// drops the excess quietly.
+type cappedBuffer struct {
+	buf        bytes.Buffer // not embedded: io.Copy would use its ReadFrom, bypassing the cap
+	max        int
+	overflow   func()
+	overflowed bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.overflowed {
+		return 0, errors.New("output too large")
+	}
+	if b.buf.Len()+len(p) > b.max {
+		b.buf.Write(p[:b.max-b.buf.Len()])
+		if b.overflow == nil {
+			return len(p), nil
+		}
+		b.overflowed = true
+		b.overflow()
+		return 0, errors.New("output too large")
+	}
+	return b.buf.Write(p)
+}
+
+func (b *cappedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *cappedBuffer) String() string { return b.buf.String() }
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
