@@ -15,18 +15,23 @@ import (
 // compiled in but disabled with psi=0), means the kernel has no PSI: nil,
 // not an error.
 func readPSI(dir string, readFile func(string) ([]byte, error)) (*PSI, error) {
+	return readPressure(readFile, filepath.Join(dir, "cpu"), filepath.Join(dir, "memory"), filepath.Join(dir, "io"))
+}
+
+// readPressure reads three pressure files in the format of /proc/pressure,
+// as readPSI does: a missing or disabled file means no PSI.
+func readPressure(readFile func(string) ([]byte, error), cpu, memory, io string) (*PSI, error) {
 	var p PSI
 	for _, r := range []struct {
-		name string
+		path string
 		some *float64
 		full **float64
 	}{
-		{"cpu", &p.CPUSome, &p.CPUFull},
-		{"memory", &p.MemorySome, &p.MemoryFull},
-		{"io", &p.IOSome, &p.IOFull},
+		{cpu, &p.CPUSome, &p.CPUFull},
+		{memory, &p.MemorySome, &p.MemoryFull},
+		{io, &p.IOSome, &p.IOFull},
 	} {
-		path := filepath.Join(dir, r.name)
-		b, err := readFile(path)
+		b, err := readFile(r.path)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EOPNOTSUPP) {
 			return nil, nil
 		}
@@ -35,7 +40,7 @@ func readPSI(dir string, readFile func(string) ([]byte, error)) (*PSI, error) {
 		}
 		some, full, err := parsePSI(string(b))
 		if err != nil {
-			return nil, fmt.Errorf("parse %s: %w", path, err)
+			return nil, fmt.Errorf("parse %s: %w", r.path, err)
 		}
 		*r.some, *r.full = some, full
 	}
