@@ -1,0 +1,123 @@
+package sensor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ApacheStatus reads the busy-worker ratio of an Apache from mod_status's
+// machine-readable page (server-status?auto).
+type ApacheStatus struct {
+	url     string
+	client  *http.Client
+	maxBody int64
+}
+
+const (
+	defaultApacheTimeout = 2 * time.Second
+	// The ?auto page of a 2.4 event MPM with ExtendedStatus is about 1 KiB
+	// plus one byte per scoreboard slot; ServerLimit tops out at 20000.
+	maxApacheStatusBody = 256 << 10
+)
+
+// NewApacheStatus returns a reader of the mod_status page at rawURL. A URL
+// without "auto" in its query gets "?auto", the machine-readable form.
+// timeout <= 0 means 2s.
+func NewApacheStatus(rawURL string, timeout time.Duration) (*ApacheStatus, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("apache status URL %q: want http://host[:port]/server-status?auto", rawURL)
+	}
+	if _, ok := u.Query()["auto"]; !ok {
+		if u.RawQuery == "" {
+			u.RawQuery = "auto"
+		} else {
+			u.RawQuery += "&auto"
+		}
+	}
+	if timeout <= 0 {
+		timeout = defaultApacheTimeout
+	}
+	return &ApacheStatus{url: u.String(), client: &http.Client{Timeout: timeout}, maxBody: maxApacheStatusBody}, nil
+}
+
+// URL returns the URL read, with "?auto".
+func (a *ApacheStatus) URL() string { return a.url }
+
+// BusyRatio fetches the status page and returns BusyWorkers over the
+// scoreboard's slots, 0 to 1.
+func (a *ApacheStatus) BusyRatio(ctx context.Context) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("read apache status %s: %w", a.url, err)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("read apache status: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("read apache status %s: %s", a.url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, a.maxBody+1))
+	if err != nil {
+		return 0, fmt.Errorf("read apache status %s: %w", a.url, err)
+	}
+	if int64(len(body)) > a.maxBody {
+		return 0, fmt.Errorf("read apache status %s: page larger than %d bytes", a.url, a.maxBody)
+	}
+	busy, slots, err := parseApacheStatus(string(body))
+	if err != nil {
+		return 0, fmt.Errorf("parse apache status %s: %w", a.url, err)
+	}
+	return float64(busy) / float64(slots), nil
+}
+
+// parseApacheStatus parses mod_status's ?auto text and returns BusyWorkers
+// and the number of scoreboard slots: the length of the Scoreboard line,
+// where every character is a slot ("." an open one, no process in it yet).
+// BusyWorkers counts the request reading the status page too.
+func parseApacheStatus(text string) (busy, slots int, err error) {
+	haveBusy := false
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 0, 64<<10), maxApacheStatusBody)
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		switch key {
+		case "BusyWorkers":
+			n, err := strconv.Atoi(value)
+			if err != nil || n < 0 {
+				return 0, 0, fmt.Errorf("BusyWorkers %q is not a count", value)
+			}
+			busy, haveBusy = n, true
+		case "Scoreboard":
+			slots = len(value)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case !haveBusy && slots == 0:
+		return 0, 0, errors.New("no BusyWorkers or Scoreboard line: not a mod_status ?auto page")
+	case !haveBusy:
+		return 0, 0, errors.New("no BusyWorkers line")
+	case slots == 0:
+		return 0, 0, errors.New("no Scoreboard line")
+	case busy > slots:
+		return 0, 0, fmt.Errorf("BusyWorkers %d exceeds the scoreboard's %d slots", busy, slots)
+	}
+	return busy, slots, nil
+}
