@@ -20,6 +20,18 @@ type Sample struct {
 	MemAvailable uint64 // bytes
 	SwapUsed     uint64 // bytes
 	PSI          *PSI   // nil when the kernel has no PSI
+
+	// FromCgroup is the cgroup directory PSI, MemTotal and MemAvailable
+	// come from; empty: the machine's.
+	FromCgroup string
+	// The optional sources' figures; nil when the source is not configured,
+	// failed (see Problems), or has no figure yet.
+	Traffic         *VarnishRates // summed over the Varnish targets with a -n name
+	ApacheBusyRatio *float64      // 0–1
+	BackendTTFBMs   *float64      // the probe's time to first byte, ms
+	Injected        *float64      // the number in the inject file
+
+	Problems []Problem // optional sources that failed this sample, by source
 }
 
 // PSI holds /proc/pressure "avg10" figures, in percent. A nil field is a

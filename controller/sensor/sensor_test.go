@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"syscall"
 	"testing"
 	"time"
@@ -187,7 +188,7 @@ func TestProcFixtures(t *testing.T) {
 				t.Errorf("PSI = %s, want %s", psiString(got.PSI), psiString(want.PSI))
 			}
 			got.PSI, want.PSI = nil, nil
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("Sample =\n %+v\nwant\n %+v", got, want)
 			}
 		})
@@ -260,7 +261,7 @@ func TestProcSample(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Sample: %v", err)
 			}
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Sample = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -1,0 +1,115 @@
+package sensor
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+)
+
+// TestHostAgainstRealSources reads every optional source at once: a real
+// varnishd with a backend, a real Apache's mod_status, a probe of a
+// loopback server, an inject file and the cgroup fixture tree.
+func TestHostAgainstRealSources(t *testing.T) {
+	varnishstatBinary(t)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	}))
+	defer backend.Close()
+	host, port, _ := strings.Cut(strings.TrimPrefix(backend.URL, "http://"), ":")
+	v := varnishtest.Start(t, varnishtest.Config{VCL: fmt.Sprintf(
+		"vcl 4.1;\nbackend default { .host = %q; .port = %q; }\nsub vcl_recv { return (pass); }\n", host, port)})
+	apache := startApache(t, 4)
+	inject := filepath.Join(t.TempDir(), "pressure")
+	if err := os.WriteFile(inject, []byte("7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cgroup, _ := filepath.Abs("testdata/cgroup/limited")
+
+	h, err := NewHost(HostConfig{
+		CPUs:         3,
+		Varnish:      []string{v.WorkDir},
+		Cgroup:       cgroup,
+		ApacheStatus: "http://" + apache + "/server-status",
+		ProbeURL:     backend.URL + "/",
+		InjectFile:   inject,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpus, from := h.CPUs(); cpus != 3 || from != "cpus in the config" {
+		t.Errorf("CPUs = %d from %s, want 3 from the config", cpus, from)
+	}
+	ctx := context.Background()
+	first, err := h.Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Traffic != nil || len(first.Problems) != 0 {
+		t.Errorf("first sample: traffic %+v, problems %v; want no traffic yet (a baseline), no problems", first.Traffic, first.Problems)
+	}
+	for i := 0; i < 20; i++ {
+		resp, err := http.Get(v.URL("/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	time.Sleep(1100 * time.Millisecond) // Varnish's uptime counts whole seconds
+	s, err := h.Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Problems) != 0 {
+		t.Errorf("problems: %v", s.Problems)
+	}
+	if s.Traffic == nil || s.Traffic.ClientRPS <= 0 || s.Traffic.BackendRPS <= 0 {
+		t.Errorf("traffic = %+v, want client and backend requests", s.Traffic)
+	}
+	if s.ApacheBusyRatio == nil || *s.ApacheBusyRatio != 0.25 {
+		t.Errorf("apache_busy_ratio = %s, want 0.25 (the status request, of 4 slots)", fmtF(s.ApacheBusyRatio))
+	}
+	if s.BackendTTFBMs == nil || *s.BackendTTFBMs <= 0 {
+		t.Errorf("backend_ttfb_ms = %s, want a time", fmtF(s.BackendTTFBMs))
+	}
+	if !eqF(s.Injected, f(7)) {
+		t.Errorf("injected = %s, want 7", fmtF(s.Injected))
+	}
+	if s.FromCgroup != cgroup || s.PSI == nil || s.PSI.CPUSome != 23.5 || s.PSI.MemorySome != 5.25 || s.MemTotal != 536870912 {
+		t.Errorf("cgroup figures: from %q, PSI %s, mem total %d; want the fixture's", s.FromCgroup, psiString(s.PSI), s.MemTotal)
+	}
+
+	// Sources failing: the sample still comes, without their figures.
+	if err := os.WriteFile(inject, []byte("lots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	backend.Close()
+	h.cgroup.Dir = t.TempDir() // no files: not readable as the fixture was
+	if err := os.WriteFile(filepath.Join(h.cgroup.Dir, "memory.max"), []byte("lots"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = h.Sample(ctx)
+	if err != nil {
+		t.Fatalf("Sample with failing sources: %v", err)
+	}
+	var sources []string
+	for _, p := range s.Problems {
+		sources = append(sources, p.Source)
+	}
+	if got, want := strings.Join(sources, ","), "cgroup,inject_file,probe"; got != want {
+		t.Errorf("problems from %s, want %s", got, want)
+	}
+	if s.Injected != nil || s.BackendTTFBMs != nil || s.PSI != nil || s.MemTotal != 0 {
+		t.Errorf("failed sources left figures: %+v", s)
+	}
+	if s.Traffic == nil || s.ApacheBusyRatio == nil || s.CPUs != 3 {
+		t.Errorf("the working sources' figures are missing: %+v", s)
+	}
+}
