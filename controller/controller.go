@@ -101,7 +101,8 @@ type Controller struct {
 	targets     []*target
 	lastSample  *sensor.Sample
 	sensorFails int
-	resumed     bool // the first tick looked for a gear to resume
+	sourceFails map[string]int // optional sources failing, by source: failures in a row
+	resumed     bool           // the first tick looked for a gear to resume
 	configErr   string
 
 	hooks *hookRunner // runs hooks.on_change off the loop
@@ -230,10 +231,33 @@ func (c *Controller) Tick(ctx context.Context) {
 			c.log.Info("sensors readable again", zap.Int("failures", c.sensorFails))
 			c.sensorFails = 0
 		}
+		c.sourceProblems(s.Problems)
 		c.lastSample = &s
 		d = c.machine.Step(now, s.Reading())
 	}
 	c.apply(ctx, d)
+}
+
+// sourceProblems logs the optional sources that failed this sample, with
+// backoff, and once more for each that works again.
+func (c *Controller) sourceProblems(problems []sensor.Problem) {
+	failing := map[string]bool{}
+	for _, p := range problems {
+		failing[p.Source] = true
+		if c.sourceFails == nil {
+			c.sourceFails = map[string]int{}
+		}
+		c.sourceFails[p.Source]++
+		if n := c.sourceFails[p.Source]; logWorthy(n) {
+			c.log.Warn("read source", zap.String("source", p.Source), zap.Error(p.Err), zap.Int("failures", n))
+		}
+	}
+	for source, n := range c.sourceFails {
+		if !failing[source] {
+			c.log.Info("source readable again", zap.String("source", source), zap.Int("failures", n))
+			delete(c.sourceFails, source)
+		}
+	}
 }
 
 // resume starts the machine in the heaviest gear that a reachable target

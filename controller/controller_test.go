@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,10 +26,12 @@ import (
 
 // fakeSensor returns the load it is set to.
 type fakeSensor struct {
-	mu    sync.Mutex
-	load1 float64
-	err   error
-	now   func() time.Time
+	mu       sync.Mutex
+	load1    float64
+	rps      *float64 // client_rps; nil: no Varnish traffic signal
+	err      error
+	problems []sensor.Problem
+	now      func() time.Time
 }
 
 func (f *fakeSensor) set(load1 float64) { f.mu.Lock(); f.load1 = load1; f.mu.Unlock() }
@@ -39,10 +42,14 @@ func (f *fakeSensor) Sample(context.Context) (sensor.Sample, error) {
 	if f.err != nil {
 		return sensor.Sample{}, f.err
 	}
-	return sensor.Sample{
+	s := sensor.Sample{
 		Time: f.now(), Load1: f.load1, Load5: f.load1, Load15: f.load1, Runnable: int(f.load1), CPUs: 1,
-		MemTotal: 8 << 30, MemAvailable: 6 << 30,
-	}, nil
+		MemTotal: 8 << 30, MemAvailable: 6 << 30, Problems: f.problems,
+	}
+	if f.rps != nil {
+		s.Traffic = &sensor.VarnishRates{ClientRPS: *f.rps}
+	}
+	return s, nil
 }
 
 // clock is a fake time source, advanced by the test.
@@ -284,6 +291,65 @@ func TestTickFollowsMachine(t *testing.T) {
 	if r.logged("sensors readable again") != 1 {
 		t.Errorf("want one %q entry", "sensors readable again")
 	}
+}
+
+// A failing optional source is logged with backoff, the sample is still
+// decided on, and the source's recovery is logged once.
+func TestTickLogsSourceProblems(t *testing.T) {
+	r := newRig(t, nil)
+	r.sensor.mu.Lock()
+	r.sensor.problems = []sensor.Problem{{Source: sensor.SourceProbe, Err: errors.New("probe http://127.0.0.1:8080/: connection refused")}}
+	r.sensor.mu.Unlock()
+	r.sensor.set(3)
+	for i := 0; i < 5; i++ {
+		r.tick(t)
+	}
+	r.wantActive(t, state.Heavy) // the machine's vitals still count
+	entries := r.logs.FilterMessage("read source").All()
+	if len(entries) != 4 { // failures 1, 2, 3 and 4; not 5
+		t.Errorf("%d %q entries after 5 failures, want 4", len(entries), "read source")
+	}
+	if len(entries) > 0 {
+		if f := entries[0].ContextMap(); f["source"] != "probe" || !strings.Contains(fmt.Sprint(f["error"]), "connection refused") {
+			t.Errorf("read source fields = %v", f)
+		}
+	}
+	r.sensor.mu.Lock()
+	r.sensor.problems = nil
+	r.sensor.mu.Unlock()
+	r.tick(t)
+	r.tick(t)
+	recovered := r.logs.FilterMessage("source readable again").All()
+	if len(recovered) != 1 || recovered[0].ContextMap()["failures"] != int64(5) {
+		t.Errorf("recovery entries = %v, want one with 5 failures", recovered)
+	}
+}
+
+// The traffic guard keeps the loop's gear while Varnish's traffic stays,
+// whatever the load says, and lets it go once the traffic has gone.
+func TestTickTrafficGuard(t *testing.T) {
+	r := newRig(t, nil)
+	rps := func(v float64) { r.sensor.mu.Lock(); r.sensor.rps = &v; r.sensor.mu.Unlock() }
+	rps(500)
+	r.sensor.set(3)
+	r.tick(t)
+	r.wantActive(t, state.Heavy)
+
+	r.sensor.set(0.1) // heavy caching took the load away; the traffic is still there
+	rps(480)
+	for i := 0; i < 4; i++ {
+		r.clock.add(5 * time.Second)
+		s := r.tick(t)
+		if want := "stay: client_rps 480 > 0.6 × 500 at entry"; s.Reason != want {
+			t.Errorf("reason %q, want %q", s.Reason, want)
+		}
+	}
+	r.wantActive(t, state.Heavy)
+
+	rps(40) // the surge is over
+	r.clock.add(5 * time.Second)
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
 }
 
 func TestTickReconcilesAfterManagerRestart(t *testing.T) {

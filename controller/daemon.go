@@ -76,10 +76,17 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 	}
 	defer pidfile.Remove(cfg.PIDFile)
 
+	sens, err := sensor.NewHost(cfg.SensorConfig())
+	if err != nil {
+		return cannotStart(configError{err})
+	}
+	cpus, cpusFrom := sens.CPUs()
+	log.Info("sensors", zap.Int("cpus", cpus), zap.String("cpus_from", cpusFrom), zap.Strings("sources", sens.Sources()))
+
 	running := cfg
 	ctrl, err := New(Options{
 		Config:     cfg,
-		Sensor:     sensor.NewProc(cfg.CPUs),
+		Sensor:     sens,
 		Dial:       DialAdmin(time.Duration(cfg.Varnish.Timeout)),
 		Build:      BuildProfiles,
 		LoadConfig: opts.LoadConfig,

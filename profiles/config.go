@@ -28,6 +28,7 @@ type Config struct {
 	Backend       Backend    `yaml:"backend"`
 	States        States     `yaml:"states"`
 	Hysteresis    Hysteresis `yaml:"hysteresis"`
+	Sensor        Sensor     `yaml:"sensor"`
 	Profiles      Profiles   `yaml:"profiles"`
 	OnExit        string     `yaml:"on_exit"` // default keep; or light, moderate, heavy
 	Hooks         Hooks      `yaml:"hooks"`
@@ -51,6 +52,10 @@ type Varnish struct {
 type Target struct {
 	Admin      string `yaml:"admin"`
 	SecretFile string `yaml:"secret_file"`
+	// Name is varnishd's -n (an instance name or its working directory) of
+	// a Varnish on this machine: its traffic is read with varnishstat
+	// (client_rps, backend_rps, …). Default "" = no traffic signals.
+	Name string `yaml:"name"`
 }
 
 // Backend is the origin server (Apache) the rendered profiles point at.
@@ -64,6 +69,31 @@ type Hysteresis struct {
 	UpConfirm  int      `yaml:"up_confirm"`  // default 3 samples
 	DownWindow Duration `yaml:"down_window"` // default 120s
 	MinDwell   Duration `yaml:"min_dwell"`   // default 60s
+	// DownTrafficRatio: no step down while client_rps is above this
+	// fraction of the rate the gear was entered at. Default 0.6; 0 = off.
+	DownTrafficRatio float64 `yaml:"down_traffic_ratio"`
+}
+
+// Sensor configures the optional sources of signals beside the machine's
+// vitals. Each is off when empty.
+type Sensor struct {
+	// Cgroup is a cgroup v2 (a path under /sys/fs/cgroup, or absolute)
+	// whose pressure and memory replace the machine's psi_cpu, psi_mem and
+	// mem_available_pct. Default "" = the machine's.
+	Cgroup string `yaml:"cgroup"`
+	// ApacheStatus is the URL of Apache's mod_status page (server-status?auto):
+	// apache_busy_ratio. Default "" = off.
+	ApacheStatus string `yaml:"apache_status"`
+	Probe        Probe  `yaml:"probe"`
+	// InjectFile holds a number that something else writes: injected.
+	// Default "" = off; a missing file is no value.
+	InjectFile string `yaml:"inject_file"`
+}
+
+// Probe times a backend URL's first byte every poll: backend_ttfb_ms.
+type Probe struct {
+	URL     string   `yaml:"url"`     // default "" = off
+	Timeout Duration `yaml:"timeout"` // default 1s; a probe that takes longer counts as this
 }
 
 // Profiles holds the values rendered into the three VCL programs.
@@ -154,7 +184,10 @@ func Default() *Config {
 			UpConfirm:  3,
 			DownWindow: Duration(120 * time.Second),
 			MinDwell:   Duration(60 * time.Second),
+
+			DownTrafficRatio: 0.6,
 		},
+		Sensor: Sensor{Probe: Probe{Timeout: Duration(time.Second)}},
 		Profiles: Profiles{
 			StaticTTL:       Duration(time.Hour),
 			HeavyMinTTL:     Duration(2 * time.Minute),

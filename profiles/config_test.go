@@ -3,6 +3,7 @@ package profiles
 import (
 	"errors"
 	"fmt"
+	"github.com/gearshift/gearshift/controller/state"
 	"maps"
 	"os"
 	"os/exec"
@@ -114,6 +115,33 @@ metrics_listen: 127.0.0.1:9131
 				t.Errorf("varnish.mode %q, hooks %+v", c.Varnish.Mode, c.Hooks)
 			}
 		}},
+		{"the optional sources and rules on their signals", `
+varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}', name: /var/lib/varnish/www } ] }
+sensor:
+  cgroup: system.slice/apache2.service
+  apache_status: http://127.0.0.1:8080/server-status?auto
+  probe: { url: "http://127.0.0.1:8080/", timeout: 800ms }
+  inject_file: /run/gearshift/pressure
+hysteresis: { down_traffic_ratio: 0.5 }
+states:
+  moderate: { enter: { client_rps: 300, apache_busy_ratio: 0.6, injected: -1 }, stay: { client_rps: 200, apache_busy_ratio: 0.4, injected: -2 } }
+  heavy: { enter: { client_rps: 600, backend_ttfb_ms: 800, queue_len: 10 }, stay: { client_rps: 400, backend_ttfb_ms: 500, queue_len: 2 } }
+`, func(t *testing.T, c *Config) {
+			hc := c.SensorConfig()
+			if strings.Join(hc.Varnish, ",") != "/var/lib/varnish/www" || hc.Cgroup != "system.slice/apache2.service" ||
+				hc.ProbeTimeout != 800*time.Millisecond || hc.InjectFile != "/run/gearshift/pressure" || !strings.HasSuffix(hc.ApacheStatus, "?auto") {
+				t.Errorf("sensor config = %+v", hc)
+			}
+			sc := c.StateConfig()
+			if sc.DownTrafficRatio != 0.5 || sc.Bands[state.Heavy].Enter["backend_ttfb_ms"] != 800 || sc.Bands[state.Moderate].Enter["injected"] != -1 {
+				t.Errorf("state config = %+v", sc)
+			}
+		}},
+		{"the traffic guard is on by default, probe timeout 1s", base, func(t *testing.T, c *Config) {
+			if c.Hysteresis.DownTrafficRatio != 0.6 || c.Sensor.Probe.Timeout != Duration(time.Second) || c.Sensor != (Sensor{Probe: Probe{Timeout: Duration(time.Second)}}) {
+				t.Errorf("defaults: ratio %v, sensor %+v", c.Hysteresis.DownTrafficRatio, c.Sensor)
+			}
+		}},
 		{"anchors and aliases", base + "states:\n  moderate:\n    enter: &r { load_per_cpu: 0.8 }\n    stay: { load_per_cpu: 0.6 }\n  heavy:\n    enter: { load_per_cpu: 1.8 }\n    stay: *r\n", func(t *testing.T, c *Config) {
 			if s, ok := c.States.Heavy.Stay["load_per_cpu"]; !ok || s != 0.8 {
 				t.Errorf("heavy.stay = %+v", c.States.Heavy.Stay)
@@ -174,6 +202,19 @@ func TestParseProblems(t *testing.T) {
 			"hysteresis.up_confirm: must be at least 1 sample, got 0 (line 2)",
 			"hysteresis.down_window: must not be negative, got -1s (line 2)",
 			"hysteresis.min_dwell: must not be negative, got -1m (line 2)"}},
+		{"bad sources", base + `
+sensor: { cgroup: ../etc, apache_status: "127.0.0.1/server-status", probe: { url: "ftp://x/", timeout: 0s }, inject_file: pressure }
+hysteresis: { down_traffic_ratio: 1.5 }`, []string{
+			"hysteresis.down_traffic_ratio: must be between 0 (off) and 1, got 1.5 (line 4)",
+			`sensor.cgroup: must be a path under /sys/fs/cgroup or an absolute path, got "../etc" (line 3)`,
+			`sensor.apache_status: apache status URL "127.0.0.1/server-status": want http://host[:port]/server-status?auto (line 3)`,
+			`sensor.probe.url: probe URL "ftp://x/": want http://host[:port]/path (line 3)`,
+			"sensor.probe.timeout: must be positive and at most 30s, got 0s (line 3)",
+			`sensor.inject_file: must be an absolute path, got "pressure" (line 3)`}},
+		{"a varnishd name twice", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}', name: www }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}', name: www } ] }", []string{
+			"varnish.targets[1].name: www is already varnish.targets[0].name: its traffic would count twice (line 1)"}},
+		{"out of range on a source's signal", base + "states: { moderate: { enter: { apache_busy_ratio: 1.5 }, stay: { apache_busy_ratio: 0.5 } } }", []string{
+			"states.moderate.enter.apache_busy_ratio: must be above 0 and at most 1, got 1.5 (line 2)"}},
 		{"no targets", "varnish: { targets: [] }", []string{"varnish.targets: at least one Varnish target is needed (line 1)"}},
 		{"bad admin addresses", "varnish: { targets: [ { admin: localhost, secret_file: '{{secret}}' }, { admin: ':6082', secret_file: '{{secret}}' }, { admin: 'h:99999', secret_file: '{{secret}}' } ] }", []string{
 			`varnish.targets[0].admin: "localhost" is not host:port (e.g. 127.0.0.1:6082) (line 1)`,

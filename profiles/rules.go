@@ -6,6 +6,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 )
 
@@ -196,12 +197,33 @@ func signalIndex() map[string]int {
 	return m
 }
 
+// SensorConfig returns the sensor's view of the config: the CPUs and the
+// optional sources.
+func (c *Config) SensorConfig() sensor.HostConfig {
+	hc := sensor.HostConfig{
+		CPUs:         c.CPUs,
+		Cgroup:       c.Sensor.Cgroup,
+		ApacheStatus: c.Sensor.ApacheStatus,
+		ProbeURL:     c.Sensor.Probe.URL,
+		ProbeTimeout: time.Duration(c.Sensor.Probe.Timeout),
+		InjectFile:   c.Sensor.InjectFile,
+	}
+	for _, t := range c.Varnish.Targets {
+		if t.Name != "" {
+			hc.Varnish = append(hc.Varnish, t.Name)
+		}
+	}
+	return hc
+}
+
 // StateConfig returns the state machine's view of the config.
 func (c *Config) StateConfig() state.Config {
 	sc := state.Config{
 		UpConfirm:  c.Hysteresis.UpConfirm,
 		DownWindow: time.Duration(c.Hysteresis.DownWindow),
 		MinDwell:   time.Duration(c.Hysteresis.MinDwell),
+
+		DownTrafficRatio: c.Hysteresis.DownTrafficRatio,
 	}
 	for st, b := range c.States.Bands() {
 		if b != nil {

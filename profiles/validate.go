@@ -3,6 +3,7 @@ package profiles
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 )
 
@@ -87,7 +89,7 @@ func (c *Config) validateSettings(v *validator) {
 	if len(c.Varnish.Targets) == 0 {
 		v.add("varnish.targets", "at least one Varnish target is needed")
 	}
-	seen := map[string]int{}
+	seen, names := map[string]int{}, map[string]int{}
 	for i, t := range c.Varnish.Targets {
 		p := fmt.Sprintf("varnish.targets[%d]", i)
 		if err := checkHostPort(t.Admin); err != nil {
@@ -99,6 +101,15 @@ func (c *Config) validateSettings(v *validator) {
 		}
 		if t.SecretFile == "" {
 			v.add(p+".secret_file", "must name the admin secret file (varnishd -S)")
+		}
+		if t.Name != "" {
+			if strings.ContainsAny(t.Name, "\x00\n") || strings.TrimSpace(t.Name) != t.Name {
+				v.add(p+".name", "%q is not a varnishd -n name or directory", t.Name)
+			} else if j, dup := names[t.Name]; dup {
+				v.add(p+".name", "%s is already varnish.targets[%d].name: its traffic would count twice", t.Name, j)
+			} else {
+				names[t.Name] = i
+			}
 		}
 	}
 
@@ -122,6 +133,10 @@ func (c *Config) validateSettings(v *validator) {
 	if d := c.Hysteresis.MinDwell; d < 0 {
 		v.add("hysteresis.min_dwell", "must not be negative, got %s", d)
 	}
+	if r := c.Hysteresis.DownTrafficRatio; r < 0 || r > 1 || math.IsNaN(r) {
+		v.add("hysteresis.down_traffic_ratio", "must be between 0 (off) and 1, got %g", r)
+	}
+	c.Sensor.validate(v)
 
 	c.Profiles.validate(v)
 
@@ -164,6 +179,34 @@ func (h *Hooks) validate(v *validator) {
 // hookCommandOK tells whether a hook command is named so that it does not
 // depend on the daemon's working directory.
 func hookCommandOK(cmd string) bool { return filepath.IsAbs(cmd) || !strings.Contains(cmd, "/") }
+
+func (s *Sensor) validate(v *validator) {
+	if s.Cgroup != "" {
+		clean := filepath.Clean(s.Cgroup)
+		if !filepath.IsAbs(clean) && (clean == ".." || strings.HasPrefix(clean, "../")) {
+			v.add("sensor.cgroup", "must be a path under /sys/fs/cgroup or an absolute path, got %q", s.Cgroup)
+		}
+	}
+	if s.ApacheStatus != "" {
+		if _, err := sensor.NewApacheStatus(s.ApacheStatus, 0); err != nil {
+			v.add("sensor.apache_status", "%v", err)
+		}
+	}
+	if s.Probe.URL != "" {
+		if _, err := sensor.NewProbe(s.Probe.URL, time.Duration(s.Probe.Timeout)); err != nil {
+			v.add("sensor.probe.url", "%v", err)
+		}
+	}
+	if t := s.Probe.Timeout; t <= 0 || t > Duration(maxProbeTimeout) {
+		v.add("sensor.probe.timeout", "must be positive and at most %s, got %s", Duration(maxProbeTimeout), t)
+	}
+	if s.InjectFile != "" && !filepath.IsAbs(s.InjectFile) {
+		v.add("sensor.inject_file", "must be an absolute path, got %q", s.InjectFile)
+	}
+}
+
+// maxProbeTimeout bounds the probe: the poll waits for it.
+const maxProbeTimeout = 30 * time.Second
 
 func (p *Profiles) validate(v *validator) {
 	for _, d := range []struct {

@@ -91,8 +91,8 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(js), `"psi_mem":null,"test_queue":150}`) {
-			t.Errorf("status JSON lacks test_queue after the vitals: %s", js)
+		if !strings.Contains(string(js), `"injected":null,"test_queue":150}`) {
+			t.Errorf("status JSON lacks test_queue after the other signals: %s", js)
 		}
 		var back controller.Status
 		if err := json.Unmarshal(js, &back); err != nil {

@@ -25,6 +25,8 @@ func TestSimulateGolden(t *testing.T) {
 		{"surge-tuned", []string{"--trace", traces + "/surge.csv", "--config", "testdata/simulate/tuned.yaml"}},
 		{"slow-climb", []string{"--trace", traces + "/slow-climb.csv", "--cpus", "2"}},
 		{"flapping", []string{"--trace", traces + "/flapping.csv"}},
+		{"surge-bounce", []string{"--trace", traces + "/surge-bounce.csv"}},
+		{"surge-guarded", []string{"--trace", traces + "/surge-guarded.csv"}},
 		{"sadf", []string{"--trace", "testdata/simulate/sadf.csv", "--cpus", "2"}},
 		{"memory-squeeze", []string{"--trace", "testdata/simulate/memory-squeeze.csv"}},
 	}
@@ -36,6 +38,58 @@ func TestSimulateGolden(t *testing.T) {
 				t.Fatalf("exit code %d, stderr %q", code, stderr)
 			}
 			golden.Check(t, filepath.Join("simulate", tc.name+".golden"), []byte(stdout))
+		})
+	}
+}
+
+// TestSimulateTrafficGuard replays the two example traces of one surge:
+// on the load alone the gear bounces between heavy and moderate while the
+// surge lasts; with Varnish's request rate it goes up once and comes down
+// once the surge (+5m to +25m) is over. With the guard turned off, the
+// second trace bounces too.
+func TestSimulateTrafficGuard(t *testing.T) {
+	off := filepath.Join(t.TempDir(), "off.yaml")
+	if err := os.WriteFile(off, []byte("hysteresis: { down_traffic_ratio: 0 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, trace, config string
+		bounces             bool
+	}{
+		{"load alone", "surge-bounce.csv", "testdata/simulate/defaults.yaml", true},
+		{"with client_rps", "surge-guarded.csv", "testdata/simulate/defaults.yaml", false},
+		{"with client_rps, guard off", "surge-guarded.csv", off, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runMain(t, "simulate", "--config", tc.config, "--trace", traces+"/"+tc.trace, "--json")
+			if code != exitOK {
+				t.Fatalf("exit code %d, stderr %q", code, stderr)
+			}
+			var out struct {
+				Transitions []struct {
+					Offset   float64 `json:"offset_s"`
+					From, To string
+				}
+			}
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+				t.Fatal(err)
+			}
+			heavy, downEarly := 0, 0
+			for _, tr := range out.Transitions {
+				if tr.To == "heavy" {
+					heavy++
+				}
+				if tr.From == "heavy" && tr.Offset < 25*60 {
+					downEarly++
+				}
+			}
+			if tc.bounces && (heavy < 3 || downEarly < 2) {
+				t.Errorf("entered heavy %d times, left it %d times during the surge; want a bounce: %+v", heavy, downEarly, out.Transitions)
+			}
+			if !tc.bounces && (heavy != 1 || downEarly != 0 || len(out.Transitions) != 4) {
+				t.Errorf("entered heavy %d times, left it %d times during the surge; want up once, down after: %+v", heavy, downEarly, out.Transitions)
+			}
 		})
 	}
 }

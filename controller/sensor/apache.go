@@ -46,7 +46,10 @@ func NewApacheStatus(rawURL string, timeout time.Duration) (*ApacheStatus, error
 	if timeout <= 0 {
 		timeout = defaultApacheTimeout
 	}
-	return &ApacheStatus{url: u.String(), client: &http.Client{Timeout: timeout}, maxBody: maxApacheStatusBody}, nil
+	// No keep-alive: a kept connection holds an Apache worker (prefork)
+	// between polls, counted busy.
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	return &ApacheStatus{url: u.String(), client: client, maxBody: maxApacheStatusBody}, nil
 }
 
 // URL returns the URL read, with "?auto".

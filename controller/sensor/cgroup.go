@@ -19,6 +19,7 @@ const DefaultCgroupRoot = "/sys/fs/cgroup"
 // Cgroup reads the pressure, memory and CPU quota of one cgroup v2
 // directory: a service's (system.slice/apache2.service) or a container's own.
 type Cgroup struct {
+	Name     string // as configured
 	Dir      string
 	readFile func(string) ([]byte, error)
 }
@@ -33,10 +34,11 @@ type CgroupReading struct {
 	CPUQuota  float64 // cpu.max quota over period, in CPUs; 0: "max", no limit
 }
 
-// OpenCgroup returns the cgroup at p: an absolute directory, or a path
-// under the cgroup v2 mount (/sys/fs/cgroup). It fails, naming the
-// directory, when p is not a cgroup v2 directory.
-func OpenCgroup(p string) (*Cgroup, error) {
+// NewCgroup returns the cgroup at p: an absolute directory, or a path
+// under the cgroup v2 mount (/sys/fs/cgroup, or where the mount table puts
+// it). The directory need not exist yet: a service's cgroup comes and goes
+// with the service, and Read says so.
+func NewCgroup(p string) *Cgroup {
 	dir := p
 	if !filepath.IsAbs(p) {
 		root := DefaultCgroupRoot
@@ -47,21 +49,20 @@ func OpenCgroup(p string) (*Cgroup, error) {
 		}
 		dir = filepath.Join(root, p)
 	}
-	c := &Cgroup{Dir: dir, readFile: os.ReadFile}
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("cgroup %s: %s is not a cgroup v2 directory (no cgroup.procs)", p, dir)
-		}
-		return nil, fmt.Errorf("cgroup %s: %w", p, err)
-	}
-	return c, nil
+	return &Cgroup{Name: p, Dir: dir, readFile: os.ReadFile}
 }
 
 // Read reads the cgroup's files. Only a file that exists and cannot be read
 // or parsed is an error; missing ones mean the controller is off.
 func (c *Cgroup) Read() (CgroupReading, error) {
 	var r CgroupReading
-	var err error
+	_, err := c.readFile(c.file("cgroup.procs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return CgroupReading{}, fmt.Errorf("cgroup %s: %s is not a cgroup v2 directory (no cgroup.procs)", c.Name, c.Dir)
+	}
+	if err != nil {
+		return CgroupReading{}, fmt.Errorf("read cgroup %s: %w", c.Name, err)
+	}
 	if r.PSI, err = readPressure(c.readFile, c.file("cpu.pressure"), c.file("memory.pressure"), c.file("io.pressure")); err != nil {
 		return CgroupReading{}, err
 	}

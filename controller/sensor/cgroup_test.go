@@ -328,22 +328,22 @@ func TestDetectCPUQuota(t *testing.T) {
 	}
 }
 
-func TestOpenCgroup(t *testing.T) {
+func TestNewCgroup(t *testing.T) {
 	abs, err := filepath.Abs("testdata/cgroup/limited")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := OpenCgroup(abs); err != nil || c.Dir != abs {
-		t.Errorf("OpenCgroup(%s) = %+v, %v; want that directory", abs, c, err)
+	if c := NewCgroup(abs); c.Dir != abs {
+		t.Errorf("NewCgroup(%s).Dir = %s, want that directory", abs, c.Dir)
 	}
 	notCgroup := t.TempDir()
-	_, err = OpenCgroup(notCgroup)
+	_, err = NewCgroup(notCgroup).Read()
 	if want := "is not a cgroup v2 directory (no cgroup.procs)"; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("OpenCgroup(a plain directory): error %v, want one containing %q", err, want)
+		t.Errorf("Read of a plain directory: error %v, want one containing %q", err, want)
 	}
-	_, err = OpenCgroup("system.slice/no-such-gearshift-test.service")
-	if want := "cgroup system.slice/no-such-gearshift-test.service: "; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("OpenCgroup(missing): error %v, want one starting %q", err, want)
+	_, err = NewCgroup("system.slice/no-such-gearshift-test.service").Read()
+	if want := "cgroup system.slice/no-such-gearshift-test.service: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Read of a missing cgroup: error %v, want one starting %q", err, want)
 	}
 }
 
@@ -357,11 +357,7 @@ func TestCgroupAgainstKernel(t *testing.T) {
 	if dir == "" {
 		t.Logf("using the fixture tree testdata/cgroup/limited: %s", why)
 		abs, _ := filepath.Abs("testdata/cgroup/limited")
-		c, err := OpenCgroup(abs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := c.Read()
+		r, err := NewCgroup(abs).Read()
 		if err != nil || r.PSI == nil || r.CPUQuota != 1.5 || r.MemLimit != 536870912 {
 			t.Fatalf("Read = %+v, %v; want the fixture's PSI and limits", r, err)
 		}
@@ -389,12 +385,9 @@ func TestCgroupAgainstKernel(t *testing.T) {
 
 	// A path relative to the hierarchy finds the same directory through
 	// the mount table.
-	c, err := OpenCgroup(name)
-	if err != nil {
-		t.Fatalf("OpenCgroup(%s): %v", name, err)
-	}
+	c := NewCgroup(name)
 	if c.Dir != dir {
-		t.Errorf("OpenCgroup(%s).Dir = %s, want %s", name, c.Dir, dir)
+		t.Errorf("NewCgroup(%s).Dir = %s, want %s", name, c.Dir, dir)
 	}
 	r, err := c.Read()
 	if err != nil {

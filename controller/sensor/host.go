@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
 )
 
 // HostConfig names the optional sources a Host reads beside the machine's
@@ -32,8 +34,13 @@ type Host struct {
 	cgroup    *Cgroup
 	apache    *ApacheStatus
 	probe     *Probe
+	ttfb      state.EWMA
 	inject    *InjectFile
 }
+
+// probeWindow smooths the backend's time to first byte: one slow page is
+// not a slow backend, ten seconds of them are.
+const probeWindow = 10 * time.Second
 
 type varnishSource struct {
 	stat  Varnishstat
@@ -58,7 +65,7 @@ type Problem struct {
 }
 
 // NewHost returns the sensor of cfg. It fails on a source that cannot work
-// at all: a malformed URL, a path that is not a cgroup.
+// at all: a malformed URL.
 func NewHost(cfg HostConfig) (*Host, error) {
 	h := &Host{}
 	cpus, source := cfg.CPUs, "cpus in the config"
@@ -74,9 +81,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	var err error
 	if cfg.Cgroup != "" {
-		if h.cgroup, err = OpenCgroup(cfg.Cgroup); err != nil {
-			return nil, err
-		}
+		h.cgroup = NewCgroup(cfg.Cgroup)
 	}
 	if cfg.ApacheStatus != "" {
 		if h.apache, err = NewApacheStatus(cfg.ApacheStatus, 0); err != nil {
@@ -87,6 +92,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		if h.probe, err = NewProbe(cfg.ProbeURL, cfg.ProbeTimeout); err != nil {
 			return nil, err
 		}
+		h.ttfb.Window = probeWindow
 	}
 	if cfg.InjectFile != "" {
 		h.inject = &InjectFile{Path: cfg.InjectFile}
@@ -97,6 +103,27 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // CPUs returns the number of CPUs the samples report, and where it comes
 // from ("cpu.max of /sys/fs/cgroup", "logical CPUs", "cpus in the config").
 func (h *Host) CPUs() (int, string) { return h.proc.CPUs(), h.cpuSource }
+
+// Sources names the optional sources configured, as Problem.Source does.
+func (h *Host) Sources() []string {
+	var ns []string
+	for _, v := range h.varnish {
+		ns = append(ns, SourceVarnish(v.stat.Name))
+	}
+	if h.cgroup != nil {
+		ns = append(ns, SourceCgroup)
+	}
+	if h.apache != nil {
+		ns = append(ns, SourceApache)
+	}
+	if h.probe != nil {
+		ns = append(ns, SourceProbe)
+	}
+	if h.inject != nil {
+		ns = append(ns, SourceInject)
+	}
+	return ns
+}
 
 // Sample reads the machine's vitals and, at the same time, every optional
 // source. Only the machine's vitals failing is an error.
@@ -156,10 +183,11 @@ func (h *Host) Sample(ctx context.Context) (Sample, error) {
 		run(func() {
 			d, err := h.probe.TTFB(ctx)
 			if err != nil {
+				h.ttfb.Reset()
 				problem(SourceProbe, err)
 				return
 			}
-			ms := float64(d) / float64(time.Millisecond)
+			ms := h.ttfb.Update(time.Now(), float64(d)/float64(time.Millisecond))
 			ttfb = &ms
 		})
 	}

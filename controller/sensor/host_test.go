@@ -62,7 +62,7 @@ func TestHostAgainstRealSources(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	time.Sleep(1100 * time.Millisecond) // Varnish's uptime counts whole seconds
+	time.Sleep(1100 * time.Millisecond) // worker threads publish their counters after the request
 	s, err := h.Sample(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -73,8 +73,10 @@ func TestHostAgainstRealSources(t *testing.T) {
 	if s.Traffic == nil || s.Traffic.ClientRPS <= 0 || s.Traffic.BackendRPS <= 0 {
 		t.Errorf("traffic = %+v, want client and backend requests", s.Traffic)
 	}
-	if s.ApacheBusyRatio == nil || *s.ApacheBusyRatio != 0.25 {
-		t.Errorf("apache_busy_ratio = %s, want 0.25 (the status request, of 4 slots)", fmtF(s.ApacheBusyRatio))
+	// The status request itself, of 4 slots, and maybe a worker still
+	// closing the readiness check's connection.
+	if r := s.ApacheBusyRatio; r == nil || *r < 0.25 || *r > 0.5 {
+		t.Errorf("apache_busy_ratio = %s, want 0.25 or 0.5", fmtF(r))
 	}
 	if s.BackendTTFBMs == nil || *s.BackendTTFBMs <= 0 {
 		t.Errorf("backend_ttfb_ms = %s, want a time", fmtF(s.BackendTTFBMs))

@@ -1,5 +1,7 @@
 // Package sensor reads the server's vitals (load, run queue, memory,
-// pressure stall information) into a Sample.
+// pressure stall information) and the optional sources beside them
+// (Varnish's traffic, a cgroup, Apache's workers, a backend probe, an
+// injected value) into a Sample.
 package sensor
 
 import (
@@ -46,9 +48,10 @@ type PSI struct {
 }
 
 // Reading returns the state machine's input for the sample: the load and
-// run queue, and the raw figure of each host signal the sample has
-// (mem_available_pct without a memory total, and the PSI signals without
-// PSI, are left out: unknown).
+// run queue, and the raw figure of each signal the sample has
+// (mem_available_pct without a memory total, the PSI signals without PSI,
+// and the figures of sources not configured or failing are left out:
+// unknown).
 func (s Sample) Reading() state.Reading {
 	r := state.Reading{
 		Time:     s.Time,
@@ -62,6 +65,22 @@ func (s Sample) Reading() state.Reading {
 	}
 	if s.PSI != nil {
 		r.Values["psi_cpu"], r.Values["psi_mem"] = s.PSI.CPUSome, s.PSI.MemorySome
+	}
+	if t := s.Traffic; t != nil {
+		r.Values[state.ClientRPS] = t.ClientRPS
+		r.Values[state.BackendRPS] = t.BackendRPS
+		r.Values[state.BackendFailRPS] = t.BackendFailRPS
+		r.Values[state.DroppedRPS] = t.DroppedRPS
+		r.Values[state.QueueLen] = t.QueueLen
+	}
+	for name, v := range map[string]*float64{
+		state.ApacheBusyRatio: s.ApacheBusyRatio,
+		state.BackendTTFBMs:   s.BackendTTFBMs,
+		state.Injected:        s.Injected,
+	} {
+		if v != nil {
+			r.Values[name] = *v
+		}
 	}
 	return r
 }

@@ -34,6 +34,8 @@ type Machine struct {
 	run       [len(All)]int       // consecutive samples each state's enter rule held
 	stayHeld  [len(All)]time.Time // last sample at which each state's stay rule held
 	dwellFrom time.Time           // start of the min_dwell clock: last transition or release of a force
+
+	entryRPS [len(All)]*float64 // client_rps at which each state was entered going up; nil: unknown
 }
 
 // New returns a machine in light, in auto mode. fastWindow is the window of
@@ -75,6 +77,11 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 		if b.Stay.Holds(sig) {
 			m.stayHeld[st] = now
 		}
+	}
+	// The traffic guard holds the current gear as its stay rule would: the
+	// way down waits for down_window after the traffic has gone too.
+	if _, ok := m.trafficGuard(m.cur.State, sig); ok {
+		m.stayHeld[m.cur.State] = now
 	}
 
 	cur := m.cur.State
@@ -168,9 +175,37 @@ func (m *Machine) decide(now time.Time, next State, reason string, sig Signals) 
 		d.Since = now
 		d.Transitions++
 		m.dwellFrom = now
+		m.recordEntry(d.From, next, sig)
 	}
 	m.cur = d
 	return d
+}
+
+// recordEntry remembers the client_rps at which the states from from up to
+// to were entered, and forgets it for the states above to when stepping down.
+func (m *Machine) recordEntry(from, to State, sig Signals) {
+	for st := to + 1; st <= Heaviest; st++ {
+		m.entryRPS[st] = nil
+	}
+	for st := from + 1; st <= to; st++ {
+		m.entryRPS[st] = sig.Ptr(ClientRPS)
+	}
+}
+
+// trafficGuard tells whether the traffic guard holds st, and why:
+// "client_rps 410 > 0.6 × 520 at entry". It is off without a ratio, in
+// light, without a client_rps now, and for a gear entered without one.
+func (m *Machine) trafficGuard(st State, sig Signals) (string, bool) {
+	ratio, entry := m.cfg.DownTrafficRatio, m.entryRPS[st]
+	if ratio <= 0 || st == Light || entry == nil {
+		return "", false
+	}
+	rps, ok := sig.Get(ClientRPS)
+	if !ok || rps <= ratio**entry {
+		return "", false
+	}
+	s, _ := Lookup(ClientRPS)
+	return fmt.Sprintf("%s %s > %g × %s at entry", ClientRPS, s.Format(rps), ratio, s.Format(*entry)), true
 }
 
 // auto applies the rules of SPEC section 4 from cur.
@@ -201,6 +236,9 @@ func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 	stay := m.band(cur).Stay
 	if stay.Holds(sig) {
 		return cur, fmt.Sprintf("stay rule of %s holds (%s)%s", cur, stay.explain(sig), pending)
+	}
+	if why, ok := m.trafficGuard(cur, sig); ok {
+		return cur, "stay: " + why + pending
 	}
 	if last := m.stayHeld[cur]; !last.IsZero() && now.Sub(last) < m.cfg.DownWindow {
 		return cur, fmt.Sprintf("stay rule of %s held %s ago, within down_window %s%s",

@@ -98,6 +98,10 @@ type Config struct {
 	UpConfirm  int            // consecutive samples an enter rule must hold (default 3)
 	DownWindow time.Duration  // the stay rule must not have held for this long to step down (default 120s)
 	MinDwell   time.Duration  // minimum time between transitions before stepping down (default 60s)
+	// DownTrafficRatio is the traffic guard: no step down from a gear while
+	// client_rps is above this fraction of the rate at which the gear was
+	// entered (default 0.6). 0 turns it off; so does a missing client_rps.
+	DownTrafficRatio float64
 }
 
 // clone copies the rules, so that the caller's maps stay the caller's.
