@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,7 +344,10 @@ func Perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 			if !ok {
 				continue
 			}
-			limits := formatNum(sig.Min, sig.Precision)
+			limits := ""
+			if !math.IsInf(sig.Min, -1) { // a signal with no lower bound (injected) leaves min empty
+				limits = formatNum(sig.Min, sig.Precision)
+			}
 			if sig.Bounded() {
 				limits += ";" + formatNum(sig.Max, sig.Precision)
 			}

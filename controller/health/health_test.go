@@ -259,3 +259,28 @@ func TestCheckRestartLock(t *testing.T) {
 		t.Errorf("exit codes %v: want exactly one WARNING (restarted)", codes)
 	}
 }
+
+// The optional sources' signals are perfdata like the vitals, each in its
+// unit, and only while available.
+func TestPerfdataOfSources(t *testing.T) {
+	st := healthyStatus()
+	for name, v := range map[string]float64{
+		"client_rps": 410, "backend_fail_rps": 0.26, "queue_len": 3,
+		"apache_busy_ratio": 0.5, "backend_ttfb_ms": 812.4, "injected": -2,
+	} {
+		st.Sample.Signals[name] = opsF64(v)
+	}
+	st.Sample.Signals["backend_rps"] = nil // configured, not readable now
+	got := strings.Join(Perfdata(st, checkNow, 30*time.Second), " ")
+	for _, want := range []string{
+		"'client_rps'=410;;;0 ", "'backend_fail_rps'=0.3;;;0 ", "'queue_len'=3;;;0 ",
+		"'apache_busy_ratio'=0.5;;;0;1 ", "'backend_ttfb_ms'=812ms;;;0 ", "'injected'=-2;;; ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("perfdata lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "backend_rps'") || strings.Contains(got, "dropped_rps") {
+		t.Errorf("perfdata has signals that are unavailable:\n%s", got)
+	}
+}

@@ -288,10 +288,12 @@ sub vcl_recv { return (pass); }
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if d := after.ClientReq - before.ClientReq; d != n {
+	// The request with which varnishtest saw varnishd answer may be
+	// published after the first reading: one more is fine.
+	if d := after.ClientReq - before.ClientReq; d != n && d != n+1 {
 		t.Errorf("client_req went up by %d, want %d", d, n)
 	}
-	if d := after.BackendReq - before.BackendReq; d != n {
+	if d := after.BackendReq - before.BackendReq; d != n && d != n+1 {
 		t.Errorf("backend_req went up by %d, want %d (the backend saw %d)", d, n, backendHits.Load())
 	}
 	got, err := rates.Update(time.Now(), after)
