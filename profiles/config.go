@@ -106,11 +106,15 @@ type Profiles struct {
 	ExposeHeaders    bool     `yaml:"expose_headers"`    // default true
 	SessionCookies   []string `yaml:"session_cookies"`   // names or globs
 	StaticExtensions []string `yaml:"static_extensions"`
-	NeverCache       []string `yaml:"never_cache"` // path regexes
-	PurgeACL         []string `yaml:"purge_acl"`   // addresses or CIDRs
-	Light            Source   `yaml:"light"`
-	Moderate         Source   `yaml:"moderate"`
-	Heavy            Source   `yaml:"heavy"`
+	NeverCache       []string `yaml:"never_cache"`  // path regexes
+	PurgeACL         []string `yaml:"purge_acl"`    // addresses or CIDRs
+	PassHeaders      []string `yaml:"pass_headers"` // request headers that make a request uncacheable
+	// ModerateHeuristicTTL is moderate's TTL for anonymous responses with no
+	// freshness information; default 30s, 0 = none.
+	ModerateHeuristicTTL Duration `yaml:"moderate_heuristic_ttl"`
+	Light                Source   `yaml:"light"`
+	Moderate             Source   `yaml:"moderate"`
+	Heavy                Source   `yaml:"heavy"`
 }
 
 // Sources returns each gear's source, by state. A gear added to state.All
@@ -203,9 +207,11 @@ func Default() *Config {
 				"[0-9a-f]{32}", // Joomla: a 32-hex cookie name  (TODO: glob syntax decided by the renderer)
 				"frontend",     // Magento
 			},
-			StaticExtensions: []string{"png", "gif", "jpg", "jpeg", "ico", "svg", "webp", "css", "js", "woff", "woff2", "ttf", "swf", "mp4", "pdf"},
-			NeverCache:       []string{`^/wp-admin`, `^/wp-login\.php`, `^/administrator`, `^/user/login`, `^/admin`, `^/cart`, `^/checkout`, `^/my-account`},
-			PurgeACL:         []string{"127.0.0.1", "::1"},
+			StaticExtensions:     []string{"png", "gif", "jpg", "jpeg", "ico", "svg", "webp", "css", "js", "woff", "woff2", "ttf", "swf", "mp4", "pdf"},
+			NeverCache:           []string{`^/wp-admin`, `^/wp-login\.php`, `^/administrator`, `^/user/login`, `^/admin`, `^/cart`, `^/checkout`, `^/my-account`},
+			PurgeACL:             []string{"127.0.0.1", "::1"},
+			PassHeaders:          []string{"Authorization", "X-WP-Nonce", "X-CSRF-Token"},
+			ModerateHeuristicTTL: Duration(30 * time.Second),
 		},
 		OnExit:  "keep",
 		Hooks:   Hooks{Timeout: Duration(30 * time.Second)},

@@ -251,6 +251,11 @@ hysteresis: { down_traffic_ratio: 1.5 }`, []string{
 			"profiles.purge_acl[1]: \"10.0.0.0/33\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
 			"profiles.purge_acl[2]: \"example.com\" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 6)",
 			"profiles.heavy.vcl_file: {{dir}}/missing.vcl does not exist (line 9)"}},
+		{"pass_headers and moderate_heuristic_ttl", base + "profiles:\n  moderate_heuristic_ttl: -30s\n  pass_headers: [X-WP-Nonce, 'X Token', '', X_Y]\n", []string{
+			"profiles.moderate_heuristic_ttl: must not be negative, got -30s (line 3)",
+			`profiles.pass_headers[1]: "X Token" is not a header name (letters, digits and -) (line 4)`,
+			`profiles.pass_headers[2]: "" is not a header name (letters, digits and -) (line 4)`,
+			`profiles.pass_headers[3]: "X_Y" is not a header name (letters, digits and -) (line 4)`}},
 		{"vcl_file is the admin secret", base + "profiles: { heavy: { vcl_file: '{{secret}}' } }", []string{
 			"profiles.heavy.vcl_file: {{secret}} is the admin secret of varnish.targets[0], not a VCL program (line 2)"}},
 		{"vcl_file links to the admin secret of another target", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{vcl}}' }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}' } ] }\nprofiles: { light: { vcl_file: '{{secretlink}}' } }", []string{

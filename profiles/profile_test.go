@@ -29,6 +29,8 @@ import (
 //	status=N  answer with status N
 //	loc=URL   Location: URL
 //	fail=N    answer 503 to the first N requests for this URI
+//	auth=H    answer 401 unless the request carries header H
+//	canon=H   answer 301 to http://H<URI> unless the request's Host is H
 //
 // The body names the request URI, the hit number and the user: the value of
 // PHPSESSID or of a wordpress_logged_in_* cookie, or "anonymous".
@@ -78,6 +80,15 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "backend failing", http.StatusServiceUnavailable)
 		return
 	}
+	if v := q.Get("canon"); v != "" && r.Host != v {
+		w.Header().Set("Location", "http://"+v+uri)
+		w.WriteHeader(http.StatusMovedPermanently)
+		return
+	}
+	if v := q.Get("auth"); v != "" && r.Header.Get(v) == "" {
+		http.Error(w, "rest_not_logged_in", http.StatusUnauthorized)
+		return
+	}
 	if v := q.Get("cc"); v != "" {
 		w.Header().Set("Cache-Control", v)
 	}
@@ -89,6 +100,9 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("sc"); v != "" {
 		w.Header().Set("Set-Cookie", v)
+	}
+	if v := q.Get("vary"); v != "" {
+		w.Header().Set("Vary", v)
 	}
 	if v := q.Get("loc"); v != "" {
 		w.Header().Set("Location", v)
@@ -304,17 +318,20 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	other.Profiles.PurgeACL = []string{"192.0.2.0/24"}
 	other.Profiles.ExposeHeaders = false
 	other.Profiles.NormalizeHost = false
+	strict := testConfig(o)
+	strict.Profiles.ModerateHeuristicTTL = 0
 	short := testConfig(down)
 	short.Profiles.HeavyMinTTL = Duration(2 * time.Second)
 	short.Profiles.HeavySessionTTL = Duration(2 * time.Second)
 	short.Profiles.HeavyGrace = Duration(10 * time.Minute)
 
 	g := loadGears(t, map[string]string{
-		"light":      render(t, cfg, state.Light),
-		"moderate":   render(t, cfg, state.Moderate),
-		"heavy":      render(t, cfg, state.Heavy),
-		"otherlight": render(t, other, state.Light),
-		"shortheavy": render(t, short, state.Heavy),
+		"light":          render(t, cfg, state.Light),
+		"moderate":       render(t, cfg, state.Moderate),
+		"heavy":          render(t, cfg, state.Heavy),
+		"otherlight":     render(t, other, state.Light),
+		"strictmoderate": render(t, strict, state.Moderate),
+		"shortheavy":     render(t, short, state.Heavy),
 	})
 
 	for _, s := range state.All {
@@ -327,7 +344,14 @@ func TestGearsAgainstVarnish(t *testing.T) {
 			t.Parallel()
 			testNoSerialisation(t, g, o, gear)
 		})
+		t.Run(gear+"/no-redirect-loop-on-a-non-standard-port", func(t *testing.T) {
+			t.Parallel()
+			testClientHost(t, g, o, gear)
+		})
 	}
+	t.Run("heavy/own-write-shows-at-once", func(t *testing.T) { t.Parallel(); testOwnWrite(t, g, o) })
+	t.Run("heavy/logout-drops-the-session-pages", func(t *testing.T) { t.Parallel(); testLogout(t, g, o) })
+	t.Run("heavy/401-not-cached-for-the-session", func(t *testing.T) { t.Parallel(); test401(t, g, o) })
 	t.Run("light", func(t *testing.T) { t.Parallel(); testLight(t, g, o) })
 	t.Run("moderate", func(t *testing.T) { t.Parallel(); testModerate(t, g, o) })
 	t.Run("heavy", func(t *testing.T) { t.Parallel(); testHeavy(t, g, o) })
@@ -482,10 +506,11 @@ func testCommon(t *testing.T, g *gears, o *origin, gear string) {
 	t.Run("host normalisation", func(t *testing.T) {
 		u := p + "/static/host.png"
 		get(u, req{host: "WWW.Example.com:8080"}).want(t, "MISS", "")
-		if h := o.header(u, "Host"); h != "www.example.com" {
-			t.Errorf("backend saw Host %q, want www.example.com (lower case, no port)", h)
+		if h := o.header(u, "Host"); h != "WWW.Example.com:8080" {
+			t.Errorf("backend saw Host %q, want WWW.Example.com:8080 as the client sent it", h)
 		}
 		get(u, req{host: "example.com"}).want(t, "HIT", "")
+		get(u, req{host: "EXAMPLE.COM:80"}).want(t, "HIT", "")
 		get(u, req{host: "www.example.com:6081"}).want(t, "HIT", "")
 		get(u, req{host: "other.example"}).want(t, "MISS", "")
 	})
@@ -606,7 +631,12 @@ func testModerate(t *testing.T, g *gears, o *origin) {
 		{"max-age=0", "/g/moderate/maxage0?cc=max-age%3D0"},
 		{"Set-Cookie", "/g/moderate/setcookie?cc=max-age%3D600&sc=a%3Db"},
 		{"Expires in 1981", "/g/moderate/php?cc=no-store,no-cache,must-revalidate&exp=past"},
-		{"no freshness information", "/g/moderate/nothing"},
+		{"Expires in 1981 alone", "/g/moderate/php?exp=past"},
+		{"no freshness information, Set-Cookie", "/g/moderate/nothing?sc=a%3Db"},
+		{"no freshness information, 403", "/g/moderate/nothing?status=403"},
+		{"no freshness information, 401", "/g/moderate/nothing?status=401"},
+		{"no freshness information, 302", "/g/moderate/nothing?status=302&loc=%2Fx"},
+		{"no freshness information, Vary: *", "/g/moderate/nothing?cc=public&vary=*"},
 		{"error", "/g/moderate/error?cc=max-age%3D600&status=500"},
 	} {
 		t.Run("not cached: "+tc.name, func(t *testing.T) {
@@ -615,6 +645,23 @@ func testModerate(t *testing.T, g *gears, o *origin) {
 			wantCount(t, o, tc.uri, 2)
 		})
 	}
+	for _, tc := range []struct{ name, uri string }{
+		{"no freshness information", "/g/moderate/heuristic"},
+		{"Cache-Control without a lifetime", "/g/moderate/heuristic?cc=public"},
+		{"404", "/g/moderate/heuristic?status=404"},
+		{"301", "/g/moderate/heuristic?status=301&loc=%2Felsewhere"},
+	} {
+		t.Run("heuristic freshness: "+tc.name, func(t *testing.T) {
+			get(t, tc.uri, "").want(t, "MISS", "")
+			get(t, tc.uri, "_ga=1").want(t, "HIT", "")
+			wantCount(t, o, tc.uri, 1)
+		})
+	}
+	t.Run("heuristic freshness off", func(t *testing.T) {
+		u := "/g/moderate/heuristic-off"
+		g.do(t, req{gear: "strictmoderate", path: u}).want(t, "MISS", "")
+		g.do(t, req{gear: "strictmoderate", path: u}).want(t, "PASS", "hit=2")
+	})
 	t.Run("analytics cookies stripped", func(t *testing.T) {
 		u := "/g/moderate/anon?cc=max-age%3D600"
 		get(t, u, "_ga=GA1.2.3; _gid=x").want(t, "MISS", "user=anonymous")
@@ -898,5 +945,115 @@ func testErrorMarker(t *testing.T, g *gears, o *origin) {
 		}
 		wantCount(t, o, u, 3)
 		g.do(t, req{gear: "heavy", path: u}).want(t, "HIT", "hit=3")
+	}
+}
+
+// testClientHost: normalize_host changes the cache key only; the backend
+// sees the Host the client sent, so a site that insists on its own
+// host:port does not redirect to the URL it was asked for, forever.
+func testClientHost(t *testing.T, g *gears, o *origin, gear string) {
+	const site = "127.0.0.1:8081"
+	u := "/g/" + gear + "/canonical-port?canon=" + site
+	r := g.do(t, req{gear: gear, path: u, host: site})
+	if r.status != http.StatusOK {
+		t.Fatalf("GET http://%s%s: status %d, Location %q; want 200 (backend saw Host %q)", site, u, r.status, r.header.Get("Location"), o.header(u, "Host"))
+	}
+	if h := o.header(u, "Host"); h != site {
+		t.Errorf("backend saw Host %q, want %q as the client sent it", h, site)
+	}
+	// A page asked for first without the port (the same cache key): the
+	// site's redirect reaches that client, and is never served to the
+	// clients that ask with the port.
+	u += "&first=noport"
+	r = g.do(t, req{gear: gear, path: u, host: "127.0.0.1"})
+	if r.status != http.StatusMovedPermanently || r.header.Get("Location") != "http://"+site+u {
+		t.Errorf("GET without the port: status %d, Location %q; want the site's 301 to http://%s%s", r.status, r.header.Get("Location"), site, u)
+	}
+	for i := 0; i < 2; i++ {
+		if r := g.do(t, req{gear: gear, path: u, host: site}); r.status != http.StatusOK {
+			t.Errorf("GET http://%s%s after the redirect: status %d, Location %q; want 200", site, u, r.status, r.header.Get("Location"))
+		}
+	}
+}
+
+// testOwnWrite: a session's write (any method but GET/HEAD) drops that
+// session's cached pages, so the next GET shows the write; other sessions'
+// and anonymous copies stay.
+func testOwnWrite(t *testing.T, g *gears, o *origin) {
+	u := "/g/heavy/own-write/post-1?cc=private"
+	get := func(cookie string) reply {
+		t.Helper()
+		return g.do(t, req{gear: "heavy", path: u, cookie: cookie})
+	}
+	alice, bob := "wordpress_logged_in_ow=alice", "wordpress_logged_in_ow=bob"
+	get(alice).want(t, "MISS", "hit=1")
+	get(bob).want(t, "MISS", "hit=2")
+	get("").want(t, "MISS", "hit=3")
+	get(alice).want(t, "HIT", "hit=1")
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		g.do(t, req{gear: "heavy", method: m, path: "/g/heavy/own-write/comments-post?m=" + m, cookie: "_ga=1; " + alice}).want(t, "PASS", "user=alice")
+		r := get(alice)
+		r.want(t, "MISS", "user=alice")
+		if strings.Contains(r.body, "hit=1\n") {
+			t.Errorf("after a %s of the session, its cached page came back: %q", m, r.body)
+		}
+		get(alice).want(t, "HIT", "user=alice")
+	}
+	get(bob).want(t, "HIT", "hit=2")
+	get("").want(t, "HIT", "hit=3")
+}
+
+// testLogout: a session's never_cache request (wp-login.php?action=logout)
+// drops that session's cached pages: the old cookie replayed gets a fresh
+// page, not the one cached while it was logged in.
+func testLogout(t *testing.T, g *gears, o *origin) {
+	u := "/g/heavy/logout/home?cc=private"
+	sess := "PHPSESSID=lo1; wordpress_logged_in_lo=admin"
+	g.do(t, req{gear: "heavy", path: u, cookie: sess}).want(t, "MISS", "hit=1")
+	g.do(t, req{gear: "heavy", path: u, cookie: sess}).want(t, "HIT", "hit=1")
+	g.do(t, req{gear: "heavy", path: "/wp-login.php?action=logout&g=heavy-logout", cookie: sess}).want(t, "PASS", "")
+	g.do(t, req{gear: "heavy", path: u, cookie: sess}).want(t, "MISS", "hit=2")
+	wantCount(t, o, u, 2)
+}
+
+// test401: heavy forces a TTL only on statuses HTTP lets a cache keep, and
+// a request with a pass_headers header (X-WP-Nonce) is passed, so a 401
+// without the nonce is not what the request with it gets.
+func test401(t *testing.T, g *gears, o *origin) {
+	u := "/g/heavy/wp-json/wp/v2/users/me?auth=X-WP-Nonce"
+	for _, cookie := range []string{"wordpress_logged_in_401=admin", ""} {
+		for i := 0; i < 2; i++ {
+			r := g.do(t, req{gear: "heavy", path: u, cookie: cookie})
+			if r.status != http.StatusUnauthorized || r.header.Get("X-Cache") == "HIT" {
+				t.Errorf("cookie %q, request %d without a nonce: status %d, X-Cache %s; want an uncached 401", cookie, i+1, r.status, r.header.Get("X-Cache"))
+			}
+		}
+	}
+	wantCount(t, o, u, 4)
+	r := g.do(t, req{gear: "heavy", path: u, cookie: "wordpress_logged_in_401=admin", header: map[string]string{"X-WP-Nonce": "abc"}})
+	if r.status != http.StatusOK {
+		t.Errorf("with X-WP-Nonce: status %d, X-Cache %s; want the backend's 200", r.status, r.header.Get("X-Cache"))
+	}
+	r.want(t, "PASS", "user=admin")
+	// A session page cached without the header is not what a request
+	// with one gets: pass_headers are passed, in every gear.
+	for _, gear := range []string{"light", "moderate", "heavy"} {
+		for _, h := range []string{"X-WP-Nonce", "X-CSRF-Token", "Authorization"} {
+			u := "/g/" + gear + "/wp-json/wp/v2/posts/1?cc=max-age%3D600&h=" + h
+			g.do(t, req{gear: gear, path: u, cookie: "wordpress_logged_in_401=admin"})
+			g.do(t, req{gear: gear, path: u, cookie: "wordpress_logged_in_401=admin", header: map[string]string{h: "abc"}}).want(t, "PASS", "hit=2")
+			g.do(t, req{gear: gear, path: u, header: map[string]string{h: "abc"}}).want(t, "PASS", "hit=3")
+		}
+	}
+	for _, st := range []int{401, 403, 400, 405, 409, 429} {
+		u := "/g/heavy/status?status=" + strconv.Itoa(st)
+		g.do(t, req{gear: "heavy", path: u})
+		g.do(t, req{gear: "heavy", path: u}).want(t, "PASS", "")
+		wantCount(t, o, u, 2)
+	}
+	for _, st := range []int{200, 404, 410} {
+		u := "/g/heavy/status?cc=private&status=" + strconv.Itoa(st)
+		g.do(t, req{gear: "heavy", path: u}).want(t, "MISS", "")
+		g.do(t, req{gear: "heavy", path: u}).want(t, "HIT", "")
 	}
 }

@@ -82,7 +82,7 @@ func Render(cfg *Config, s state.State) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t, err := template.New(s.String()).Option("missingkey=error").ParseFS(vcl.FS, vcl.Common, s.String()+".vcl")
+	t, err := template.New(s.String()).Option("missingkey=error").Funcs(d.funcs()).ParseFS(vcl.FS, vcl.Common, s.String()+".vcl")
 	if err != nil {
 		return "", fmt.Errorf("render profile %s: %w", s, err)
 	}
@@ -108,14 +108,45 @@ type vclData struct {
 	BackendPort int
 
 	StaticTTL, HeavyMinTTL, HeavySessionTTL, HeavyGrace string
+	ModerateHeuristicTTL                                string // "" when off
 
 	NormalizeHost bool
 	ExposeHeaders bool
 
-	SessionRE  string   // a group matching any session cookie name; "" for none
-	StaticRE   string   // matches a URL whose path has a static extension; "" for none
-	NeverCache []string // regexes over the normalised path and query (X-Gs-Path)
-	PurgeACL   []string // ACL entries: "addr" or "addr"/bits
+	SessionRE   string   // a group matching any session cookie name; "" for none
+	StaticRE    string   // matches a URL whose path has a static extension; "" for none
+	NeverCache  []string // regexes over the normalised path and query (X-Gs-Path)
+	PurgeACL    []string // ACL entries: "addr" or "addr"/bits
+	PassHeaders []string // header names; a request with any of them is passed
+}
+
+// funcs are the templates' helpers that write a VCL expression or
+// statements over the header they are given.
+func (d *vclData) funcs() template.FuncMap {
+	return template.FuncMap{
+		// hostKey: a Host as the cache key holds it, lower case, without
+		// the port and without "www.".
+		"hostKey": func(h string) string {
+			return `regsub(std.tolower(regsub(` + h + `, ":[0-9]+$", "")), "^www\.", "")`
+		},
+		// sessionKey: statements setting dst to the session cookies of
+		// the Cookie header src, name=value; in the client's order.
+		"sessionKey": func(dst, src string) string {
+			lines := []string{
+				`set ` + dst + ` = regsuball(";" + ` + src + `, "[\s;]*;[\s;]*", ";");`,
+				`set ` + dst + ` = regsuball(` + dst + `, {";(` + d.SessionRE + `=)"}, "; \1");`,
+				`set ` + dst + ` = regsuball(` + dst + `, ";[^ ;][^;]*", "");`,
+				`set ` + dst + ` = regsuball(` + dst + `, "^[; ]+|[; ]+$", "");`,
+			}
+			return strings.Join(lines, "\n        ")
+		},
+		// sessionTag: a session key as one bare word a ban can match:
+		// other characters become "_" (two sessions may then share a
+		// tag, and one's write drop the other's pages; never serve them).
+		"sessionTag": func(h string) string {
+			return `regsuball(` + h + `, "[^A-Za-z0-9_.=%-]", "_")`
+		},
+	}
 }
 
 func newVCLData(cfg *Config, s state.State) (*vclData, error) {
@@ -144,6 +175,7 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 		{"heavy_min_ttl", p.HeavyMinTTL, &d.HeavyMinTTL, true},
 		{"heavy_session_ttl", p.HeavySessionTTL, &d.HeavySessionTTL, true},
 		{"heavy_grace", p.HeavyGrace, &d.HeavyGrace, true},
+		{"moderate_heuristic_ttl", p.ModerateHeuristicTTL, &d.ModerateHeuristicTTL, true},
 	} {
 		if dur.val < 0 || (dur.val == 0 && !dur.zero) {
 			return nil, fmt.Errorf("profiles.%s: must be positive, got %s", dur.key, dur.val)
@@ -185,6 +217,16 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 		d.NeverCache = append(d.NeverCache, re)
 	}
 
+	if d.ModerateHeuristicTTL == "0s" {
+		d.ModerateHeuristicTTL = ""
+	}
+	for i, h := range p.PassHeaders {
+		if !headerRE.MatchString(h) {
+			return nil, fmt.Errorf("profiles.pass_headers[%d]: %q is not a header name (letters, digits and -)", i, h)
+		}
+		d.PassHeaders = append(d.PassHeaders, h)
+	}
+
 	for i, a := range p.PurgeACL {
 		entry, err := aclEntry(a)
 		if err != nil {
@@ -195,7 +237,10 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 	return d, nil
 }
 
-var extRE = regexp.MustCompile(`^[A-Za-z0-9]+$`)
+var (
+	extRE    = regexp.MustCompile(`^[A-Za-z0-9]+$`)
+	headerRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
+)
 
 // vclDuration writes d as a VCL duration literal.
 func vclDuration(d time.Duration) string {

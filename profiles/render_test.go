@@ -290,8 +290,25 @@ func TestRenderValues(t *testing.T) {
 	if strings.Contains(heavy, "X-Gearshift-Profile") || strings.Contains(heavy, "resp.http.X-Cache") {
 		t.Error("expose_headers false, yet the VCL sets the headers")
 	}
-	light := render(t, cfg, state.Light)
-	if strings.Contains(light, "X-Gs-Session =") {
-		t.Error("light VCL computes a session key")
+	cfg.Profiles.PassHeaders = []string{"X-Api-Key"}
+	cfg.Profiles.ModerateHeuristicTTL = Duration(45 * time.Second)
+	for _, s := range state.All {
+		text := render(t, cfg, s)
+		if !strings.Contains(text, "if (req.http.X-Api-Key) {") || strings.Contains(text, "req.http.Authorization") {
+			t.Errorf("%s VCL does not pass exactly pass_headers", s)
+		}
+		// Every gear drops a session's cached pages on its writes,
+		// whichever gear cached them.
+		if !strings.Contains(text, "call gearshift_drop_session;") {
+			t.Errorf("%s VCL does not drop a session's pages on its writes", s)
+		}
+	}
+	if moderate := render(t, cfg, state.Moderate); !strings.Contains(moderate, "set beresp.ttl = 45s;") {
+		t.Error("moderate VCL lacks moderate_heuristic_ttl")
+	}
+	cfg.Profiles.ModerateHeuristicTTL = 0
+	cfg.Profiles.PassHeaders = nil
+	if moderate := render(t, cfg, state.Moderate); strings.Contains(moderate, "heuristic freshness") || strings.Contains(moderate, "pass_headers") {
+		t.Error("moderate_heuristic_ttl 0 or no pass_headers still rendered")
 	}
 }

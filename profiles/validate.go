@@ -218,6 +218,7 @@ func (p *Profiles) validate(v *validator) {
 		{"heavy_min_ttl", p.HeavyMinTTL, false},
 		{"heavy_session_ttl", p.HeavySessionTTL, false},
 		{"heavy_grace", p.HeavyGrace, true},
+		{"moderate_heuristic_ttl", p.ModerateHeuristicTTL, true},
 	} {
 		switch {
 		case d.val < 0 && d.zero:
@@ -252,6 +253,11 @@ func (p *Profiles) validate(v *validator) {
 		var se *syntax.Error
 		if _, err := regexp.Compile(re); err != nil && !(errors.As(err, &se) && se.Code == syntax.ErrInvalidPerlOp) {
 			v.add(key, "%q is not a valid regex: %s", re, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+	}
+	for i, h := range p.PassHeaders {
+		if !headerRE.MatchString(h) {
+			v.add(fmt.Sprintf("profiles.pass_headers[%d]", i), "%q is not a header name (letters, digits and -)", h)
 		}
 	}
 	for i, a := range p.PurgeACL {

@@ -32,18 +32,17 @@ sub gearshift_recv {
         unset req.http.X-Gs-Host;
         unset req.http.X-Gs-Refresh;
         unset req.http.X-Gs-Path;
+        unset req.http.X-Gs-Drop;
     }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
 {{- if .NormalizeHost}}
 
-    # Host normalised: lower case without the port for everyone, and without
-    # "www." in the cache key only, so the backend still sees the name it
-    # was asked for (a www-canonicalising site would loop otherwise).
-    if (req.http.Host) {
-        set req.http.Host = std.tolower(regsub(req.http.Host, ":[0-9]+$", ""));
-    }
-    set req.http.X-Gs-Host = regsub(req.http.Host, "^www\.", "");
+    # Host normalised in the cache key only (lower case, no port, no
+    # "www."): the backend sees the Host the client sent, since a site
+    # answers any other name or port with a redirect to its own, which
+    # would loop.
+    set req.http.X-Gs-Host = {{hostKey "req.http.Host"}};
 {{- else}}
     set req.http.X-Gs-Host = req.http.Host;
 {{- end}}
@@ -82,11 +81,25 @@ sub gearshift_recv {
     if (req.http.Upgrade ~ "(?i)websocket") {
         return (pipe);
     }
-    # Never cached, whatever the gear.
-    if (req.method != "GET" && req.method != "HEAD") {
-        return (pass);
+{{- if .SessionRE}}
+
+    if (req.http.Cookie ~ {"(^|;)\s*{{.SessionRE}}="}) {
+        # A session: its key holds the session cookies, name=value, in the
+        # client's order, and nothing else. Separators are made canonical
+        # first, so the marking cannot be confused.
+        {{sessionKey "req.http.X-Gs-Session" "req.http.Cookie"}}
+        if (req.http.X-Gs-Session == "") {
+            # Cannot happen; if it did, sharing a key would leak pages.
+            return (pass);
+        }
     }
-    if (req.http.Authorization) {
+{{- end}}
+
+    # Never cached, whatever the gear. A session's request that is not
+    # cacheable by its method or path (a write, a logout) drops that
+    # session's cached pages once answered: see vcl_deliver.
+    if (req.method != "GET" && req.method != "HEAD") {
+        call gearshift_drop_session;
         return (pass);
     }
     # never_cache sees the path as the backend will resolve it: without
@@ -97,6 +110,7 @@ sub gearshift_recv {
     # names, and ordinary links do not look like that.
     set req.http.X-Gs-Path = regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "");
     if (regsub(req.http.X-Gs-Path, "[?#].*$", "") ~ "(?i)(^|/)\.\.?(/|$)|%(2[d-f]|3[0-9]|[46][1-9a-f]|[57][0-9a]|5f|7e)") {
+        call gearshift_drop_session;
         return (pass);
     }
     set req.http.X-Gs-Path = regsuball(regsub(req.http.X-Gs-Path, "[?#].*$", ""), "//+", "/") +
@@ -106,18 +120,38 @@ sub gearshift_recv {
     }
 {{- range .NeverCache}}
     if (req.http.X-Gs-Path ~ {"{{.}}"}) {
+        call gearshift_drop_session;
         return (pass);
     }
 {{- end}}
     unset req.http.X-Gs-Path;
+{{- if .PassHeaders}}
+
+    # Headers that make the answer user- or request-specific
+    # (profiles.pass_headers): a nonce, a token, credentials.
+    if ({{range $i, $h := .PassHeaders}}{{if $i}} ||
+        {{end}}req.http.{{$h}}{{end}}) {
+        return (pass);
+    }
+{{- end}}
 {{- if .StaticRE}}
 
     # Static objects: the same for everyone, cookies are noise.
     if (req.url ~ {"{{.StaticRE}}"}) {
         unset req.http.Cookie;
+        unset req.http.X-Gs-Session;
         return (hash);
     }
 {{- end}}
+}
+
+# Marks a session's uncacheable request: once it is answered, vcl_deliver
+# bans the objects tagged with that session (X-Gs-Sid), in whatever gear
+# cached them. Other sessions' and anonymous objects are not touched.
+sub gearshift_drop_session {
+    if (req.http.X-Gs-Session) {
+        set req.http.X-Gs-Drop = {{sessionTag "req.http.X-Gs-Session"}};
+    }
 }
 
 sub vcl_pipe {
@@ -161,7 +195,22 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Host;
     unset bereq.http.X-Gs-Refresh;
     unset bereq.http.X-Gs-Path;
+    unset bereq.http.X-Gs-Drop;
 }
+
+{{- if or .StaticRE (eq .State "heavy")}}
+
+# Statuses a cache may keep without explicit freshness (RFC 9110 section
+# 15.1 and Varnish's own list): only these get a TTL gearshift chooses.
+sub gearshift_forced_ttl_status {
+    if (beresp.status != 200 && beresp.status != 203 && beresp.status != 300 &&
+        beresp.status != 301 && beresp.status != 302 && beresp.status != 304 &&
+        beresp.status != 307 && beresp.status != 404 && beresp.status != 410 &&
+        beresp.status != 414) {
+        call gearshift_hit_for_miss;
+    }
+}
+{{- end}}
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
 # never queued behind one another, and a later cacheable response replaces
@@ -193,7 +242,7 @@ sub gearshift_backend_response {
     # For BAN: lets the ban lurker match objects without a request.
     set beresp.http.X-Gs-Url = bereq.url;
 {{- if .NormalizeHost}}
-    set beresp.http.X-Gs-Host = regsub(bereq.http.Host, "^www\.", "");
+    set beresp.http.X-Gs-Host = {{hostKey "bereq.http.Host"}};
 {{- else}}
     set beresp.http.X-Gs-Host = bereq.http.Host;
 {{- end}}
@@ -207,6 +256,7 @@ sub gearshift_backend_response {
             }
             call gearshift_error_marker;
         }
+        call gearshift_forced_ttl_status;
         unset beresp.http.Set-Cookie;
         set beresp.ttl = {{.StaticTTL}};
         return (deliver);
@@ -214,12 +264,13 @@ sub gearshift_backend_response {
 {{- end}}
 {{- if .NormalizeHost}}
 
-    # www.example.com and example.com share a cache key: a redirect from
-    # one to the other, cached, would send the client round in circles.
+    # www.example.com, example.com and example.com:8081 share a cache key:
+    # a redirect from one to another, cached, would send the client round
+    # in circles.
     if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^[a-zA-Z][a-zA-Z0-9+.-]*://") {
         set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^:]*://([^/?#]*).*$", "\1"));
-        if (beresp.http.X-Gs-Location != bereq.http.Host &&
-            regsub(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", ""), "^www\.", "") == beresp.http.X-Gs-Host) {
+        if (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) &&
+            {{hostKey "beresp.http.X-Gs-Location"}} == beresp.http.X-Gs-Host) {
             unset beresp.http.X-Gs-Location;
             call gearshift_hit_for_miss;
         }
@@ -229,9 +280,18 @@ sub gearshift_backend_response {
 }
 
 sub vcl_deliver {
+    if (req.http.X-Gs-Drop) {
+        # The session's write is done: its cached pages go, so its next
+        # request sees what it wrote (read-your-own-writes).
+        if (!std.ban("obj.http.X-Gs-Sid == " + req.http.X-Gs-Drop)) {
+            std.log("gearshift: session ban refused: " + std.ban_error());
+        }
+        unset req.http.X-Gs-Drop;
+    }
     unset resp.http.X-Gs-Url;
     unset resp.http.X-Gs-Host;
     unset resp.http.X-Gs-Gear;
+    unset resp.http.X-Gs-Sid;
 {{- if .ExposeHeaders}}
     set resp.http.X-Gearshift-Profile = "{{.State}}";
     if (req.http.X-Gs-Cache) {

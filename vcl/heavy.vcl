@@ -3,18 +3,8 @@
 sub vcl_recv {
     call gearshift_recv;
 {{- if .SessionRE}}
-    if (req.http.Cookie ~ {"(^|;)\s*{{.SessionRE}}="}) {
-        # Cached per session: the key holds the session cookies, name=value,
-        # in the client's order, and nothing else. Separators are made
-        # canonical first, so the marking below cannot be confused.
-        set req.http.X-Gs-Session = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, {";({{.SessionRE}}=)"}, "; \1");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, ";[^ ;][^;]*", "");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
-        if (req.http.X-Gs-Session == "") {
-            # Cannot happen; if it did, sharing a key would leak pages.
-            return (pass);
-        }
+    if (req.http.X-Gs-Session) {
+        # Cached per session (gearshift_recv put the key together).
         return (hash);
     }
 {{- end}}
@@ -32,12 +22,18 @@ sub vcl_backend_response {
         }
         call gearshift_error_marker;
     }
+    # Forced TTLs only on what HTTP lets a cache keep: never a 401 or 403.
+    call gearshift_forced_ttl_status;
 {{- if .SessionRE}}
     if (bereq.http.Cookie ~ {"(^|;)\s*{{.SessionRE}}="}) {
         # A session response that sets a cookie is never cached.
         if (beresp.http.Set-Cookie) {
             call gearshift_hit_for_miss;
         }
+        # Tagged with its session, so that the session's next write drops it.
+        {{sessionKey "bereq.http.X-Gs-Session" "bereq.http.Cookie"}}
+        set beresp.http.X-Gs-Sid = {{sessionTag "bereq.http.X-Gs-Session"}};
+        unset bereq.http.X-Gs-Session;
         if (beresp.ttl < {{.HeavySessionTTL}}) {
             set beresp.ttl = {{.HeavySessionTTL}};
         }

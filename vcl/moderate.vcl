@@ -3,7 +3,7 @@
 sub vcl_recv {
     call gearshift_recv;
 {{- if .SessionRE}}
-    if (req.http.Cookie ~ {"(^|;)\s*{{.SessionRE}}="}) {
+    if (req.http.X-Gs-Session) {
         return (pass);
     }
 {{- end}}
@@ -31,14 +31,31 @@ sub vcl_backend_response {
     if (beresp.status >= 500) {
         call gearshift_error_marker;
     }
-    # Cached exactly when the backend says so, with explicit freshness.
-    if (beresp.ttl <= 0s ||
-        beresp.http.Set-Cookie ||
+    # Never cached when the backend says so.
+    if (beresp.http.Set-Cookie ||
         beresp.http.Surrogate-Control ~ "(?i)no-store" ||
         (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(private|no-cache|no-store)") ||
-        (!beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" && !beresp.http.Expires) ||
         beresp.http.Vary == "*") {
         call gearshift_hit_for_miss;
     }
-    return (deliver);
+    if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {
+        # Explicit freshness: exactly what it says (max-age=0 is none).
+        if (beresp.ttl <= 0s) {
+            call gearshift_hit_for_miss;
+        }
+        return (deliver);
+    }
+{{- if .ModerateHeuristicTTL}}
+    # No freshness information at all (a stock CMS page): a heuristic
+    # freshness, profiles.moderate_heuristic_ttl, for the statuses HTTP
+    # lets a cache give one (RFC 9111 section 4.2.2, RFC 9110 section 15.1).
+    if (beresp.status == 200 || beresp.status == 203 || beresp.status == 204 ||
+        beresp.status == 300 || beresp.status == 301 || beresp.status == 308 ||
+        beresp.status == 404 || beresp.status == 405 || beresp.status == 410 ||
+        beresp.status == 414) {
+        set beresp.ttl = {{.ModerateHeuristicTTL}};
+        return (deliver);
+    }
+{{- end}}
+    call gearshift_hit_for_miss;
 }

@@ -28,17 +28,16 @@ sub gearshift_recv {
         unset req.http.X-Gs-Host;
         unset req.http.X-Gs-Refresh;
         unset req.http.X-Gs-Path;
+        unset req.http.X-Gs-Drop;
     }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
 
-    # Host normalised: lower case without the port for everyone, and without
-    # "www." in the cache key only, so the backend still sees the name it
-    # was asked for (a www-canonicalising site would loop otherwise).
-    if (req.http.Host) {
-        set req.http.Host = std.tolower(regsub(req.http.Host, ":[0-9]+$", ""));
-    }
-    set req.http.X-Gs-Host = regsub(req.http.Host, "^www\.", "");
+    # Host normalised in the cache key only (lower case, no port, no
+    # "www."): the backend sees the Host the client sent, since a site
+    # answers any other name or port with a redirect to its own, which
+    # would loop.
+    set req.http.X-Gs-Host = regsub(std.tolower(regsub(req.http.Host, ":[0-9]+$", "")), "^www\.", "");
 
     if (req.method == "PURGE" || req.method == "BAN") {
         if (client.ip !~ gearshift_purgers) {
@@ -70,11 +69,26 @@ sub gearshift_recv {
     if (req.http.Upgrade ~ "(?i)websocket") {
         return (pipe);
     }
-    # Never cached, whatever the gear.
-    if (req.method != "GET" && req.method != "HEAD") {
-        return (pass);
+
+    if (req.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
+        # A session: its key holds the session cookies, name=value, in the
+        # client's order, and nothing else. Separators are made canonical
+        # first, so the marking cannot be confused.
+        set req.http.X-Gs-Session = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
+        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, {";((?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)=)"}, "; \1");
+        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, ";[^ ;][^;]*", "");
+        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
+        if (req.http.X-Gs-Session == "") {
+            # Cannot happen; if it did, sharing a key would leak pages.
+            return (pass);
+        }
     }
-    if (req.http.Authorization) {
+
+    # Never cached, whatever the gear. A session's request that is not
+    # cacheable by its method or path (a write, a logout) drops that
+    # session's cached pages once answered: see vcl_deliver.
+    if (req.method != "GET" && req.method != "HEAD") {
+        call gearshift_drop_session;
         return (pass);
     }
     # never_cache sees the path as the backend will resolve it: without
@@ -85,6 +99,7 @@ sub gearshift_recv {
     # names, and ordinary links do not look like that.
     set req.http.X-Gs-Path = regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "");
     if (regsub(req.http.X-Gs-Path, "[?#].*$", "") ~ "(?i)(^|/)\.\.?(/|$)|%(2[d-f]|3[0-9]|[46][1-9a-f]|[57][0-9a]|5f|7e)") {
+        call gearshift_drop_session;
         return (pass);
     }
     set req.http.X-Gs-Path = regsuball(regsub(req.http.X-Gs-Path, "[?#].*$", ""), "//+", "/") +
@@ -93,35 +108,61 @@ sub gearshift_recv {
         set req.http.X-Gs-Path = "/" + req.http.X-Gs-Path;
     }
     if (req.http.X-Gs-Path ~ {"^/wp-admin"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/wp-login\.php"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/administrator"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/user/login"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/admin"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/cart"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/checkout"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/my-account"}) {
+        call gearshift_drop_session;
         return (pass);
     }
     unset req.http.X-Gs-Path;
 
+    # Headers that make the answer user- or request-specific
+    # (profiles.pass_headers): a nonce, a token, credentials.
+    if (req.http.Authorization ||
+        req.http.X-WP-Nonce ||
+        req.http.X-CSRF-Token) {
+        return (pass);
+    }
+
     # Static objects: the same for everyone, cookies are noise.
     if (req.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
         unset req.http.Cookie;
+        unset req.http.X-Gs-Session;
         return (hash);
+    }
+}
+
+# Marks a session's uncacheable request: once it is answered, vcl_deliver
+# bans the objects tagged with that session (X-Gs-Sid), in whatever gear
+# cached them. Other sessions' and anonymous objects are not touched.
+sub gearshift_drop_session {
+    if (req.http.X-Gs-Session) {
+        set req.http.X-Gs-Drop = regsuball(req.http.X-Gs-Session, "[^A-Za-z0-9_.=%-]", "_");
     }
 }
 
@@ -166,6 +207,18 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Host;
     unset bereq.http.X-Gs-Refresh;
     unset bereq.http.X-Gs-Path;
+    unset bereq.http.X-Gs-Drop;
+}
+
+# Statuses a cache may keep without explicit freshness (RFC 9110 section
+# 15.1 and Varnish's own list): only these get a TTL gearshift chooses.
+sub gearshift_forced_ttl_status {
+    if (beresp.status != 200 && beresp.status != 203 && beresp.status != 300 &&
+        beresp.status != 301 && beresp.status != 302 && beresp.status != 304 &&
+        beresp.status != 307 && beresp.status != 404 && beresp.status != 410 &&
+        beresp.status != 414) {
+        call gearshift_hit_for_miss;
+    }
 }
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
@@ -197,7 +250,7 @@ sub gearshift_backend_response {
     }
     # For BAN: lets the ban lurker match objects without a request.
     set beresp.http.X-Gs-Url = bereq.url;
-    set beresp.http.X-Gs-Host = regsub(bereq.http.Host, "^www\.", "");
+    set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
 
     if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
         if (beresp.status >= 500) {
@@ -207,17 +260,19 @@ sub gearshift_backend_response {
             }
             call gearshift_error_marker;
         }
+        call gearshift_forced_ttl_status;
         unset beresp.http.Set-Cookie;
         set beresp.ttl = 1h;
         return (deliver);
     }
 
-    # www.example.com and example.com share a cache key: a redirect from
-    # one to the other, cached, would send the client round in circles.
+    # www.example.com, example.com and example.com:8081 share a cache key:
+    # a redirect from one to another, cached, would send the client round
+    # in circles.
     if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^[a-zA-Z][a-zA-Z0-9+.-]*://") {
         set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^:]*://([^/?#]*).*$", "\1"));
-        if (beresp.http.X-Gs-Location != bereq.http.Host &&
-            regsub(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", ""), "^www\.", "") == beresp.http.X-Gs-Host) {
+        if (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) &&
+            regsub(std.tolower(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", "")), "^www\.", "") == beresp.http.X-Gs-Host) {
             unset beresp.http.X-Gs-Location;
             call gearshift_hit_for_miss;
         }
@@ -226,9 +281,18 @@ sub gearshift_backend_response {
 }
 
 sub vcl_deliver {
+    if (req.http.X-Gs-Drop) {
+        # The session's write is done: its cached pages go, so its next
+        # request sees what it wrote (read-your-own-writes).
+        if (!std.ban("obj.http.X-Gs-Sid == " + req.http.X-Gs-Drop)) {
+            std.log("gearshift: session ban refused: " + std.ban_error());
+        }
+        unset req.http.X-Gs-Drop;
+    }
     unset resp.http.X-Gs-Url;
     unset resp.http.X-Gs-Host;
     unset resp.http.X-Gs-Gear;
+    unset resp.http.X-Gs-Sid;
     set resp.http.X-Gearshift-Profile = "heavy";
     if (req.http.X-Gs-Cache) {
         set resp.http.X-Cache = req.http.X-Gs-Cache;
@@ -244,18 +308,8 @@ sub vcl_synth {
 
 sub vcl_recv {
     call gearshift_recv;
-    if (req.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
-        # Cached per session: the key holds the session cookies, name=value,
-        # in the client's order, and nothing else. Separators are made
-        # canonical first, so the marking below cannot be confused.
-        set req.http.X-Gs-Session = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, {";((?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)=)"}, "; \1");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, ";[^ ;][^;]*", "");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
-        if (req.http.X-Gs-Session == "") {
-            # Cannot happen; if it did, sharing a key would leak pages.
-            return (pass);
-        }
+    if (req.http.X-Gs-Session) {
+        # Cached per session (gearshift_recv put the key together).
         return (hash);
     }
     # Anonymous: every anonymous visitor gets the same page.
@@ -272,11 +326,20 @@ sub vcl_backend_response {
         }
         call gearshift_error_marker;
     }
+    # Forced TTLs only on what HTTP lets a cache keep: never a 401 or 403.
+    call gearshift_forced_ttl_status;
     if (bereq.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
         # A session response that sets a cookie is never cached.
         if (beresp.http.Set-Cookie) {
             call gearshift_hit_for_miss;
         }
+        # Tagged with its session, so that the session's next write drops it.
+        set bereq.http.X-Gs-Session = regsuball(";" + bereq.http.Cookie, "[\s;]*;[\s;]*", ";");
+        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, {";((?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)=)"}, "; \1");
+        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, ";[^ ;][^;]*", "");
+        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
+        set beresp.http.X-Gs-Sid = regsuball(bereq.http.X-Gs-Session, "[^A-Za-z0-9_.=%-]", "_");
+        unset bereq.http.X-Gs-Session;
         if (beresp.ttl < 30s) {
             set beresp.ttl = 30s;
         }
