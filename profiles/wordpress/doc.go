@@ -1,0 +1,4 @@
+// Package wordpress holds the integration test of gearshift's profiles in
+// front of a real WordPress (Debian's wordpress, Apache with mod_php and
+// MariaDB, all started on loopback by the test). It has no code of its own.
+package wordpress
