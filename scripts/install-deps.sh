@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gearshift's build, tests, demo and benchmark need, when missing:
-# Debian's varnish, apache2, libapache2-mod-php and wrk, and the Go modules.
+# Debian's varnish, apache2, libapache2-mod-php and wrk; for the WordPress
+# integration test wordpress, its twentytwentyone theme, mariadb-server and
+# php-mysql; and the Go modules.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,10 @@ command -v varnishd >/dev/null 2>&1 || [ -x /usr/sbin/varnishd ] || need+=(varni
 dpkg-query -W -f='${Status}' libapache2-mod-php 2>/dev/null | grep -q "ok installed" || need+=(libapache2-mod-php)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+for pkg in wordpress wordpress-theme-twentytwentyone mariadb-server php-mysql; do
+	installed "$pkg" || need+=("$pkg")
+done
 
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""

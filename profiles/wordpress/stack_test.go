@@ -22,7 +22,7 @@ import (
 
 // need returns the path of each program, or fails the test in CI (CI set)
 // and skips it elsewhere, naming the Debian packages to install.
-func need(t *testing.T, progs ...string) map[string]string {
+func need(t testing.TB, progs ...string) map[string]string {
 	t.Helper()
 	paths := map[string]string{}
 	var missing []string
@@ -60,7 +60,7 @@ func need(t *testing.T, progs ...string) map[string]string {
 
 // searchable makes every directory from dir up to the temp root
 // searchable, for Apache's and the VCL compiler's unprivileged users.
-func searchable(t *testing.T, dir string) {
+func searchable(t testing.TB, dir string) {
 	t.Helper()
 	for d := dir; d != os.TempDir() && d != "/" && d != "."; d = filepath.Dir(d) {
 		if err := os.Chmod(d, 0o755); err != nil {
@@ -69,7 +69,7 @@ func searchable(t *testing.T, dir string) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	_, p, _ := net.SplitHostPort(varnishtest.FreeAddr(t))
 	n, _ := strconv.Atoi(p)
@@ -83,7 +83,7 @@ type daemon struct {
 	done chan struct{}
 }
 
-func startDaemon(t *testing.T, name, logFile string, args ...string) *daemon {
+func startDaemon(t testing.TB, name, logFile string, args ...string) *daemon {
 	t.Helper()
 	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -154,7 +154,7 @@ type mariaDB struct {
 	client string
 }
 
-func startMariaDB(t *testing.T, dir string, bin map[string]string) *mariaDB {
+func startMariaDB(t testing.TB, dir string, bin map[string]string) *mariaDB {
 	t.Helper()
 	data := filepath.Join(dir, "mysql")
 	args := []string{bin["mariadb-install-db"], "--no-defaults", "--datadir=" + data,
@@ -210,7 +210,7 @@ const (
 	secretContent = "The secret content of the protected post."
 )
 
-func installWordPress(t *testing.T, dir, siteURL, adminPass string, db *mariaDB, bin map[string]string) *site {
+func installWordPress(t testing.TB, dir, siteURL, adminPass string, db *mariaDB, bin map[string]string) *site {
 	t.Helper()
 	root := filepath.Join(dir, "wordpress")
 	// Hard links when /tmp and /usr share a file system (instant), a copy
@@ -306,7 +306,7 @@ echo json_encode($ids);
 	return s
 }
 
-func writeFile(t *testing.T, path, text string) {
+func writeFile(t testing.TB, path, text string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -316,7 +316,7 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-func randomHex(t *testing.T, n int) string {
+func randomHex(t testing.TB, n int) string {
 	t.Helper()
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
@@ -327,7 +327,7 @@ func randomHex(t *testing.T, n int) string {
 
 // startApache serves the site with mod_php and mod_rewrite (WordPress's
 // pretty permalinks), and the shipped mod_remoteip snippet.
-func startApache(t *testing.T, dir, root string, port int, bin map[string]string) {
+func startApache(t testing.TB, dir, root string, port int, bin map[string]string) {
 	t.Helper()
 	mods := "/usr/lib/apache2/modules"
 	php, _ := filepath.Glob(filepath.Join(mods, "libphp*.so"))

@@ -23,11 +23,13 @@ import (
 // and under one temp dir.
 type stack struct {
 	v         *varnishtest.Varnish
+	dir       string
+	backend   profiles.Backend
 	site      *site
 	adminPass string
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t testing.TB) *stack {
 	t.Helper()
 	bin := need(t, "mariadbd", "mariadb-install-db", "mariadb", "apache2", "php", "/usr/share/wordpress/wp-settings.php",
 		"/usr/share/wordpress/wp-content/themes/twentytwentyone/style.css")
@@ -37,20 +39,21 @@ func startStack(t *testing.T) *stack {
 
 	start := time.Now()
 	db := startMariaDB(t, dir, bin)
-	st := &stack{v: v, adminPass: randomHex(t, 12)}
+	st := &stack{v: v, dir: dir, adminPass: randomHex(t, 12)}
 	st.site = installWordPress(t, dir, "http://"+v.HTTPAddr, st.adminPass, db, bin)
 	apachePort := freePort(t)
 	startApache(t, dir, st.site.root, apachePort, bin)
 	t.Logf("MariaDB, WordPress and Apache up in %s", time.Since(start).Round(time.Millisecond))
 
 	cfg := profiles.Default()
-	cfg.Backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
+	st.backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
+	cfg.Backend = st.backend
 	st.load(t, cfg, "")
 	return st
 }
 
 // load renders and loads the three profiles of cfg as gs<suffix>-<gear>.
-func (st *stack) load(t *testing.T, cfg *profiles.Config, suffix string) {
+func (st *stack) load(t testing.TB, cfg *profiles.Config, suffix string) {
 	t.Helper()
 	for _, s := range state.All {
 		text, err := profiles.Render(cfg, s)
@@ -67,7 +70,7 @@ func (st *stack) load(t *testing.T, cfg *profiles.Config, suffix string) {
 	}
 }
 
-func (st *stack) use(t *testing.T, name string) {
+func (st *stack) use(t testing.TB, name string) {
 	t.Helper()
 	if out, err := st.v.Adm("vcl.use", name); err != nil {
 		t.Fatalf("vcl.use %s: %v\n%s", name, err, out)
