@@ -27,9 +27,10 @@ bench: deps build
 	bash scripts/bench.sh
 
 # A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
-# all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0.
+# all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0; SITE=wordpress
+# puts Debian's WordPress (and a private MariaDB) behind it instead.
 demo: deps build
-	bash scripts/demo.sh
+	DEMO_SITE="$(or $(SITE),php)" bash scripts/demo.sh
 
 clean:
 	rm -rf bin

@@ -5,6 +5,9 @@
 # up to heavy, and once the surge is over it steps back down.
 #
 #   scripts/demo.sh              run the demo until Ctrl-C (make demo)
+#   DEMO_SITE=wordpress scripts/demo.sh
+#                                the same in front of Debian's WordPress and a
+#                                private MariaDB (make demo SITE=wordpress)
 #   DEMO_SECONDS=90 scripts/demo.sh
 #                                run for 90 s, then stop everything and exit 0
 #   scripts/demo.sh load [SECONDS] [CONNECTIONS]
@@ -30,6 +33,18 @@ DEMO_SURGE_SECONDS=${DEMO_SURGE_SECONDS:-30}
 DEMO_SURGE_CONNS=${DEMO_SURGE_CONNS:-24}
 DEMO_TICK=${DEMO_TICK:-5}
 DEMO_LOG=${DEMO_LOG:-human}
+DEMO_SITE=${DEMO_SITE:-php}
+case $DEMO_SITE in
+php) ;;
+wordpress)
+	# shellcheck source=scripts/demo/wordpress.sh
+	. "$(dirname "$0")/demo/wordpress.sh"
+	;;
+*) die "DEMO_SITE must be php or wordpress, got '$DEMO_SITE'" ;;
+esac
+# The cookie that carries a logged-in session, and the surge's mix.
+SESSION_COOKIE=PHPSESSID
+export DEMO_NEWS=/news.php DEMO_STATICS="/style.css /logo.png"
 # Where a running demo leaves its addresses for `demo.sh load|status|...`.
 DEMO_ENV=${DEMO_ENV:-/tmp/gearshift-demo.env}
 
@@ -45,7 +60,7 @@ load_env() {
 # surge_start SECONDS CONNS OUT starts a bounded wrk run in the background.
 surge_start() {
 	need_cmds wrk
-	DEMO_SESSIONS="$SESSIONS" wrk -t2 -c"$2" -d"$1s" --timeout 10s --latency \
+	DEMO_SESSIONS="$SESSIONS" DEMO_SESSION_COOKIE="$SESSION_COOKIE" wrk -t2 -c"$2" -d"$1s" --timeout 10s --latency \
 		-s "$DEMO_SRC/surge.lua" "$SITE/" >"$3" 2>&1 &
 	SURGE_PID=$!
 }
@@ -96,7 +111,7 @@ tick() {
 	mode=$(status_field mode)
 	lpc=$(status_field load_per_cpu)
 	note "$t" "$(printf 'gear %-8s %-6s load/cpu %-5s | GET / %s | %s' "${gear:-?}" "${mode:-?}" \
-		"${lpc:-?}" "$(probe anon)" "$(probe alice -b "PHPSESSID=$ALICE")")"
+		"${lpc:-?}" "$(probe anon)" "$(probe alice -b "$SESSION_COOKIE=$ALICE")")"
 }
 
 transitions_summary() {
@@ -108,7 +123,26 @@ transitions_summary() {
 }
 
 banner() {
-	cat <<EOF
+	if [ "$DEMO_SITE" = wordpress ]; then
+		cat <<EOF
+
+gearshift demo with WordPress: everything on loopback, in $STACK_DIR
+  WordPress, through Varnish  $SITE/            (log in at $SITE/wp-login.php)
+  Apache + PHP directly       $ORIGIN/
+  MariaDB                     127.0.0.1:$DB_PORT (socket $STACK_DIR/mysql.sock, root without password)
+  users                       admin (administrator), $WP_USERS; password $WP_PASS
+  gearshift config            $GS_CONFIG
+
+Try, in a browser or another terminal:
+  curl -sI $SITE/ | grep -i '^x-'                          # X-Gearshift-Profile, X-Cache
+  curl -sI -b $STACK_DIR/jar-alice $SITE/ | grep -i '^x-'   # alice, logged in (her cookie jar)
+  scripts/demo.sh force heavy --for 60s   # then log in as admin and comment on "Hello world!":
+                                          # the comment shows at once, logging out logs out
+  scripts/demo.sh status                  # also: logs -f --transitions, load 30, auto
+
+EOF
+	else
+		cat <<EOF
 
 gearshift demo: everything on loopback, in $STACK_DIR
   the site, through Varnish   $SITE/            (also /news.php /login.php /style.css /logo.png)
@@ -125,6 +159,7 @@ Try, in another terminal:
   scripts/demo.sh load 30                # another 30 s wrk surge through Varnish
 
 EOF
+	fi
 	if [ "$DEMO_SURGE_SECONDS" -gt 0 ]; then
 		say "A ${DEMO_SURGE_SECONDS}s wrk surge starts at +${DEMO_SURGE_AT}s: watch the gear go up, then back down."
 	fi
@@ -156,14 +191,25 @@ cmd_run() {
 	say "demo: building gearshift"
 	build_gearshift
 	stack_init
+	if [ "$DEMO_SITE" = wordpress ]; then
+		say "demo: starting MariaDB and installing WordPress"
+		wp_site
+	fi
 	say "demo: starting Apache + PHP on $ORIGIN"
 	stack_apache
 	say "demo: starting Varnish on $SITE (admin 127.0.0.1:$ADMIN_PORT)"
 	stack_varnish
-	ALICE=$(login alice)
+	local i login=login
+	if [ "$DEMO_SITE" = wordpress ]; then
+		login=wp_login
+		DEMO_NEWS=/hello-world/
+		DEMO_STATICS="/wp-includes/css/buttons.min.css /wp-content/themes/twentytwentyone/style.css"
+	fi
+	ALICE=$($login alice)
+	[ -n "$ALICE" ] || die "could not log in as alice"
+	[ "$DEMO_SITE" != wordpress ] || SESSION_COOKIE=$(wp_cookie_name)
 	SESSIONS="$ALICE"
-	local i
-	for i in 1 2 3 4 5 6 7 8 9; do SESSIONS="$SESSIONS $(login "user$i")"; done
+	for i in 1 2 3 4 5 6 7 8 9; do SESSIONS="$SESSIONS $($login "user$i")"; done
 
 	say "demo: starting gearshift run --config $GS_CONFIG"
 	local gs_out="$STACK_DIR/gearshift.stderr"
@@ -189,6 +235,9 @@ ORIGIN=$ORIGIN
 GS_CONFIG=$GS_CONFIG
 GEARSHIFT=$GEARSHIFT
 SESSIONS="$SESSIONS"
+SESSION_COOKIE=$SESSION_COOKIE
+DEMO_NEWS=$DEMO_NEWS
+DEMO_STATICS="$DEMO_STATICS"
 EOF
 		ENV_OURS=1
 	fi

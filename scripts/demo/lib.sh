@@ -95,11 +95,13 @@ stack_apache() {
 		access_log="CustomLog $STACK_DIR/apache-access.log demo"
 	fi
 	awk -v dir="$STACK_DIR" -v port="$APACHE_PORT" -v moddir=/usr/lib/apache2/modules \
-		-v phpmod="$PHPMOD" -v work="$STACK_WORK" -v users="$user_lines" -v alog="$access_log" '
+		-v phpmod="$PHPMOD" -v work="$STACK_WORK" -v users="$user_lines" -v alog="$access_log" \
+		-v site="${STACK_SITE_LINES:-}" '
 		{ gsub(/@DIR@/, dir); gsub(/@APACHE_PORT@/, port); gsub(/@MODDIR@/, moddir)
 		  gsub(/@PHPMOD@/, phpmod); gsub(/@DEMO_WORK@/, work)
 		  if ($0 == "@USER_LINES@") $0 = users
 		  if ($0 == "@ACCESS_LOG@") $0 = alog
+		  if ($0 == "@SITE_LINES@") $0 = site
 		  print }' "$DEMO_SRC/apache.conf.in" >"$STACK_DIR/apache.conf"
 	apache2 -f "$STACK_DIR/apache.conf" -t >/dev/null 2>"$STACK_DIR/apache-configtest.log" ||
 		die "apache config rejected: $(cat "$STACK_DIR/apache-configtest.log")"

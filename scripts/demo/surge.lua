@@ -1,7 +1,9 @@
 -- wrk script for the demo's load surge: a mix of what a busy PHP site gets.
--- 60% anonymous home page, 15% the news page, 15% static files and 10% the
--- home page of logged-in users (PHPSESSID values in DEMO_SESSIONS, space
--- separated; the mix falls back to static files when there are none).
+-- 60% anonymous home page, 15% the news page (DEMO_NEWS, default /news.php),
+-- 15% static files (DEMO_STATICS, space separated) and 10% the home page of
+-- logged-in users (values of the DEMO_SESSION_COOKIE cookie, default
+-- PHPSESSID, in DEMO_SESSIONS, space separated; the mix falls back to static
+-- files when there are none).
 -- Each connection pauses DEMO_SURGE_DELAY_MS (default 10) between requests,
 -- as visitors do: once Varnish serves from cache the surge's rate is capped
 -- (about connections x 100 req/s) and the machine's load falls while the
@@ -10,7 +12,12 @@ local sessions = {}
 for s in string.gmatch(os.getenv("DEMO_SESSIONS") or "", "%S+") do
   sessions[#sessions + 1] = s
 end
-local statics = { "/style.css", "/logo.png" }
+local statics = {}
+for s in string.gmatch(os.getenv("DEMO_STATICS") or "/style.css /logo.png", "%S+") do
+  statics[#statics + 1] = s
+end
+local news = os.getenv("DEMO_NEWS") or "/news.php"
+local cookie = os.getenv("DEMO_SESSION_COOKIE") or "PHPSESSID"
 local pause = tonumber(os.getenv("DEMO_SURGE_DELAY_MS") or "10")
 
 function setup(thread)
@@ -26,12 +33,12 @@ function request()
   if r <= 60 then
     return wrk.format("GET", "/")
   elseif r <= 75 then
-    return wrk.format("GET", "/news.php")
+    return wrk.format("GET", news)
   elseif r <= 90 or #sessions == 0 then
     return wrk.format("GET", statics[math.random(#statics)])
   end
   local sid = sessions[math.random(#sessions)]
-  return wrk.format("GET", "/", { ["Cookie"] = "PHPSESSID=" .. sid })
+  return wrk.format("GET", "/", { ["Cookie"] = cookie .. "=" .. sid })
 end
 
 function delay()
