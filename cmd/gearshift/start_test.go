@@ -114,8 +114,17 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	if code, out, errOut := gs("reload"); code != 0 || !strings.Contains(out, "sent SIGHUP") {
 		t.Errorf("reload: exit %d, %q %q", code, out, errOut)
 	}
-	if code, out, errOut := gs("logs", "-n", "0", "--json"); code != 0 || !strings.Contains(out, `"reloading"`) {
-		t.Errorf("logs after reload: exit %d, %q %q", code, out, errOut)
+	// SIGHUP is handled asynchronously: the daemon logs it a moment later.
+	var logCode int
+	var logOut, logErr string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		logCode, logOut, logErr = gs("logs", "-n", "0", "--json")
+		if (logCode == 0 && strings.Contains(logOut, `"reloading"`)) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if logCode != 0 || !strings.Contains(logOut, `"reloading"`) {
+		t.Errorf("logs after reload: exit %d, %q %q", logCode, logOut, logErr)
 	}
 
 	if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 || !strings.Contains(out, "gearshift stopped") {
