@@ -17,6 +17,7 @@ import (
 // machine-readable page (server-status?auto).
 type ApacheStatus struct {
 	url     string
+	shown   string // url without a password, for messages
 	client  *http.Client
 	maxBody int64
 }
@@ -34,7 +35,11 @@ const (
 func NewApacheStatus(rawURL string, timeout time.Duration) (*ApacheStatus, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("apache status URL %q: want http://host[:port]/server-status?auto", rawURL)
+		shown := rawURL
+		if err == nil {
+			shown = u.Redacted()
+		}
+		return nil, fmt.Errorf("apache status URL %q: want http://host[:port]/server-status?auto", shown)
 	}
 	if _, ok := u.Query()["auto"]; !ok {
 		if u.RawQuery == "" {
@@ -49,18 +54,18 @@ func NewApacheStatus(rawURL string, timeout time.Duration) (*ApacheStatus, error
 	// No keep-alive: a kept connection holds an Apache worker (prefork)
 	// between polls, counted busy.
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	return &ApacheStatus{url: u.String(), client: client, maxBody: maxApacheStatusBody}, nil
+	return &ApacheStatus{url: u.String(), shown: u.Redacted(), client: client, maxBody: maxApacheStatusBody}, nil
 }
 
-// URL returns the URL read, with "?auto".
-func (a *ApacheStatus) URL() string { return a.url }
+// URL returns the URL read, with "?auto" (and without a password).
+func (a *ApacheStatus) URL() string { return a.shown }
 
 // BusyRatio fetches the status page and returns BusyWorkers over the
 // scoreboard's slots, 0 to 1.
 func (a *ApacheStatus) BusyRatio(ctx context.Context) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url, nil)
 	if err != nil {
-		return 0, fmt.Errorf("read apache status %s: %w", a.url, err)
+		return 0, fmt.Errorf("read apache status %s: %w", a.shown, err)
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
@@ -68,18 +73,18 @@ func (a *ApacheStatus) BusyRatio(ctx context.Context) (float64, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("read apache status %s: %s", a.url, resp.Status)
+		return 0, fmt.Errorf("read apache status %s: %s", a.shown, resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, a.maxBody+1))
 	if err != nil {
-		return 0, fmt.Errorf("read apache status %s: %w", a.url, err)
+		return 0, fmt.Errorf("read apache status %s: %w", a.shown, err)
 	}
 	if int64(len(body)) > a.maxBody {
-		return 0, fmt.Errorf("read apache status %s: page larger than %d bytes", a.url, a.maxBody)
+		return 0, fmt.Errorf("read apache status %s: page larger than %d bytes", a.shown, a.maxBody)
 	}
 	busy, slots, err := parseApacheStatus(string(body))
 	if err != nil {
-		return 0, fmt.Errorf("parse apache status %s: %w", a.url, err)
+		return 0, fmt.Errorf("parse apache status %s: %w", a.shown, err)
 	}
 	return float64(busy) / float64(slots), nil
 }

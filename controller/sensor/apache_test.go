@@ -72,6 +72,8 @@ func TestNewApacheStatus(t *testing.T) {
 		{in: "https://www.example.com/status?x=1", want: "https://www.example.com/status?x=1&auto"},
 		{in: "127.0.0.1/server-status", wantErr: `apache status URL "127.0.0.1/server-status": want http://host[:port]/server-status?auto`},
 		{in: "ftp://127.0.0.1/server-status", wantErr: "want http://"},
+		{in: "http://admin:s3cret@127.0.0.1/server-status", want: "http://admin:xxxxx@127.0.0.1/server-status?auto"},
+		{in: "ftp://admin:s3cret@127.0.0.1/", wantErr: `"ftp://admin:xxxxx@127.0.0.1/"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {

@@ -20,6 +20,7 @@ const DefaultProbeTimeout = 2 * time.Second
 // connection each time, as a new visitor's, and no redirect followed.
 type Probe struct {
 	url     string
+	shown   string // url without a password, for messages
 	timeout time.Duration
 	client  *http.Client
 }
@@ -28,13 +29,18 @@ type Probe struct {
 func NewProbe(rawURL string, timeout time.Duration) (*Probe, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("probe URL %q: want http://host[:port]/path", rawURL)
+		shown := rawURL
+		if err == nil {
+			shown = u.Redacted()
+		}
+		return nil, fmt.Errorf("probe URL %q: want http://host[:port]/path", shown)
 	}
 	if timeout <= 0 {
 		timeout = DefaultProbeTimeout
 	}
 	return &Probe{
 		url:     u.String(),
+		shown:   u.Redacted(),
 		timeout: timeout,
 		client: &http.Client{
 			Transport: &http.Transport{
@@ -63,7 +69,7 @@ func (p *Probe) TTFB(ctx context.Context) (time.Duration, error) {
 	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { ttfb.Store(int64(time.Since(start))) }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, p.url, nil)
 	if err != nil {
-		return 0, fmt.Errorf("probe %s: %w", p.url, err)
+		return 0, fmt.Errorf("probe %s: %w", p.shown, err)
 	}
 	req.Header.Set("User-Agent", "gearshift-probe")
 	start = time.Now()
@@ -73,7 +79,7 @@ func (p *Probe) TTFB(ctx context.Context) (time.Duration, error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &nerr) && nerr.Timeout() {
 			return p.timeout, nil
 		}
-		return 0, fmt.Errorf("probe %s: %w", p.url, err)
+		return 0, fmt.Errorf("probe %s: %w", p.shown, err)
 	}
 	resp.Body.Close()
 	if d := time.Duration(ttfb.Load()); d > 0 {

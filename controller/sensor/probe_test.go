@@ -104,6 +104,10 @@ func TestProbeAgainstServer(t *testing.T) {
 
 	addr := slow.Listener.Addr().String()
 	slow.Close()
+	withPassword, _ := NewProbe("http://gearshift:s3cret@"+addr+"/", time.Second)
+	if _, err := withPassword.TTFB(ctx); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("TTFB of a closed port with a password in the URL: error %v, want one without the password", err)
+	}
 	p, _ := NewProbe("http://"+addr+"/", time.Second)
 	if d, err := p.TTFB(ctx); err == nil || !strings.Contains(err.Error(), "probe http://"+addr+"/") {
 		t.Errorf("TTFB of a closed port = %s, %v; want an error naming the URL", d, err)
