@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,4 +115,58 @@ func TestHostAgainstRealSources(t *testing.T) {
 	if s.Traffic == nil || s.ApacheBusyRatio == nil || s.CPUs != 3 {
 		t.Errorf("the working sources' figures are missing: %+v", s)
 	}
+}
+
+// BenchmarkHostSample reads every source once per op against real parts:
+// varnishd (varnishstat), Apache's mod_status, a probe of Varnish, an
+// inject file and the cgroup fixture. Besides the time per sample it
+// reports the CPU it costs, this process's and varnishstat's together
+// (cpu-us/op): at one sample a second, cpu-us/op / 10^4 is the percentage
+// of a core the daemon's sampling takes.
+func BenchmarkHostSample(b *testing.B) {
+	varnishstatBinary(b)
+	v := varnishtest.Start(b, varnishtest.Config{})
+	apache := startApache(b, 8)
+	inject := filepath.Join(b.TempDir(), "pressure")
+	if err := os.WriteFile(inject, []byte("1\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cgroup, _ := filepath.Abs("testdata/cgroup/limited")
+	h, err := NewHost(HostConfig{
+		Varnish: []string{v.WorkDir}, Cgroup: cgroup,
+		ApacheStatus: "http://" + apache + "/server-status",
+		ProbeURL:     v.URL("/"), InjectFile: inject,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := h.Sample(ctx); err != nil {
+		b.Fatal(err)
+	}
+	before := cpuTime(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := h.Sample(ctx)
+		if err != nil || len(s.Problems) > 0 {
+			b.Fatalf("Sample: %v, problems %v", err, s.Problems)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime(b)-before).Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// cpuTime is the user and system time of this process and its waited-for
+// children so far.
+func cpuTime(tb testing.TB) time.Duration {
+	tb.Helper()
+	var self, children syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
+		tb.Fatal(err)
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children); err != nil {
+		tb.Fatal(err)
+	}
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
 }
