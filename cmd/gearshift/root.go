@@ -104,6 +104,7 @@ through Varnish's admin port, with hysteresis so it never flaps.`,
 		newSimulateCmd(a),
 		newConfigCmd(a),
 		newVersionCmd(a),
+		newManpagesCmd(a),
 	)
 	return root
 }
