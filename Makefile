@@ -2,8 +2,10 @@
 GO      ?= go
 BIN     := bin/gearshift
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
+PREFIX  ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all build test bench demo deps deps-if-missing clean
+.PHONY: all build test bench demo deps deps-if-missing clean man deb install uninstall
 
 all: build
 
@@ -32,5 +34,24 @@ bench: deps build
 demo: deps build
 	DEMO_SITE="$(or $(SITE),php)" bash scripts/demo.sh
 
+# The manual, gearshift(8) and gearshift-<command>(8), into bin/man.
+man: build
+	$(BIN) manpages bin/man
+
+# gearshift_<version>_<arch>.deb here, built with dpkg-deb (see README).
+deb:
+	sh scripts/deb/build.sh
+
+# For hosts without the Debian package: PREFIX (/usr/local), DESTDIR.
+# A config file changed since it was installed is kept; the new one goes
+# beside it as .dist.
+install: build
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" sh scripts/install.sh $(BIN)
+
+# Removes what install put there; keeps changed config files and the logs
+# (PURGE=1 removes them too).
+uninstall:
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" sh scripts/install.sh --uninstall
+
 clean:
-	rm -rf bin
+	rm -rf bin gearshift_*.deb

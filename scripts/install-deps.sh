@@ -2,7 +2,7 @@
 # Installs what gearshift's build, tests, demo and benchmark need, when missing:
 # Debian's varnish, apache2, libapache2-mod-php and wrk; for the WordPress
 # integration test wordpress, its twentytwentyone theme, mariadb-server and
-# php-mysql; and the Go modules.
+# php-mysql; the packaging tools (lintian, man-db, groff); and the Go modules.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,14 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok instal
 for pkg in wordpress wordpress-theme-twentytwentyone mariadb-server php-mysql; do
 	installed "$pkg" || need+=("$pkg")
 done
+# The package: build, lint, install and read its manual; systemd-analyze
+# verifies the unit.
+command -v dpkg-deb >/dev/null 2>&1 || need+=(dpkg)
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
+command -v man >/dev/null 2>&1 || need+=(man-db)
+command -v groff >/dev/null 2>&1 || need+=(groff-base)
+command -v deb-systemd-helper >/dev/null 2>&1 || need+=(init-system-helpers)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,32 +131,54 @@ func TestExampleConfig(t *testing.T) {
 	}
 }
 
-// install.sh into a DESTDIR: everything in place with the right modes, the
-// binary's path filled in, and a second run keeps the operator's config.
+// install.sh into a DESTDIR: everything in place with the right modes and
+// the binary's path filled in; a re-run leaves a changed file under /etc
+// alone (the new one goes beside it as .dist) and upgrades an unchanged
+// one; --uninstall keeps what the admin changed, and PURGE=1 removes it.
 func TestInstallScript(t *testing.T) {
 	dest := t.TempDir()
-	install := func() string {
+	script := func(env string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command("sh", filepath.Join("..", "..", "scripts", "install.sh"), gearshiftBin)
-		cmd.Env = append(os.Environ(), "DESTDIR="+dest, "PREFIX=/opt/gearshift")
+		cmd := exec.Command("sh", append([]string{filepath.Join("..", "..", "scripts", "install.sh")}, append(args, gearshiftBin)...)...)
+		cmd.Env = append(os.Environ(), "DESTDIR="+dest, "PREFIX=/opt/gearshift", env)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("install.sh: %v\n%s", err, out)
+			t.Fatalf("install.sh %v: %v\n%s", args, err, out)
 		}
 		return string(out)
 	}
+	install := func() string { t.Helper(); return script("") }
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dest, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	exists := func(path string) bool {
+		_, err := os.Lstat(filepath.Join(dest, path))
+		return err == nil
+	}
+
 	install()
 	for path, mode := range map[string]os.FileMode{
-		"opt/gearshift/bin/gearshift":                               0o755,
-		"etc/gearshift/gearshift.yaml":                              0o640,
-		"etc/gearshift/gearshift.yaml.example":                      0o644,
-		"etc/systemd/system/gearshift.service":                      0o644,
-		"etc/cron.d/gearshift":                                      0o644,
-		"etc/logrotate.d/gearshift":                                 0o644,
-		"opt/gearshift/share/gearshift/hooks/webhook.sh":            0o755,
-		"opt/gearshift/share/gearshift/hooks/logger.sh":             0o755,
-		"opt/gearshift/share/gearshift/varnish/gearshift-label.vcl": 0o644,
-		"var/log/gearshift":                                         0o750 | os.ModeDir,
+		"opt/gearshift/bin/gearshift":                                  0o755,
+		"etc/gearshift/gearshift.yaml":                                 0o640,
+		"etc/systemd/system/gearshift.service":                         0o644,
+		"etc/cron.d/gearshift":                                         0o644,
+		"etc/logrotate.d/gearshift":                                    0o644,
+		"opt/gearshift/share/man/man8/gearshift.8":                     0o644,
+		"opt/gearshift/share/man/man8/gearshift-check.8":               0o644,
+		"opt/gearshift/share/bash-completion/completions/gearshift":    0o644,
+		"opt/gearshift/share/zsh/site-functions/_gearshift":            0o644,
+		"opt/gearshift/share/fish/vendor_completions.d/gearshift.fish": 0o644,
+		"opt/gearshift/share/doc/gearshift/examples/gearshift.yaml":    0o644,
+		"opt/gearshift/share/gearshift/installed":                      0o644,
+		"opt/gearshift/share/gearshift/hooks/webhook.sh":               0o755,
+		"opt/gearshift/share/gearshift/hooks/logger.sh":                0o755,
+		"opt/gearshift/share/gearshift/varnish/gearshift-label.vcl":    0o644,
+		"var/log/gearshift":                                            0o750 | os.ModeDir,
 	} {
 		fi, err := os.Stat(filepath.Join(dest, path))
 		if err != nil {
@@ -165,26 +189,84 @@ func TestInstallScript(t *testing.T) {
 			t.Errorf("%s: mode %v, want %v", path, fi.Mode(), mode)
 		}
 	}
-	unit, _ := os.ReadFile(filepath.Join(dest, "etc/systemd/system/gearshift.service"))
-	cron, _ := os.ReadFile(filepath.Join(dest, "etc/cron.d/gearshift"))
 	for what, want := range map[string]string{
-		string(unit): "\nExecStart=/opt/gearshift/bin/gearshift run --config /etc/gearshift/gearshift.yaml\n",
-		string(cron): "root\t/opt/gearshift/bin/gearshift check --restart --quiet\n",
+		read("etc/systemd/system/gearshift.service"): "\nExecStart=/opt/gearshift/bin/gearshift run --config /etc/gearshift/gearshift.yaml\n",
+		read("etc/cron.d/gearshift"):                 "root\t/opt/gearshift/bin/gearshift check --restart --quiet\n",
 	} {
 		if !strings.Contains(what, want) || strings.Contains(what, "/usr/local/bin/gearshift") {
 			t.Errorf("binary path not filled in, want %q in:\n%s", want, what)
 		}
 	}
-
-	conf := filepath.Join(dest, "etc/gearshift/gearshift.yaml")
-	mine := []byte("# the operator's own\nbackend: { port: 8081 }\n")
-	os.WriteFile(conf, mine, 0o600)
-	out := install()
-	if got, _ := os.ReadFile(conf); string(got) != string(mine) {
-		t.Errorf("a second install overwrote the config:\n%s", got)
+	if out := install(); strings.Contains(out, "installed") || strings.Contains(out, "kept") {
+		t.Errorf("a second install of the same release, want nothing done:\n%s", out)
 	}
-	if !strings.Contains(out, "kept /etc/gearshift/gearshift.yaml") || strings.Contains(out, "installed") {
-		t.Errorf("second install, want nothing installed and the config kept:\n%s", out)
+
+	// The admin edits the config and the unit; an older release installed
+	// the logrotate file, untouched since (its checksum in the record).
+	const mine = "# the operator's own\nbackend: { port: 8081 }\n"
+	const myUnit = "[Service]\nExecStart=/bin/true\n"
+	os.WriteFile(filepath.Join(dest, "etc/gearshift/gearshift.yaml"), []byte(mine), 0o600)
+	os.WriteFile(filepath.Join(dest, "etc/systemd/system/gearshift.service"), []byte(myUnit), 0o644)
+	const old = "# an older release's rotation\n"
+	os.WriteFile(filepath.Join(dest, "etc/logrotate.d/gearshift"), []byte(old), 0o644)
+	manifest := filepath.Join(dest, "opt/gearshift/share/gearshift/installed")
+	sum := sha256.Sum256([]byte(old))
+	rec := regexp.MustCompile(`(?m)^(\S+) \S+ (/etc/logrotate.d/gearshift)$`).ReplaceAllString(read("opt/gearshift/share/gearshift/installed"), "$1 "+hex.EncodeToString(sum[:])+" $2")
+	os.WriteFile(manifest, []byte(rec), 0o644)
+
+	out := install()
+	if got := read("etc/gearshift/gearshift.yaml"); got != mine {
+		t.Errorf("an upgrade overwrote the changed config:\n%s", got)
+	}
+	if got := read("etc/systemd/system/gearshift.service"); got != myUnit {
+		t.Errorf("an upgrade overwrote the changed unit:\n%s", got)
+	}
+	shipped, _ := os.ReadFile(filepath.Join("..", "..", "scripts", "gearshift.yaml"))
+	if got := read("etc/gearshift/gearshift.yaml.dist"); got != string(shipped) {
+		t.Errorf("gearshift.yaml.dist is not the shipped config:\n%s", got)
+	}
+	if !strings.Contains(read("etc/systemd/system/gearshift.service.dist"), "ExecStart=/opt/gearshift/bin/gearshift run") {
+		t.Error("no gearshift.service.dist beside the changed unit")
+	}
+	if got := read("etc/logrotate.d/gearshift"); got == old || exists("etc/logrotate.d/gearshift.dist") {
+		t.Errorf("the unchanged logrotate file was not upgraded in place:\n%s", got)
+	}
+	for _, want := range []string{
+		"kept /etc/gearshift/gearshift.yaml (changed since it was installed); the new version is /etc/gearshift/gearshift.yaml.dist",
+		"kept /etc/systemd/system/gearshift.service (changed",
+		"installed /etc/logrotate.d/gearshift",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out = script("", "--uninstall")
+	for path, want := range map[string]bool{
+		"etc/gearshift/gearshift.yaml":              true, // changed: the admin's
+		"etc/systemd/system/gearshift.service":      true,
+		"var/log/gearshift":                         true,
+		"etc/gearshift/gearshift.yaml.dist":         false,
+		"etc/systemd/system/gearshift.service.dist": false,
+		"etc/cron.d/gearshift":                      false,
+		"etc/logrotate.d/gearshift":                 false,
+		"opt/gearshift/bin/gearshift":               false,
+		"opt/gearshift/share/man/man8/gearshift.8":  false,
+		"opt/gearshift/share/gearshift":             false,
+		"opt/gearshift/share/doc/gearshift":         false,
+	} {
+		if exists(path) != want {
+			t.Errorf("after --uninstall, %s exists: %v, want %v", path, !want, want)
+		}
+	}
+	if !strings.Contains(out, "kept /etc/gearshift/gearshift.yaml (changed since it was installed; PURGE=1 removes it)") {
+		t.Errorf("uninstall does not say it kept the config:\n%s", out)
+	}
+	script("PURGE=1", "--uninstall")
+	for _, path := range []string{"etc/gearshift", "etc/systemd/system/gearshift.service", "var/log/gearshift"} {
+		if exists(path) {
+			t.Errorf("after PURGE=1 --uninstall, %s is left", path)
+		}
 	}
 }
 
@@ -202,9 +284,17 @@ func TestServiceUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unit := filepath.Join(t.TempDir(), "gearshift.service")
+	dir := t.TempDir()
+	unit := filepath.Join(dir, "gearshift.service")
 	os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/gearshift", gearshiftBin)), 0o644)
-	if out, err := exec.Command(analyze, "verify", unit).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+	// verify also opens the Documentation= pages: gearshift(8) from the
+	// generated manual, varnishd(1) from the system's.
+	if _, stderr, code := runGearshift(t, "manpages", filepath.Join(dir, "man", "man8")); code != 0 {
+		t.Fatalf("gearshift manpages: exit %d: %s", code, stderr)
+	}
+	verify := exec.Command(analyze, "verify", unit)
+	verify.Env = append(os.Environ(), "MANPATH="+filepath.Join(dir, "man")+":")
+	if out, err := verify.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
