@@ -216,6 +216,9 @@ func daemonPID(tb testing.TB) int {
 	return pid
 }
 
+// savedPrefix names what TestDebInstallRoundTrip set aside.
+const savedPrefix = ".deb-test-saved-"
+
 // leftovers lists what on this machine still carries gearshift's name, in
 // the places a package or its scripts write to.
 func leftovers() []string {
@@ -228,6 +231,9 @@ func leftovers() []string {
 		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
+			}
+			if strings.HasPrefix(d.Name(), savedPrefix) {
+				return filepath.SkipDir
 			}
 			if strings.Contains(d.Name(), "gearshift") {
 				found = append(found, path)
@@ -265,6 +271,29 @@ func TestDebInstallRoundTrip(t *testing.T) {
 	}
 	if out, _ := run(t, nil, "dpkg-query", "-W", "-f=${db:Status-Abbrev}", "gearshift"); strings.HasPrefix(out, "i") || strings.HasPrefix(out, "r") {
 		notHere("a gearshift package is installed on this machine (dpkg -P gearshift removes it): not touching it")
+	}
+	// The default runtime and log directories may hold what a test's
+	// daemon left there (several source trees' suites share a machine):
+	// they are set aside while the package owns them and put back after.
+	// A daemon still running there is in the way.
+	if b, err := os.ReadFile("/run/gearshift/gearshift.pid"); err == nil {
+		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); alive(pid) {
+			notHere("a gearshift daemon (pid %d) runs on /run/gearshift: not touching it", pid)
+		}
+	}
+	for _, dir := range []string{"/run/gearshift", "/var/log/gearshift"} {
+		saved := filepath.Join(filepath.Dir(dir), savedPrefix+strconv.Itoa(os.Getpid()))
+		err := os.Rename(dir, saved)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			os.RemoveAll(dir)
+			os.Rename(saved, dir)
+		})
 	}
 	if left := leftovers(); len(left) > 0 {
 		notHere("gearshift files already on this machine, not touching them: %v", left)
