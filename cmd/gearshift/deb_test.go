@@ -116,6 +116,8 @@ func TestDebPackage(t *testing.T) {
 		"/usr/share/doc/gearshift/changelog.gz":               "-rw-r--r-- root/root",
 		"/usr/share/doc/gearshift/examples/gearshift.yaml":    "-rw-r--r-- root/root",
 		"/usr/share/lintian/overrides/gearshift":              "-rw-r--r-- root/root",
+		"/usr/share/gearshift/hooks/webhook.sh":               "-rwxr-xr-x root/root",
+		"/usr/share/gearshift/varnish/gearshift-label.vcl":    "-rw-r--r-- root/root",
 	} {
 		if got, ok := listing[path]; !ok {
 			t.Errorf("%s not in the package", path)
@@ -130,9 +132,11 @@ func TestDebPackage(t *testing.T) {
 	for path, want := range map[string]string{
 		"lib/systemd/system/gearshift.service": "\nExecStart=/usr/bin/gearshift run --config /etc/gearshift/gearshift.yaml\n",
 		"etc/cron.d/gearshift":                 "\n#* * * * *\troot\t/usr/bin/gearshift check --restart --quiet\n",
+		"etc/gearshift/gearshift.yaml":         "/usr/share/gearshift/hooks/",
+		"usr/share/gearshift/hooks/webhook.sh": "on_change: [/usr/share/gearshift/hooks/webhook.sh",
 	} {
 		b, _ := os.ReadFile(filepath.Join(tree, path))
-		if !strings.Contains(string(b), want) || strings.Contains(string(b), "/usr/local/bin/gearshift") {
+		if !strings.Contains(string(b), want) || strings.Contains(string(b), "/usr/local/bin/gearshift") || strings.Contains(string(b), "/usr/local/share/gearshift") {
 			t.Errorf("%s: want %q in:\n%s", path, want, b)
 		}
 	}

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds gearshift_<version>_<arch>.deb with dpkg-deb from the repository:
 # the binary, the config, cron.d and logrotate files as conffiles, the
-# systemd unit, man pages, shell completions and the docs.
+# systemd unit, man pages, shell completions, the docs, the example hooks
+# and the label-mode VCL snippet.
 #
 #   scripts/deb/build.sh [OUTDIR]      (make deb; OUTDIR defaults to the repository)
 #
@@ -50,10 +51,11 @@ put() {
 	cp "$2" "$root$3"
 	chmod "$1" "$root$3"
 }
-# Installed paths: /usr/bin, not install.sh's /usr/local/bin.
-usrbin() { sed -e 's|/usr/local/bin/gearshift|/usr/bin/gearshift|g' "$1"; }
+# Installed paths: /usr/bin and /usr/share, not install.sh's /usr/local.
+usrbin() { sed -e 's|/usr/local/bin/gearshift|/usr/bin/gearshift|g' -e 's|/usr/local/share/gearshift|/usr/share/gearshift|g' "$1"; }
 
-put 0640 "$repo/scripts/gearshift.yaml" /etc/gearshift/gearshift.yaml
+usrbin "$repo/scripts/gearshift.yaml" >"$tmp/gearshift.yaml"
+put 0640 "$tmp/gearshift.yaml" /etc/gearshift/gearshift.yaml
 usrbin "$repo/scripts/gearshift.service" | sed -e 's|^# the server.s load changes. Installed by scripts/install.sh.|# the server'"'"'s load changes. Installed by the gearshift package.|' >"$tmp/gearshift.service"
 put 0644 "$tmp/gearshift.service" /lib/systemd/system/gearshift.service
 # The watchdog ships switched off: the package does not start gearshift
@@ -80,7 +82,13 @@ put 0644 "$tmp/fish" /usr/share/fish/vendor_completions.d/gearshift.fish
 doc=/usr/share/doc/gearshift
 gzip -9n <"$repo/README.md" >"$tmp/README.md.gz"
 put 0644 "$tmp/README.md.gz" "$doc/README.md.gz"
-put 0644 "$repo/scripts/gearshift.yaml" "$doc/examples/gearshift.yaml"
+put 0644 "$tmp/gearshift.yaml" "$doc/examples/gearshift.yaml"
+# Examples: on_change hooks, and the snippet for varnish.mode: label.
+for hook in "$repo"/scripts/hooks/*.sh; do
+	usrbin "$hook" >"$tmp/hook"
+	put 0755 "$tmp/hook" "/usr/share/gearshift/hooks/$(basename "$hook")"
+done
+put 0644 "$repo/scripts/varnish/gearshift-label.vcl" /usr/share/gearshift/varnish/gearshift-label.vcl
 put 0644 "$repo/scripts/deb/copyright" "$doc/copyright"
 {
 	printf 'gearshift (%s) unstable; urgency=medium\n\n' "$version"
