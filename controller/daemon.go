@@ -181,7 +181,9 @@ type daemonHandlers struct {
 // socket (served) have both returned, and returns the daemon's error. A
 // stop cancels ctx; a control socket that fails while running stops the
 // daemon too.
-func supervise(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Signal, stopped <-chan error, served chan error, h daemonHandlers) error {
+func supervise(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Signal, stopped, served <-chan error, h daemonHandlers) error {
+	var servedErr error
+	servedDone := false
 	for {
 		if h.wake != nil {
 			h.wake()
@@ -199,14 +201,19 @@ func supervise(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Si
 			}
 		case err := <-stopped:
 			cancel()
-			if serr := <-served; err == nil {
-				err = serr
+			if !servedDone {
+				servedErr = <-served
+			}
+			if err == nil {
+				err = servedErr
 			}
 			return err
 		case err := <-served:
+			// Kept, not put back on the channel: that would select it again
+			// and again until the loop returns.
+			servedErr, servedDone, served = err, true, nil // a nil channel is never ready
 			if ctx.Err() != nil {
-				served <- err // a clean stop: the loop is finishing too
-				continue
+				continue // a clean stop: the loop is finishing too
 			}
 			// The socket broke: keep no daemon nobody can talk to.
 			cancel()

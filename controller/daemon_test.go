@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A stopping daemon waits for its loop without spinning: once the control
+// socket has closed, nothing wakes the supervisor until the loop returns
+// (it may take up to a compile's 30s).
+func TestSuperviseIdlesWhileTheLoopStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	stopped := make(chan error)
+	served := make(chan error, 1)
+	wakes := make(chan struct{}, 1<<16)
+	done := make(chan error, 1)
+	go func() {
+		done <- supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
+			stop: func(os.Signal) {},
+			wake: func() {
+				select {
+				case wakes <- struct{}{}:
+				default:
+				}
+			},
+		})
+	}()
+	<-wakes
+	sigs <- syscall.SIGTERM
+	<-wakes // handled the signal: ctx is cancelled
+	served <- nil
+	<-wakes // read the socket's clean end
+	select {
+	case <-wakes:
+		t.Fatal("the supervisor woke again with nothing new to do: it spins while the loop stops")
+	case <-time.After(200 * time.Millisecond):
+	}
+	stopped <- nil
+	if err := <-done; err != nil {
+		t.Errorf("supervise = %v after a clean stop", err)
+	}
+}
+
+// A control socket that fails while running stops the daemon with its error.
+func TestSuperviseStopsOnSocketFailure(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	served := make(chan error, 1)
+	broken := errors.New("accept: too many open files")
+	served <- broken
+	go func() {
+		<-ctx.Done()
+		stopped <- nil
+	}()
+	err := supervise(ctx, cancel, nil, stopped, served, daemonHandlers{
+		socketFailed: func(err error) error { return err },
+	})
+	if !errors.Is(err, broken) {
+		t.Errorf("supervise = %v, want %v", err, broken)
+	}
+}
