@@ -2,23 +2,33 @@ package profiles
 
 import "slices"
 
+// restartKeys are the settings bound at start, in the order of the config
+// file, with how to tell that one changed.
+var restartKeys = []struct {
+	key     string
+	changed func(running, next *Config) bool
+}{
+	{"cpus", func(r, n *Config) bool { return n.CPUs != r.CPUs }},
+	// The sensor reads the traffic of the targets named at start.
+	{"varnish.targets[].name", func(r, n *Config) bool {
+		return !slices.Equal(n.SensorConfig().Varnish, r.SensorConfig().Varnish)
+	}},
+	{"sensor", func(r, n *Config) bool { return n.Sensor != r.Sensor }},
+	{"control.socket", func(r, n *Config) bool { return n.Control.Socket != r.Control.Socket }},
+	{"control.group", func(r, n *Config) bool { return n.Control.Group != r.Control.Group }},
+	{"log.file", func(r, n *Config) bool { return n.Log.File != r.Log.File }},
+	{"pid_file", func(r, n *Config) bool { return n.PIDFile != r.PIDFile }},
+	{"metrics_listen", func(r, n *Config) bool { return n.MetricsListen != r.MetricsListen }},
+}
+
 // RestartKeys returns the keys bound at start whose values differ between
-// the running config and next: a reload cannot apply them, a restart does.
+// the running config and next, in the order of the config file: a reload
+// cannot apply them, a restart does.
 func RestartKeys(running, next *Config) []string {
 	var keys []string
-	for key, change := range map[string]bool{
-		"control.socket": next.Control.Socket != running.Control.Socket,
-		"control.group":  next.Control.Group != running.Control.Group,
-		"log.file":       next.Log.File != running.Log.File,
-		"pid_file":       next.PIDFile != running.PIDFile,
-		"cpus":           next.CPUs != running.CPUs,
-		"metrics_listen": next.MetricsListen != running.MetricsListen,
-		"sensor":         next.Sensor != running.Sensor,
-		// The sensor reads the traffic of the targets named at start.
-		"varnish.targets[].name": !slices.Equal(next.SensorConfig().Varnish, running.SensorConfig().Varnish),
-	} {
-		if change {
-			keys = append(keys, key)
+	for _, k := range restartKeys {
+		if k.changed(running, next) {
+			keys = append(keys, k.key)
 		}
 	}
 	return keys
