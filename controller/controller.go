@@ -170,7 +170,7 @@ func New(opts Options) (*Controller, error) {
 	}
 	c.hooks = newHookRunner(c.log)
 	c.started = c.now()
-	c.targets = c.makeTargets(opts.Config, nil)
+	c.targets, _ = c.makeTargets(opts.Config, nil)
 	c.publish()
 	return c, nil
 }

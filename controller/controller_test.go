@@ -498,9 +498,11 @@ func TestReload(t *testing.T) {
 	t.Run("broken profile keeps the old set", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "bad.vcl")
 		os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644)
+		timeout, loadTimeout := r.c.targets[0].timeout, r.c.targets[0].loadTimeout
 		r.next = func() (*profiles.Config, error) {
 			cfg := testConfig(r.v)
 			cfg.Profiles.Heavy.VCLFile = bad
+			cfg.Varnish.Timeout = profiles.Duration(45 * time.Second)
 			return cfg, nil
 		}
 		resp := r.c.handle(ctx, request{kind: reqReload})
@@ -509,6 +511,10 @@ func TestReload(t *testing.T) {
 		}
 		if r.c.set != old {
 			t.Fatal("profile set replaced by a broken one")
+		}
+		// On any error the old config stays, the targets' timeouts included.
+		if tg := r.c.targets[0]; tg.timeout != timeout || tg.loadTimeout != loadTimeout {
+			t.Errorf("a failed reload changed the target's timeouts to %s and %s, want %s and %s", tg.timeout, tg.loadTimeout, timeout, loadTimeout)
 		}
 		r.wantActive(t, state.Moderate)
 		names, _ := r.vcls(t)

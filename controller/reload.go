@@ -40,7 +40,7 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	// A target with a sync in flight is not to be touched: wait for it
 	// (bounded by its command timeouts).
 	c.waitIdle()
-	targets := c.makeTargets(cfg, c.targets)
+	targets, applyTimeouts := c.makeTargets(cfg, c.targets)
 
 	// Start the new: load the new profiles everywhere we can reach, into
 	// all targets at once (see syncAll).
@@ -86,6 +86,7 @@ func (c *Controller) tryReload(ctx context.Context) error {
 			old.close()
 		}
 	}
+	applyTimeouts()
 	c.cfg, c.set, c.targets = cfg, set, targets
 	c.machine.SetConfig(cfg.StateConfig(), time.Duration(cfg.FastWindow))
 	c.configErr = ""

@@ -78,8 +78,18 @@ type target struct {
 	noDiscard map[string]bool // discards Varnish refused, not retried
 }
 
-func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target {
-	var ts []*target
+// makeTargets returns the targets of cfg, reusing those of old with the
+// same address and secret file, and apply, which gives the reused ones
+// cfg's mode and timeouts. A reload calls apply at its commit point only, so that
+// one that fails leaves the running targets as they were; new targets get
+// them at once.
+func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) (ts []*target, apply func()) {
+	timeout := time.Duration(cfg.Varnish.Timeout)
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	loadTimeout := max(timeout, compileTimeout)
+	var reused []*target
 	for _, tc := range cfg.Varnish.Targets {
 		var t *target
 		for _, o := range old {
@@ -90,22 +100,25 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) []*target 
 		}
 		if t == nil {
 			t = &target{
-				addr:       tc.Admin,
-				secretFile: tc.SecretFile,
-				dial:       c.opts.Dial,
-				log:        c.log.With(zap.String("target", tc.Admin)),
-				noDiscard:  map[string]bool{},
+				addr:        tc.Admin,
+				secretFile:  tc.SecretFile,
+				dial:        c.opts.Dial,
+				log:         c.log.With(zap.String("target", tc.Admin)),
+				noDiscard:   map[string]bool{},
+				mode:        cfg.Varnish.Mode,
+				timeout:     timeout,
+				loadTimeout: loadTimeout,
 			}
+		} else {
+			reused = append(reused, t)
 		}
-		t.mode = cfg.Varnish.Mode
-		t.timeout = time.Duration(cfg.Varnish.Timeout)
-		if t.timeout <= 0 {
-			t.timeout = 2 * time.Second
-		}
-		t.loadTimeout = max(t.timeout, compileTimeout)
 		ts = append(ts, t)
 	}
-	return ts
+	return ts, func() {
+		for _, t := range reused {
+			t.mode, t.timeout, t.loadTimeout = cfg.Varnish.Mode, timeout, loadTimeout
+		}
+	}
 }
 
 func (t *target) status(want string) TargetStatus {
