@@ -146,7 +146,7 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
 		reload: func() {
-			log.Info("reloading", zap.String("signal", "SIGHUP"))
+			log.Info(logging.MsgReloading, zap.String("signal", "SIGHUP"))
 			// The loop does the work; the answer is in its log and status.
 			go ctrl.Reload(ctx)
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
@@ -114,17 +116,10 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 	if code, out, errOut := gs("reload"); code != 0 || !strings.Contains(out, "sent SIGHUP") {
 		t.Errorf("reload: exit %d, %q %q", code, out, errOut)
 	}
-	// SIGHUP is handled asynchronously: the daemon logs it a moment later.
-	var logCode int
-	var logOut, logErr string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		logCode, logOut, logErr = gs("logs", "-n", "0", "--json")
-		if (logCode == 0 && strings.Contains(logOut, `"reloading"`)) || time.Now().After(deadline) {
-			break
-		}
-	}
-	if logCode != 0 || !strings.Contains(logOut, `"reloading"`) {
-		t.Errorf("logs after reload: exit %d, %q %q", logCode, logOut, logErr)
+	// reload returns once SIGHUP is sent: wait for the daemon to log it.
+	waitLogged(t, cfg.Log.File, logging.MsgReloading)
+	if code, out, errOut := gs("logs", "-n", "0", "--json"); code != 0 || !strings.Contains(out, `"`+logging.MsgReloading+`"`) {
+		t.Errorf("logs after reload: exit %d, %q %q", code, out, errOut)
 	}
 
 	if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 || !strings.Contains(out, "gearshift stopped") {
@@ -219,5 +214,22 @@ func TestCheckFollowsVarnish(t *testing.T) {
 	waitCheck(0, "GEARSHIFT OK - gear light")
 	if code, out, errOut := opsRun(t, "stop", "--config", path, "--timeout", "60s"); code != 0 {
 		t.Errorf("stop: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// waitLogged waits until the log at path has an entry with message msg.
+func waitLogged(tb testing.TB, path, msg string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	found := errors.New("found")
+	err := logging.Follow(ctx, path, 0, 20*time.Millisecond, func(line []byte) {
+		if e, ok := logging.ParseEntry(line); ok && e.Str("msg") == msg {
+			cancel()
+			found = nil
+		}
+	})
+	if found != nil {
+		tb.Fatalf("no %q entry in %s: %v", msg, path, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 // The daemon writes them through these names, and the reader reads them.
 const (
 	MsgStateChange = "state change" // a gear change; see StateChange
+	MsgReloading   = "reloading"    // SIGHUP received: a reload begins
 
 	FieldFrom     = "from"
 	FieldTo       = "to"
