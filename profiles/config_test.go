@@ -484,3 +484,37 @@ func TestHasVCLDeclaration(t *testing.T) {
 		}
 	}
 }
+
+// Render trusts the validated config: every value that cannot go into the
+// VCL is refused by validation, naming its key, and by nothing else.
+func TestValidationGuardsRender(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		edit func(*Config)
+	}{
+		{"profiles.session_cookies[1]", func(c *Config) { c.Profiles.SessionCookies = []string{"ok", "bad name"} }},
+		{"profiles.static_extensions[0]", func(c *Config) { c.Profiles.StaticExtensions = []string{".png"} }},
+		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{"a\"}b"} }},
+		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{""} }},
+		{"profiles.purge_acl[0]", func(c *Config) { c.Profiles.PurgeACL = []string{"localhost"} }},
+		{"profiles.static_ttl", func(c *Config) { c.Profiles.StaticTTL = 0 }},
+		{"profiles.heavy_min_ttl", func(c *Config) { c.Profiles.HeavyMinTTL = 0 }},
+		{"profiles.heavy_grace", func(c *Config) { c.Profiles.HeavyGrace = -1 }},
+		{"profiles.moderate_heuristic_ttl", func(c *Config) { c.Profiles.ModerateHeuristicTTL = -1 }},
+		{"profiles.pass_headers[0]", func(c *Config) { c.Profiles.PassHeaders = []string{"X Token"} }},
+		{"backend.host", func(c *Config) { c.Backend.Host = `a"b` }},
+		{"backend.host", func(c *Config) { c.Backend.Host = "a{b" }},
+		{"backend.host", func(c *Config) { c.Backend.Host = "a\nb" }},
+		{"backend.port", func(c *Config) { c.Backend.Port = 0 }},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			cfg := Default()
+			tc.edit(cfg)
+			err := cfg.ValidateSettings()
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != tc.key {
+				t.Errorf("ValidateSettings = %v, want one problem at %s", err, tc.key)
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"regexp"
 	"strings"
 	"text/template"
 	"time"
@@ -34,8 +33,9 @@ type Profile struct {
 // Set is a profile for each gear, indexed by state.State.
 type Set [len(state.All)]Profile
 
-// Build renders the three profiles, or reads a gear's vcl_file verbatim when
-// one is configured. Errors name the config key at fault.
+// Build renders each gear's profile, or reads its vcl_file verbatim when one
+// is configured. cfg must be validated (Load, Parse and Validate do): the
+// rendering trusts it. Errors name the config key at fault.
 func Build(cfg *Config) (Set, error) {
 	var set Set
 	for _, s := range state.All {
@@ -73,7 +73,7 @@ func Name(s state.State, vcl string) string {
 }
 
 // Render returns the built-in VCL of gear s filled in with cfg's values. It
-// ignores vcl_file; see Build. Errors name the config key at fault.
+// ignores vcl_file; see Build. cfg must be validated.
 func Render(cfg *Config, s state.State) (string, error) {
 	if !s.Valid() {
 		return "", fmt.Errorf("render profile: unknown state %d", int(s))
@@ -159,29 +159,12 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 		NormalizeHost: p.NormalizeHost,
 		ExposeHeaders: p.ExposeHeaders,
 	}
-	if d.BackendHost == "" || strings.ContainsAny(d.BackendHost, "\"{} \t\r\n") {
-		return nil, fmt.Errorf("backend.host: %q is not a host name or address", d.BackendHost)
-	}
-	if d.BackendPort < 1 || d.BackendPort > 65535 {
-		return nil, fmt.Errorf("backend.port: %d is not a TCP port", d.BackendPort)
-	}
-	for _, dur := range []struct {
-		key  string
-		val  Duration
-		dst  *string
-		zero bool
-	}{
-		{"static_ttl", p.StaticTTL, &d.StaticTTL, false},
-		{"heavy_min_ttl", p.HeavyMinTTL, &d.HeavyMinTTL, true},
-		{"heavy_session_ttl", p.HeavySessionTTL, &d.HeavySessionTTL, true},
-		{"heavy_grace", p.HeavyGrace, &d.HeavyGrace, true},
-		{"moderate_heuristic_ttl", p.ModerateHeuristicTTL, &d.ModerateHeuristicTTL, true},
-	} {
-		if dur.val < 0 || (dur.val == 0 && !dur.zero) {
-			return nil, fmt.Errorf("profiles.%s: must be positive, got %s", dur.key, dur.val)
-		}
-		*dur.dst = vclDuration(time.Duration(dur.val))
-	}
+	// cfg is validated (Config.Validate): the checks live there alone.
+	d.StaticTTL = vclDuration(time.Duration(p.StaticTTL))
+	d.HeavyMinTTL = vclDuration(time.Duration(p.HeavyMinTTL))
+	d.HeavySessionTTL = vclDuration(time.Duration(p.HeavySessionTTL))
+	d.HeavyGrace = vclDuration(time.Duration(p.HeavyGrace))
+	d.ModerateHeuristicTTL = vclDuration(time.Duration(p.ModerateHeuristicTTL))
 
 	var names []string
 	for i, g := range p.SessionCookies {
@@ -196,10 +179,7 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 	}
 
 	var exts []string
-	for i, e := range p.StaticExtensions {
-		if !extRE.MatchString(e) {
-			return nil, fmt.Errorf("profiles.static_extensions[%d]: %q is not a file extension (letters and digits, no dot)", i, e)
-		}
+	for _, e := range p.StaticExtensions {
 		exts = append(exts, strings.ToLower(e))
 	}
 	if len(exts) > 0 {
@@ -207,25 +187,12 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 		d.StaticRE = `(?i)^[^?#]*\.(?:` + strings.Join(exts, "|") + `)(?:[?#].*)?$`
 	}
 
-	for i, re := range p.NeverCache {
-		if re == "" {
-			return nil, fmt.Errorf("profiles.never_cache[%d]: an empty pattern would match every path", i)
-		}
-		if strings.Contains(re, `"}`) || strings.ContainsAny(re, "\r\n") {
-			return nil, fmt.Errorf("profiles.never_cache[%d]: %q cannot go into a VCL string (no newline, no \"})", i, re)
-		}
-		d.NeverCache = append(d.NeverCache, re)
-	}
+	d.NeverCache = append(d.NeverCache, p.NeverCache...)
 
 	if d.ModerateHeuristicTTL == "0s" {
 		d.ModerateHeuristicTTL = ""
 	}
-	for i, h := range p.PassHeaders {
-		if !headerRE.MatchString(h) {
-			return nil, fmt.Errorf("profiles.pass_headers[%d]: %q is not a header name (letters, digits and -)", i, h)
-		}
-		d.PassHeaders = append(d.PassHeaders, h)
-	}
+	d.PassHeaders = append(d.PassHeaders, p.PassHeaders...)
 
 	for i, a := range p.PurgeACL {
 		entry, err := aclEntry(a)
@@ -236,11 +203,6 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 	}
 	return d, nil
 }
-
-var (
-	extRE    = regexp.MustCompile(`^[A-Za-z0-9]+$`)
-	headerRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
-)
 
 // vclDuration writes d as a VCL duration literal.
 func vclDuration(d time.Duration) string {

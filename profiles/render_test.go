@@ -165,35 +165,6 @@ func TestCookieGlobRegexErrors(t *testing.T) {
 	}
 }
 
-func TestRenderErrorsNameTheKey(t *testing.T) {
-	for _, tc := range []struct {
-		key  string
-		edit func(*Config)
-	}{
-		{"profiles.session_cookies[1]", func(c *Config) { c.Profiles.SessionCookies = []string{"ok", "bad name"} }},
-		{"profiles.static_extensions[0]", func(c *Config) { c.Profiles.StaticExtensions = []string{".png"} }},
-		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{"a\"}b"} }},
-		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{""} }},
-		{"profiles.purge_acl[0]", func(c *Config) { c.Profiles.PurgeACL = []string{"localhost"} }},
-		{"profiles.static_ttl", func(c *Config) { c.Profiles.StaticTTL = 0 }},
-		{"profiles.heavy_grace", func(c *Config) { c.Profiles.HeavyGrace = -1 }},
-		{"backend.host", func(c *Config) { c.Backend.Host = `a"b` }},
-		{"backend.port", func(c *Config) { c.Backend.Port = 0 }},
-	} {
-		t.Run(tc.key, func(t *testing.T) {
-			cfg := Default()
-			tc.edit(cfg)
-			_, err := Render(cfg, state.Heavy)
-			if err == nil || !strings.HasPrefix(err.Error(), tc.key+": ") {
-				t.Errorf("Render: error %v, want one starting with %q", err, tc.key+": ")
-			}
-			if _, err := Build(cfg); err == nil {
-				t.Error("Build: no error")
-			}
-		})
-	}
-}
-
 func TestName(t *testing.T) {
 	// sha256("vcl 4.1;\n") starts with these 8 hex digits.
 	const text = "vcl 4.1;\n"

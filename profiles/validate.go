@@ -27,6 +27,13 @@ const (
 	maxSocketPath   = 107 // sun_path holds 108 bytes, NUL included
 )
 
+// What a static extension and a pass header may be: they go into the VCL
+// as they are.
+var (
+	extRE    = regexp.MustCompile(`^[A-Za-z0-9]+$`)
+	headerRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
+)
+
 // OnExitValues are the accepted values of on_exit.
 var OnExitValues = append([]string{"keep"}, state.Names()...)
 
@@ -115,7 +122,7 @@ func (c *Config) validateSettings(v *validator) {
 
 	if strings.TrimSpace(c.Backend.Host) == "" {
 		v.add("backend.host", "must not be empty")
-	} else if strings.ContainsAny(c.Backend.Host, " \t\"\\/:") && net.ParseIP(c.Backend.Host) == nil {
+	} else if strings.ContainsAny(c.Backend.Host, " \t\r\n\"\\/:{}") && net.ParseIP(c.Backend.Host) == nil {
 		v.add("backend.host", "%q is not a host name or IP address", c.Backend.Host)
 	}
 	if c.Backend.Port < 1 || c.Backend.Port > 65535 {
@@ -232,7 +239,6 @@ func (p *Profiles) validate(v *validator) {
 			v.add(fmt.Sprintf("profiles.session_cookies[%d]", i), "%v", err)
 		}
 	}
-	extRE := regexp.MustCompile(`^[A-Za-z0-9]+$`)
 	for i, ext := range p.StaticExtensions {
 		if !extRE.MatchString(ext) {
 			v.add(fmt.Sprintf("profiles.static_extensions[%d]", i), "%q is not a file extension (letters and digits, no dot)", ext)
