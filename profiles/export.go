@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm"
 )
 
 // CLIFile is the name of the varnishd -I command file Export writes.
@@ -44,7 +45,7 @@ func ExportLabel(set Set, dir string, active state.State, siteVCL string) ([]str
 		if err != nil {
 			return err
 		}
-		quoted, err := cliQuote(site)
+		quoted, err := varnishadm.Quote(site)
 		if err != nil {
 			return err
 		}
@@ -73,7 +74,7 @@ func export(set Set, dir string, active state.State, finish func(*strings.Builde
 			return nil, fmt.Errorf("export profiles: the %s profile is empty", p.State)
 		}
 		path := filepath.Join(dir, p.State.String()+".vcl")
-		quoted, err := cliQuote(path)
+		quoted, err := varnishadm.Quote(path) // -I files are read by the same CLI parser as the admin port
 		if err != nil {
 			return nil, fmt.Errorf("export profiles to %s: %w", dir, err)
 		}
@@ -91,18 +92,6 @@ func export(set Set, dir string, active state.State, finish func(*strings.Builde
 		return nil, fmt.Errorf("export profiles: %w", err)
 	}
 	return append(written, path), nil
-}
-
-// cliQuote quotes s as one argument of a Varnish CLI command.
-func cliQuote(s string) (string, error) {
-	if strings.ContainsAny(s, "\n\r") {
-		return "", fmt.Errorf("%q: a path with a line break cannot go into a CLI file", s)
-	}
-	if !strings.ContainsAny(s, " \t\"\\{}") {
-		return s, nil
-	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
-	return `"` + r.Replace(s) + `"`, nil
 }
 
 // writeFileAtomic replaces path with data so that a reader (varnishd

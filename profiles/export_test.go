@@ -40,7 +40,7 @@ func TestExportFiles(t *testing.T) {
 	}
 	want := ""
 	for _, p := range set {
-		want += "-vcl.load " + p.Name + ` "` + filepath.Join(dir, p.State.String()+".vcl") + `" warm` + "\n"
+		want += "-vcl.load " + p.Name + " " + strings.ReplaceAll(filepath.Join(dir, p.State.String()+".vcl"), " ", `\x20`) + " warm\n"
 	}
 	want += "-vcl.use " + set[state.Moderate].Name + "\n"
 	if string(cli) != want {
@@ -58,10 +58,11 @@ func TestExportBootsVarnish(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := searchableTempDir(t)
-	if _, err := Export(set, filepath.Join(dir, "export"), state.Heavy); err != nil {
+	// A space in the path: the CLI file quotes it as the admin client does.
+	if _, err := Export(set, filepath.Join(dir, "ex port"), state.Heavy); err != nil {
 		t.Fatal(err)
 	}
-	http, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile), false)
+	http, vcls := bootWithCLI(t, dir, filepath.Join(dir, "ex port", CLIFile), false)
 	for _, p := range set {
 		if _, ok := vcls[p.Name]; !ok {
 			t.Errorf("%s not loaded; vcl.list: %+v", p.Name, vcls)

@@ -125,7 +125,7 @@ func (c *Client) Close() error {
 }
 
 // Run sends one command, escaping every argument so that Varnish receives
-// it byte for byte (see quoteArg), and returns the response
+// it byte for byte (see Quote), and returns the response
 // body when the status is 200, or 201 (the body was cut at varnishd's
 // cli_limit parameter). Any other status is a *CLIError. Errors name the
 // command (its first word only) and the address.

@@ -134,7 +134,7 @@ func trimPartial(b []byte) []byte {
 	return b
 }
 
-// quoteArg renders one command argument as a CLI word that Varnish's
+// Quote renders one command argument as a CLI word that Varnish's
 // argument parser (VAV_Parse and its backslash decoder in
 // lib/libvarnish/vav.c) decodes back to exactly s. Only the escapes that
 // parser knows are used: \" \\ \n \r \t and \xHH.
@@ -153,7 +153,7 @@ func trimPartial(b []byte) []byte {
 //     the request line is plain printable ASCII.
 //   - NUL cannot be carried at all: arguments are C strings, so \x00 would
 //     silently truncate the argument. It is rejected.
-func quoteArg(s string) (string, error) {
+func Quote(s string) (string, error) {
 	if s == "" {
 		return `""`, nil
 	}
@@ -201,7 +201,7 @@ func commandLine(args []string) (string, error) {
 	}
 	var b strings.Builder
 	for i, a := range args {
-		q, err := quoteArg(a)
+		q, err := Quote(a)
 		if err != nil {
 			return "", fmt.Errorf("argument %d: %w", i, err)
 		}

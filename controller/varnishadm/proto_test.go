@@ -42,12 +42,12 @@ func TestQuoteArg(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := quoteArg(tc.in)
+			got, err := Quote(tc.in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != tc.want {
-				t.Fatalf("quoteArg(%q) = %s, want %s", tc.in, got, tc.want)
+				t.Fatalf("Quote(%q) = %s, want %s", tc.in, got, tc.want)
 			}
 			if back, err := decodeWord(got); err != nil || back != tc.in {
 				t.Fatalf("decodeWord(%s) = %q, %v; want %q", got, back, err, tc.in)
@@ -57,8 +57,8 @@ func TestQuoteArg(t *testing.T) {
 }
 
 func TestQuoteArgRejectsNUL(t *testing.T) {
-	if got, err := quoteArg("a\x00b"); err == nil {
-		t.Fatalf("quoteArg with NUL = %s, want an error", got)
+	if got, err := Quote("a\x00b"); err == nil {
+		t.Fatalf("Quote with NUL = %s, want an error", got)
 	}
 }
 
@@ -72,14 +72,14 @@ func TestQuoteArgRoundTrip(t *testing.T) {
 			b[j] = byte(1 + rng.Intn(255))
 		}
 		in := string(b)
-		got, err := quoteArg(in)
+		got, err := Quote(in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if in != "" {
 			for k := 0; k < len(got); k++ {
 				if c := got[k]; c <= ' ' || c >= 0x7f || (c == '"' && (k == 0 || got[k-1] != '\\')) {
-					t.Fatalf("quoteArg(%q) = %q: byte %q at %d", in, got, c, k)
+					t.Fatalf("Quote(%q) = %q: byte %q at %d", in, got, c, k)
 				}
 			}
 		}
@@ -91,7 +91,7 @@ func TestQuoteArgRoundTrip(t *testing.T) {
 }
 
 // decodeWord decodes one CLI word the way vav.c does for the subset of the
-// syntax quoteArg emits: a bare word with backslash escapes, or "".
+// syntax Quote emits: a bare word with backslash escapes, or "".
 func decodeWord(w string) (string, error) {
 	if w == `""` {
 		return "", nil
