@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // ErrUnreachable is wrapped by every Client error that means the daemon
@@ -153,9 +154,11 @@ func (c *Client) failure(ctx context.Context, start time.Time, err error) error 
 // waitedString renders d for a person: "90s", "0.2s".
 func waitedString(d time.Duration) string {
 	if d >= 10*time.Second {
-		return d.Round(time.Second).String()
+		d = d.Round(time.Second)
+	} else {
+		d = d.Round(100 * time.Millisecond)
 	}
-	return d.Round(100 * time.Millisecond).String()
+	return profiles.Duration(d).String()
 }
 
 // unwrapURLError drops net/http's `Get "http://gearshift/v1/status":` prefix

@@ -1,7 +1,6 @@
 package profiles
 
 import (
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +11,8 @@ import (
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestRenderGolden pins the VCL rendered from the default config. Run
 // `go test ./profiles -run TestRenderGolden -update` after changing a
@@ -23,22 +21,7 @@ func TestRenderGolden(t *testing.T) {
 	for _, s := range state.All {
 		t.Run(s.String(), func(t *testing.T) {
 			got := render(t, Default(), s)
-			path := filepath.Join("testdata", "golden", s.String()+".vcl")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("rendered %s differs from %s (run with -update and review the diff)", s, path)
-			}
+			golden.Check(t, filepath.Join("golden", s.String()+".vcl"), []byte(got))
 		})
 	}
 }

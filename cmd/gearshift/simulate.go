@@ -15,6 +15,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/state/trace"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 func newSimulateCmd(a *app) *cobra.Command {
@@ -201,21 +202,8 @@ func offset(d time.Duration) string {
 	return fmt.Sprintf("+%d:%02d:%02d", s/3600, s/60%60, s%60)
 }
 
-// dur formats a duration to the second, without Go's trailing zero units.
-func dur(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d == 0 {
-		return "0s"
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+// dur formats a duration to the second, as the config writes durations.
+func dur(d time.Duration) string { return profiles.Duration(d.Round(time.Second)).String() }
 
 func share(part, whole time.Duration) string {
 	if whole <= 0 {
