@@ -66,8 +66,9 @@ var sharedDeb struct {
 func theDeb(tb testing.TB) string {
 	tb.Helper()
 	sharedDeb.once.Do(func() {
-		dir, err := os.MkdirTemp("", "gearshift-deb-")
-		if err != nil {
+		// Beside the test binary, which TestMain removes at the end.
+		dir := filepath.Join(filepath.Dir(gearshiftBin), "deb")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			tb.Fatal(err)
 		}
 		sharedDeb.path = buildDeb(tb, dir)
