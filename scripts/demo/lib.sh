@@ -161,10 +161,11 @@ gs() { "$GEARSHIFT" --config "$GS_CONFIG" "$@"; }
 
 # stack_gearshift starts `gearshift run` in the background, its stderr going
 # to $1 (default: a file in the stack dir), and waits until it answers and
-# Varnish serves one of its profiles.
+# Varnish serves one of its profiles. STACK_OWN_CONFIG=1: the caller wrote
+# $GS_CONFIG itself (stack_gearshift_config is not called).
 stack_gearshift() {
 	local out=${1:-$STACK_DIR/gearshift.stderr} i
-	stack_gearshift_config
+	[ "${STACK_OWN_CONFIG:-0}" = 1 ] || stack_gearshift_config
 	"$GEARSHIFT" run --config "$GS_CONFIG" 2>>"$out" >>"$out" &
 	GS_PID=$!
 	STACK_PIDS+=("$GS_PID")
