@@ -23,8 +23,9 @@ deps-if-missing:
 deps:
 	bash scripts/install-deps.sh
 
-# End-to-end: Apache + PHP through Varnish with each gear pinned by gearshift,
-# plus the varnishadm micro-benchmarks, in one table (about 2 minutes).
+# The surge benchmark: Apache + PHP alone, through Varnish in light, with
+# gearshift in auto and in heavy, plus the switch-cost Go benchmarks; writes
+# BENCHMARKS.md and BENCHMARKS.png (about 15 minutes, loopback only).
 bench: deps build
 	bash scripts/bench.sh
 

@@ -1,43 +1,70 @@
 #!/usr/bin/env bash
-# make bench: gearshift's end-to-end benchmark on real Apache + PHP through
-# Varnish, on loopback. The same stack as the demo (scripts/demo/lib.sh) with
-# the gearshift daemon driving Varnish; each gear is pinned with
-# `gearshift force`, so what is measured is the product's own VCL profiles.
+# make bench: does a PHP site survive a surge by itself with gearshift in
+# auto? The demo's stack (scripts/demo/lib.sh: Apache + mod_php, Varnish,
+# the gearshift daemon), all on loopback, and one identical surge load run
+# four ways, side by side in one run:
 #
-# For each gear (light, moderate, heavy), wrk measures requests/s and latency
-# (p50/p99 from --latency) of:
-#   /           anonymous        the PHP home page, PHP's no-cache headers
-#   /           logged in        the same page with PHPSESSID (BENCH_USERS users)
-#   /news.php   anonymous        a PHP page that sends Cache-Control: max-age=30
-# plus Apache direct (no Varnish) as the baseline, and the Go micro-benchmarks
-# of controller/varnishadm (native vcl.use vs spawning varnishadm). Everything
-# runs in one go and is printed as one table; ratios compare figures measured
-# side by side in this run. A PNG chart is drawn when gnuplot is installed.
+#   apache   Apache alone, no Varnish in front
+#   light    Varnish with gearshift's light profile pinned (what most sites run)
+#   auto     gearshift in auto with the default config (only the addresses set)
+#   heavy    Varnish with the heavy profile pinned (the upper bound)
 #
-# Knobs (environment): BENCH_SECONDS (6, per wrk run), BENCH_CONNS (16),
-# BENCH_THREADS (2), BENCH_USERS (20), BENCH_GO (1; 0 skips the Go
-# micro-benchmarks), BENCH_GO_ARGS (-benchtime 2000x), BENCH_OUT (directory
-# for the results; default ${TMPDIR:-/tmp}/gearshift-bench), GEARSHIFT.
+# The load (wrk with scripts/demo/surge.lua: 60% anonymous home page, 15%
+# news, 15% static files, 10% logged-in users' home page): a calm phase of
+# BENCH_CALM_CONNS connections pausing BENCH_CALM_DELAY_MS between requests,
+# then for BENCH_SURGE seconds BENCH_SURGE_CONNS more connections pausing
+# BENCH_SURGE_DELAY_MS (many times what PHP can serve), then calm again; the
+# auto run stays calm until gearshift is back in light (BENCH_DOWN_MAX at
+# most). Per second the script polls `gearshift status --json` (gear,
+# load_per_cpu) and varnishstat (MAIN.backend_req); varnishncsa records each
+# request Varnish served (time, duration, status).
+#
+# The daemon's RSS and CPU come from the auto run's samples, over
+# BENCH_OVERHEAD s of its calm after the surge. Then: the reaction time of
+# the same surge with `fast_window: 0` (Load1 alone), the pinned runs, and
+# the Go benchmarks of the switch (controller/varnishadm:
+# native vcl.use and vcl.label vs the varnishadm program; controller: the loop's sync path
+# to 1 and 3 targets, compiling at switch time).
+#
+# Writes BENCH_DOC (default BENCHMARKS.md at the top of the repository) and
+# its chart BENCH_CHART (default BENCHMARKS.png beside it); every raw file
+# goes to BENCH_OUT. Benchmarks measure: no number fails the run.
+#
+# Knobs (environment, defaults in brackets): BENCH_CALM [10] BENCH_SURGE [60]
+# BENCH_SURGE_CONNS [24] BENCH_SURGE_DELAY_MS [10] BENCH_CALM_CONNS [2]
+# BENCH_CALM_DELAY_MS [500] BENCH_USERS [20] BENCH_DOWN_MAX [420]
+# BENCH_SETTLE_MAX [120] BENCH_OVERHEAD [60] BENCH_GO [1] BENCH_GO_N [2000]
+# BENCH_COMPILE_N [100] BENCH_OUT BENCH_DOC BENCH_CHART GEARSHIFT.
 set -euo pipefail
 STACK_NAME=bench
 STACK_ACCESS_LOG=0
+STACK_OWN_CONFIG=1
 # shellcheck source=scripts/demo/lib.sh
 . "$(dirname "$0")/demo/lib.sh"
 
-BENCH_SECONDS=${BENCH_SECONDS:-6}
-BENCH_CONNS=${BENCH_CONNS:-16}
-BENCH_THREADS=${BENCH_THREADS:-2}
+BENCH_CALM=${BENCH_CALM:-10}
+BENCH_SURGE=${BENCH_SURGE:-60}
+BENCH_SURGE_CONNS=${BENCH_SURGE_CONNS:-24}
+BENCH_SURGE_DELAY_MS=${BENCH_SURGE_DELAY_MS:-10}
+BENCH_CALM_CONNS=${BENCH_CALM_CONNS:-2}
+BENCH_CALM_DELAY_MS=${BENCH_CALM_DELAY_MS:-500}
 BENCH_USERS=${BENCH_USERS:-20}
+BENCH_DOWN_MAX=${BENCH_DOWN_MAX:-420}
+BENCH_SETTLE_MAX=${BENCH_SETTLE_MAX:-120}
+BENCH_OVERHEAD=${BENCH_OVERHEAD:-60}
 BENCH_GO=${BENCH_GO:-1}
-BENCH_GO_ARGS=${BENCH_GO_ARGS:--benchtime 2000x}
+BENCH_GO_N=${BENCH_GO_N:-2000}
+BENCH_COMPILE_N=${BENCH_COMPILE_N:-100}
 BENCH_OUT=${BENCH_OUT:-${TMPDIR:-/tmp}/gearshift-bench}
-BENCH_LUA="$ROOT/scripts/bench/sessions.lua"
+BENCH_DOC=${BENCH_DOC:-$ROOT/BENCHMARKS.md}
+BENCH_CHART=${BENCH_CHART:-$(dirname "$BENCH_DOC")/BENCHMARKS.png}
+SURGE_LUA="$DEMO_SRC/surge.lua"
 
-need_cmds go apache2 varnishd varnishadm varnishstat curl wrk
+need_cmds go apache2 varnishd varnishadm varnishstat varnishncsa curl wrk gnuplot
+[ "$BENCH_SURGE_DELAY_MS" -ge 1 ] 2>/dev/null || die "BENCH_SURGE_DELAY_MS must be a whole number of milliseconds, 1 or more"
 mkdir -p "$BENCH_OUT"
-# Only this run's results in there (the names this script writes, nothing else).
-rm -f "$BENCH_OUT"/wrk-*.txt "$BENCH_OUT"/{results.tsv,table.md,go-bench.txt,chart.dat,bench.png}
-RESULTS="$BENCH_OUT/results.tsv" # case, gear, rps, p50_ms, p99_ms, errors, backend_rps, x_cache
+rm -f "$BENCH_OUT"/*.txt "$BENCH_OUT"/*.tsv "$BENCH_OUT"/*.log "$BENCH_OUT"/*.dat
+RESULTS="$BENCH_OUT/results.tsv"
 : >"$RESULTS"
 
 bench_down() {
@@ -50,7 +77,10 @@ trap bench_down EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# ms VALUE prints a wrk latency ("812.00us", "25.31ms", "1.02s") in milliseconds.
+now() { date +%s.%N; }
+CLK_TCK=$(getconf CLK_TCK)
+
+# ms VALUE prints a wrk latency ("812.00us", "25.31ms", "1.02s", "1.5m") in ms.
 ms() {
 	awk -v v="$1" 'BEGIN {
 		n = v + 0
@@ -58,43 +88,69 @@ ms() {
 		printf "%.2f", n }'
 }
 
-backend_reqs() {
-	varnishstat -n "$STACK_DIR/varnish" -1 -f MAIN.backend_req 2>/dev/null | awk '{ print $2 + 0 }'
+varnish_counter() {
+	varnishstat -n "$STACK_DIR/varnish" -1 -f "$1" 2>/dev/null | awk '{ print $2 + 0 }'
 }
 
-# x_cache URL [curl args] prints the X-Cache verdict of one request.
-x_cache() {
-	local url=$1
-	shift
-	curl -s -o /dev/null -D - --max-time 10 "$@" "$url" | tr -d '\r' |
-		awk -F': ' 'tolower($1) == "x-cache" { v = $2 } END { print (v ? v : "-") }'
+# json_field JSON NAME: the first scalar NAME in JSON.
+json_field() {
+	printf '%s' "$1" | tr -d '\n ' | sed -n "s/.*\"$2\":\"\{0,1\}\([^\",}]*\).*/\1/p" | head -1
 }
 
-# measure CASE GEAR URL [wrk args]: one bounded wrk run, appended to $RESULTS.
-measure() {
-	local name=$1 gear=$2 url=$3 out b0 b1 rps p50 p99 errs verdict
-	shift 3
-	out="$BENCH_OUT/wrk-${gear}-${name//[^a-z]/_}.txt"
-	b0=$(backend_reqs)
-	wrk -t"$BENCH_THREADS" -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --timeout 10s --latency "$@" "$url" >"$out" 2>&1 ||
-		die "wrk failed: $(cat "$out")"
-	b1=$(backend_reqs)
-	rps=$(awk '/^Requests\/sec/ { printf "%.1f", $2 }' "$out")
-	p50=$(ms "$(awk '$1 == "50%" { print $2 }' "$out")")
-	p99=$(ms "$(awk '$1 == "99%" { print $2 }' "$out")")
-	errs=$(awk '/Non-2xx/ { n += $NF } /Socket errors/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) n += $i } END { print n + 0 }' "$out")
-	if [ "$gear" = apache ]; then
-		verdict="-"
-		b0=0 b1=0
-	elif [ "$name" = "/ logged in" ]; then
-		verdict=$(x_cache "$url" -b "PHPSESSID=${SESSIONS%% *}")
-	else
-		verdict=$(x_cache "$url")
-	fi
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$gear" "$rps" "$p50" "$p99" "$errs" \
-		"$(awk -v n=$((b1 - b0)) -v s="$BENCH_SECONDS" 'BEGIN { printf "%.1f", n / s }')" "$verdict" >>"$RESULTS"
-	printf '  %-14s %-9s %9s req/s  p50 %8s ms  p99 %8s ms  errors %s  X-Cache %s\n' \
-		"$name" "$gear" "$rps" "$p50" "$p99" "$errs" "$verdict"
+# ---- the daemon --------------------------------------------------------------
+
+# write_config [fast_window]: the default config, only the stack's addresses
+# set (and fast_window when given).
+write_config() {
+	{
+		say "# gearshift config for the benchmark: the defaults, this stack's addresses."
+		say "poll_interval: 1s"
+		[ -z "${1:-}" ] || say "fast_window: $1"
+		cat <<EOF
+varnish:
+  timeout: 5s
+  targets:
+    - admin: 127.0.0.1:$ADMIN_PORT
+      secret_file: $STACK_DIR/secret
+backend: { host: 127.0.0.1, port: $APACHE_PORT }
+on_exit: keep
+control: { socket: $STACK_DIR/gearshift.sock }
+log: { file: $STACK_DIR/gearshift.log, level: info }
+pid_file: $STACK_DIR/gearshift.pid
+EOF
+	} >"$GS_CONFIG"
+}
+
+# restart_daemon [fast_window]: stop the daemon (Varnish keeps its gear) and
+# start it again on a config with that fast_window.
+restart_daemon() {
+	gs force light --for 30m >/dev/null || die "gearshift force light failed"
+	done_pid "$GS_PID"
+	write_config "${1:-}"
+	stack_gearshift "$STACK_DIR/gearshift.stderr"
+	gs auto >/dev/null
+}
+
+# settle: wait (BENCH_SETTLE_MAX at most) until gearshift is in light, in
+# auto, with load_per_cpu under moderate's default enter (0.70). Sets
+# SETTLE_NOTE to what it found.
+settle() {
+	local t0=$SECONDS st lpc js
+	gs auto >/dev/null
+	while :; do
+		js=$(gs status --json 2>/dev/null || true)
+		st=$(json_field "$js" state)
+		lpc=$(json_field "$js" load_per_cpu)
+		if [ "$st" = light ] && awk -v l="${lpc:-9}" 'BEGIN { exit !(l < 0.7) }'; then
+			SETTLE_NOTE="light, load_per_cpu $lpc after $((SECONDS - t0)) s of waiting"
+			return 0
+		fi
+		if [ $((SECONDS - t0)) -ge "$BENCH_SETTLE_MAX" ]; then
+			SETTLE_NOTE="$st, load_per_cpu $lpc: not calm after $BENCH_SETTLE_MAX s of waiting, started anyway"
+			return 0
+		fi
+		sleep 2
+	done
 }
 
 # pin GEAR: `gearshift force GEAR`, then wait until Varnish answers with it.
@@ -108,22 +164,26 @@ pin() {
 	die "Varnish does not answer with X-Gearshift-Profile: $gear after gearshift force $gear"
 }
 
-# fresh_cache empties Varnish's cache so no gear profits from the one before.
+# forget PID: a process of ours that has ended, so stack_down never signals
+# whatever process reuses its id later.
+forget() {
+	local keep=() p
+	for p in "${STACK_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	STACK_PIDS=("${keep[@]}")
+}
+
+# done_pid PID: stop it (when still running) and forget it.
+done_pid() {
+	stop_pid "$1"
+	forget "$1"
+}
+
 fresh_cache() {
 	varnishadm -T "127.0.0.1:$ADMIN_PORT" -S "$STACK_DIR/secret" ban req.url '~' . >/dev/null
 }
 
-# warm sends each measured request once, so every gear starts from the same
-# point: heavy's first miss per page and per user is not what we measure.
-warm() {
-	local s
-	curl -s -o /dev/null "$SITE/"
-	curl -s -o /dev/null "$SITE/news.php"
-	for s in $SESSIONS; do curl -s -o /dev/null -b "PHPSESSID=$s" "$SITE/"; done
-}
-
-# check_isolation GEAR: with the cache warm, each user still gets their own
-# page and an anonymous visitor nobody's (SPEC 5: a security property).
+# check_isolation RUN: each user gets their own page, an anonymous visitor
+# nobody's (SPEC 5: a security property), whatever the gear.
 check_isolation() {
 	local i=0 s page
 	for s in $SESSIONS; do
@@ -136,25 +196,95 @@ check_isolation() {
 	case $page in *"anonymous visitor"*) ;; *) die "$1: an anonymous visitor was served a logged-in page" ;; esac
 }
 
-# switch_under_load: one wrk run of / while gearshift force cycles the gears
-# every 250 ms; SPEC's promise is that a switch drops no request. Sets SWITCHING.
-switch_under_load() {
-	local out="$BENCH_OUT/wrk-switching.txt" wpid n=0 g
-	wrk -t"$BENCH_THREADS" -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --timeout 10s "$SITE/" >"$out" 2>&1 &
+# ---- one run -----------------------------------------------------------------
+
+# sampler FILE: every second, one line: time, gear, load_per_cpu,
+# MAIN.backend_req, the daemon's CPU ticks and RSS (kB).
+sampler() {
+	local js st lpc be cpu rss
+	while :; do
+		js=$(gs status --json 2>/dev/null || true)
+		st=$(json_field "$js" state)
+		lpc=$(json_field "$js" load_per_cpu)
+		be=$(varnish_counter MAIN.backend_req)
+		cpu=$(awk '{ print $14 + $15 }' "/proc/$GS_PID/stat" 2>/dev/null || echo 0)
+		rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$GS_PID/status" 2>/dev/null || echo 0)
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(now)" "${st:--}" "${lpc:-0}" "${be:-0}" "$cpu" "$rss" >>"$1"
+		sleep 1
+	done
+}
+
+# load SECONDS CONNS DELAY_MS OUT [background]: one bounded wrk run of the mix.
+load() {
+	DEMO_SESSIONS="$SESSIONS" DEMO_SURGE_DELAY_MS=$3 \
+		wrk -t2 -c"$2" -d"$1s" --timeout 10s --latency -s "$SURGE_LUA" "$URL/" >"$4" 2>&1
+}
+
+# wrk_sum FILE...: requests, non-2xx, socket errors over wrk reports.
+wrk_sum() {
+	awk '/requests in/ { r += $1 } /Non-2xx/ { b += $NF }
+		/Socket errors/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) e += $i }
+		END { printf "%d\t%d\t%d\n", r, b, e }' "$@"
+}
+
+# run NAME: the surge against $URL, in the gear set before. Appends a row to
+# $RESULTS and leaves $BENCH_OUT/{samples,ncsa,wrk}-NAME.*.
+run() {
+	local name=$1 until_light=${2:-0} spid npid wpid cpid t_start t_surge t_end t_stop b0 b1 seg=0
+	local samples="$BENCH_OUT/samples-$name.tsv" ncsa="$BENCH_OUT/ncsa-$name.log"
+	: >"$samples"
+	: >"$ncsa"
+	say "bench: run '$name': calm ${BENCH_CALM}s, surge ${BENCH_SURGE}s (wrk -c$BENCH_SURGE_CONNS, ${BENCH_SURGE_DELAY_MS} ms pauses), calm again"
+	sampler "$samples" &
+	spid=$!
+	STACK_PIDS+=("$spid")
+	if [ "$URL" = "$SITE" ]; then
+		varnishncsa -n "$STACK_DIR/varnish" -F '%{%s}t %D %s %{Varnish:handling}x' >"$ncsa" 2>/dev/null &
+		npid=$!
+		STACK_PIDS+=("$npid")
+	fi
+	t_start=$(now)
+	load "$BENCH_CALM" "$BENCH_CALM_CONNS" "$BENCH_CALM_DELAY_MS" "$BENCH_OUT/wrk-$name-calm0.txt"
+	b0=$(varnish_counter MAIN.backend_req)
+	t_surge=$(now)
+	load "$BENCH_SURGE" "$BENCH_SURGE_CONNS" "$BENCH_SURGE_DELAY_MS" "$BENCH_OUT/wrk-$name-surge.txt" &
 	wpid=$!
 	STACK_PIDS+=("$wpid")
-	while alive "$wpid"; do
-		for g in light moderate heavy; do
-			alive "$wpid" || break
-			gs force "$g" --for 30m >/dev/null || die "gearshift force $g failed under load"
-			n=$((n + 1))
-			sleep 0.25
-		done
+	load "$BENCH_SURGE" "$BENCH_CALM_CONNS" "$BENCH_CALM_DELAY_MS" "$BENCH_OUT/wrk-$name-calm1.txt" &
+	cpid=$!
+	STACK_PIDS+=("$cpid")
+	wait "$wpid" || die "wrk (surge) failed: $(cat "$BENCH_OUT/wrk-$name-surge.txt")"
+	wait "$cpid" || die "wrk (calm) failed: $(cat "$BENCH_OUT/wrk-$name-calm1.txt")"
+	forget "$wpid"
+	forget "$cpid"
+	t_end=$(now)
+	b1=$(varnish_counter MAIN.backend_req)
+	while :; do
+		seg=$((seg + 1))
+		load "$BENCH_CALM" "$BENCH_CALM_CONNS" "$BENCH_CALM_DELAY_MS" "$BENCH_OUT/wrk-$name-calm$((seg + 1)).txt"
+		[ "$until_light" = 1 ] || break
+		[ "$(status_field state)" != light ] || break
+		awk -v a="$t_end" -v b="$(now)" -v m="$BENCH_DOWN_MAX" 'BEGIN { exit !(b - a < m) }' || break
 	done
-	wait "$wpid" || die "wrk failed: $(cat "$out")"
-	SWITCHING=$(awk -v n="$n" '/requests in/ { reqs = $1 } /Non-2xx/ { bad += $NF }
-		/Socket errors/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) err += $i }
-		END { printf "%d gear switches by gearshift force (light, moderate, heavy, every 250 ms) during one %s wrk run of / : %d requests, %d socket errors, %d non-2xx", n, "'"${BENCH_SECONDS}s"'", reqs, err, bad }' "$out")
+	t_stop=$(now)
+	done_pid "$spid"
+	[ -z "${npid:-}" ] || done_pid "$npid"
+	[ "$URL" != "$SITE" ] || check_isolation "$name"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$t_start" "$t_surge" "$t_end" "$t_stop" "$b0" "$b1" >>"$BENCH_OUT/times.tsv"
+}
+
+# transitions BASE T0 T1: the state changes gearshift logged between T0 and
+# T1, as lines "seconds-since-BASE from to".
+transitions() {
+	local line ts from to
+	gs logs -n 0 --transitions --json 2>/dev/null | while IFS= read -r line; do
+		ts=$(printf '%s' "$line" | sed -n 's/.*"ts":"\([^"]*\)".*/\1/p')
+		from=$(printf '%s' "$line" | sed -n 's/.*"from":"\([^"]*\)".*/\1/p')
+		to=$(printf '%s' "$line" | sed -n 's/.*"to":"\([^"]*\)".*/\1/p')
+		[ -n "$ts" ] || continue
+		awk -v t="$(date -d "$ts" +%s.%N)" -v z="$1" -v a="$2" -v b="$3" -v f="$from" -v o="$to" \
+			'BEGIN { if (t >= a && t <= b) printf "%.1f %s %s\n", t - z, f, o }'
+	done
 }
 
 describe_machine() {
@@ -162,16 +292,20 @@ describe_machine() {
 	cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	kernel=$(uname -r)
 	os=$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-}")
-	printf '%s CPUs (%s), %s GiB RAM, %s, kernel %s\n' "$(nproc)" "${cpu:-unknown}" \
+	printf '%s CPUs (%s), %s GiB RAM, %s, kernel %s; ' "$(nproc)" "${cpu:-unknown}" \
 		"$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)" "${os:-Linux}" "$kernel"
-	printf '%s, %s, PHP %s, %s\n' "$(varnishd -V 2>&1 | head -1 | sed 's/ (\(varnish-[0-9.]*\).*/ \1/; s/^varnishd *//')" \
+	printf '%s, %s, PHP %s, %s, %s\n' "$(varnishd -V 2>&1 | head -1 | sed 's/ (\(varnish-[0-9.]*\).*/ \1/; s/^varnishd *//')" \
 		"$(apache2 -v | sed -n 's/^Server version: *//p')" "$(php -r 'echo PHP_VERSION;' 2>/dev/null || echo '?')" \
-		"$(wrk -v 2>&1 | head -1 | awk '{ print $1, $2 }')"
+		"$(wrk -v 2>&1 | head -1 | awk '{ print $1, $2 }')" "$(go version | awk '{ print $3 }')"
 }
 
 # ---- run ---------------------------------------------------------------------
 
 started=$SECONDS
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -v -e BENCHMARKS -e '^$' | head -1 || true)
+say "bench: load average before: $LOAD_BEFORE; commit $COMMIT${DIRTY:+ (with local changes)}"
 say "bench: building gearshift"
 build_gearshift
 stack_init
@@ -180,132 +314,365 @@ stack_varnish
 SESSIONS=""
 for i in $(seq 1 "$BENCH_USERS"); do SESSIONS="$SESSIONS $(login "bench$i")"; done
 SESSIONS=${SESSIONS# }
-export DEMO_SESSIONS="$SESSIONS"
 [ -n "${SESSIONS%% *}" ] || die "could not log in to the PHP site"
+write_config
 stack_gearshift "$STACK_DIR/gearshift.stderr"
-say "bench: stack up in $STACK_DIR (Apache $ORIGIN, Varnish $SITE, gearshift $GS_CONFIG)"
-say "bench: wrk -t$BENCH_THREADS -c$BENCH_CONNS -d${BENCH_SECONDS}s --latency per row; $BENCH_USERS logged-in users"
-LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-say "bench: load average before: $LOAD_BEFORE"
+say "bench: stack up in $STACK_DIR (Apache $ORIGIN, Varnish $SITE)"
+: >"$BENCH_OUT/times.tsv"
 
-# One request at a time: what the PHP page costs when nothing queues.
 SINGLE_MS=$(for i in 1 2 3 4 5 6 7; do curl -s -o /dev/null -w '%{time_total}\n' "$ORIGIN/"; done |
 	sort -n | awk '{ v[NR] = $1 } END { printf "%.0f", v[int((NR + 1) / 2)] * 1000 }')
-say "bench: the PHP home page alone, straight from Apache: ${SINGLE_MS} ms (median of 7)"
-# A short unmeasured run first: PHP's opcache and Apache's workers warm up.
-wrk -t"$BENCH_THREADS" -c"$BENCH_CONNS" -d2s "$ORIGIN/" >/dev/null 2>&1 || true
-measure "/ anonymous" apache "$ORIGIN/"
-SWITCH_MS=""
-for gear in light moderate heavy; do
+say "bench: the PHP home page alone: ${SINGLE_MS} ms (median of 7)"
+
+URL=$SITE
+fresh_cache
+settle
+SETTLE_AUTO=$SETTLE_NOTE
+say "bench: auto run starts in $SETTLE_AUTO"
+run auto 1
+
+say "bench: restarting gearshift with fast_window: 0 (Load1 alone)"
+restart_daemon 0
+fresh_cache
+settle
+SETTLE_CLASSIC=$SETTLE_NOTE
+say "bench: fast_window 0 run starts in $SETTLE_CLASSIC"
+# The same surge, stopped once heavy is on (or at its end).
+samples="$BENCH_OUT/samples-classic.tsv"
+: >"$samples"
+sampler "$samples" &
+SPID=$!
+STACK_PIDS+=("$SPID")
+load "$BENCH_CALM" "$BENCH_CALM_CONNS" "$BENCH_CALM_DELAY_MS" "$BENCH_OUT/wrk-classic-calm0.txt"
+T_CLASSIC=$(now)
+load "$BENCH_SURGE" "$BENCH_SURGE_CONNS" "$BENCH_SURGE_DELAY_MS" "$BENCH_OUT/wrk-classic-surge.txt" &
+WPID=$!
+STACK_PIDS+=("$WPID")
+while alive "$WPID" && [ "$(status_field state)" != heavy ]; do sleep 0.5; done
+done_pid "$WPID"
+done_pid "$SPID"
+T_CLASSIC_END=$(now)
+say "bench: restarting gearshift with the default config again"
+restart_daemon
+
+for gear in heavy light; do
 	pin "$gear"
-	SWITCH_MS="$SWITCH_MS $gear=$(status_field last_switch_ms)"
 	fresh_cache
-	warm
-	check_isolation "$gear"
-	measure "/ anonymous" "$gear" "$SITE/"
-	measure "/ logged in" "$gear" "$SITE/" -s "$BENCH_LUA"
-	measure "/news.php" "$gear" "$SITE/news.php"
-	check_isolation "$gear"
+	run "$gear"
 done
-switch_under_load
-say "  $SWITCHING"
-gs auto >/dev/null || true
+# PHP's capacity: the home page at 8 connections for 5 s, straight from
+# Apache (here, not first: it loads the machine, and auto must start calm).
+wrk -t2 -c8 -d5s "$ORIGIN/" >"$BENCH_OUT/wrk-capacity.txt" 2>&1 || die "wrk failed: $(cat "$BENCH_OUT/wrk-capacity.txt")"
+PHP_RPS=$(awk '/^Requests\/sec/ { printf "%.0f", $2 }' "$BENCH_OUT/wrk-capacity.txt")
+say "bench: the PHP home page, straight from Apache: ${PHP_RPS} req/s at most (wrk -c8)"
+URL=$ORIGIN
+run apache
+
+TRANSITIONS_LOG="$BENCH_OUT/transitions.txt"
+gs logs -n 0 --transitions >"$TRANSITIONS_LOG" 2>&1 || true
+# Transitions of the auto and classic runs, relative to their surge starts.
+read -r _ A_START A_SURGE A_END A_STOP _ _ < <(grep '^auto' "$BENCH_OUT/times.tsv")
+transitions "$A_SURGE" "$A_START" "$A_STOP" >"$BENCH_OUT/transitions-auto.txt"
+transitions "$T_CLASSIC" "$T_CLASSIC" "$T_CLASSIC_END" >"$BENCH_OUT/transitions-classic.txt"
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+stack_down
+trap - EXIT
 
 GO_OUT="$BENCH_OUT/go-bench.txt"
 : >"$GO_OUT"
 if [ "$BENCH_GO" = 1 ]; then
-	say "bench: go test -run '^\$' -bench . $BENCH_GO_ARGS ./controller/varnishadm/"
-	# shellcheck disable=SC2086
-	(cd "$ROOT" && go test -run '^$' -bench . $BENCH_GO_ARGS ./controller/varnishadm/) >"$GO_OUT" 2>&1 ||
-		say "bench: the Go micro-benchmarks failed (see $GO_OUT)"
+	say "bench: Go benchmarks of the switch ($BENCH_GO_N switches each; $BENCH_COMPILE_N compiles)"
+	(
+		cd "$ROOT"
+		go test -run '^$' -bench 'VCLUse|VCLLabel' -benchtime "${BENCH_GO_N}x" ./controller/varnishadm/
+		go test -run '^$' -bench 'SyncAll' -benchtime "${BENCH_GO_N}x" ./controller/
+		go test -run '^$' -bench 'CompileAtSwitch' -benchtime "${BENCH_COMPILE_N}x" -timeout 30m ./controller/
+	) >"$GO_OUT" 2>&1 || say "bench: a Go benchmark failed (see $GO_OUT)"
 fi
-stack_down
-trap - EXIT
+ELAPSED=$((SECONDS - started))
 
-# ---- report ------------------------------------------------------------------
+# ---- numbers -------------------------------------------------------------------
 
-TABLE="$BENCH_OUT/table.md"
-{
-	say "gearshift end-to-end benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - started)) s in all"
-	say ""
-	describe_machine | sed 's/^/    /'
-	say ""
-	say "PHP page: $STACK_WORK md5 rounds per request, ${SINGLE_MS} ms for one request alone (median of 7); wrk -t$BENCH_THREADS -c$BENCH_CONNS -d${BENCH_SECONDS}s --latency per row,"
-	say "all on loopback, wrk sharing the CPUs with Apache and Varnish. 'vs light' = req/s of the row / req/s of the light row;"
-	say "'to Apache/s' = backend requests Varnish made per second (varnishstat MAIN.backend_req)."
-	say "Load average (1, 5, 15 min) before the wrk runs: $LOAD_BEFORE; after: $LOAD_AFTER. Rows served by PHP"
-	say "(X-Cache PASS) share the CPUs with whatever else runs on the machine: on a busy machine they differ from"
-	say "one another by up to 2x from that alone. Compare cached rows (HIT) with PHP rows: that ratio is the result."
-	say ""
-	awk -F'\t' '
-		{ rows[NR] = $0; if ($2 == "light") light[$1] = $3 }
-		END {
-			printf "| %-12s | %-16s | %9s | %8s | %9s | %9s | %11s | %-7s | %6s |\n", "request", "gear", "req/s", "vs light", "p50 ms", "p99 ms", "to Apache/s", "X-Cache", "errors"
-			printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "--------------", "------------------", "----------:", "---------:", "----------:", "----------:", "------------:", "---------", "-------:"
-			for (i = 1; i <= NR; i++) {
-				split(rows[i], f, "\t")
-				g = (f[2] == "apache") ? "Apache direct" : f[2]
-				r = (light[f[1]] > 0) ? sprintf("%.1fx", f[3] / light[f[1]]) : "-"
-				ba = (f[2] == "apache") ? "(all)" : f[7]
-				printf "| %-12s | %-16s | %9s | %8s | %9s | %9s | %11s | %-7s | %6s |\n", f[1], g, f[3], r, f[4], f[5], ba, f[8], f[6]
-			}
-		}' "$RESULTS"
-	say ""
-	say "Gear switches as gearshift status reported them (last_switch_ms):$SWITCH_MS"
-	say "Switching under load: $SWITCHING."
-	say "Session isolation checked in every gear, before and after its runs (3 users + anonymous, cache warm): ok"
-	if [ -s "$GO_OUT" ]; then
-		say ""
-		say "Go micro-benchmarks (controller/varnishadm, same run):"
-		say ""
-		grep -E '^(Benchmark|goos|goarch|cpu|ok|FAIL|---)' "$GO_OUT" | sed 's/^/    /'
-		awk '$1 ~ /^BenchmarkVCLLabel/ {
-			for (i = 2; i < NF; i++) {
-				if ($(i + 1) == "ns/op") lab = $i
-				if ($(i + 1) == "p99-us") labp99 = $i
-			}
-			next
-		}
-		$1 ~ /^BenchmarkVCLUse/ {
-			for (i = 2; i < NF; i++) {
-				if ($(i + 1) == "ns/op") ns[$1] = $i
-				if ($(i + 1) == "p99-us") p99[$1] = $i
-			}
-		}
-		END {
-			nat = ""; sp = ""
-			for (k in ns) { if (k ~ /[Ss]pawn|[Vv]arnishadm|[Pp]rocess|[Ee]xec/) sp = k; else nat = k }
-			if (nat != "" && sp != "" && ns[nat] > 0) {
-				printf "\nvcl.use, mean per switch: native client %.3f ms, spawning varnishadm %.3f ms: native %.1fx cheaper\n", ns[nat] / 1e6, ns[sp] / 1e6, ns[sp] / ns[nat]
-				if (p99[nat] > 0 && p99[sp] > 0)
-					printf "vcl.use, p99: native client %.3f ms, spawning varnishadm %.3f ms\n", p99[nat] / 1e3, p99[sp] / 1e3
-			}
-			if (lab > 0 && nat != "")
-				printf "vcl.label (a switch in label mode), native client: mean %.3f ms, p99 %.3f ms, against vcl.use %.3f ms\n", lab / 1e6, labp99 / 1e3, ns[nat] / 1e6
-		}' "$GO_OUT"
+# Per run: requests/s during the surge, latency from the surge's wrk,
+# errors over all its wrk runs, requests that reached Apache.
+for name in apache light auto heavy; do
+	read -r _ t_start t_surge t_end t_stop b0 b1 < <(grep "^$name" "$BENCH_OUT/times.tsv")
+	surge="$BENCH_OUT/wrk-$name-surge.txt"
+	read -r reqs bad errs < <(wrk_sum "$BENCH_OUT"/wrk-"$name"-*.txt)
+	read -r sreqs _ _ < <(wrk_sum "$surge" "$BENCH_OUT/wrk-$name-calm1.txt")
+	p50=$(ms "$(awk '$1 == "50%" { print $2 }' "$surge")")
+	p99=$(ms "$(awk '$1 == "99%" { print $2 }' "$surge")")
+	pmax=$(ms "$(awk '$1 == "Latency" { print $4 }' "$surge")")
+	if [ "$name" = apache ]; then
+		to_apache=$sreqs
+	else
+		to_apache=$((b1 - b0))
 	fi
-} | tee "$TABLE"
+	peak=$(awk -F'\t' 'BEGIN { m = 0 } $3 + 0 > m { m = $3 + 0 } END { print m }' "$BENCH_OUT/samples-$name.tsv")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" \
+		"$(awk -v n="$sreqs" -v a="$t_surge" -v b="$t_end" 'BEGIN { printf "%.1f", n / (b - a) }')" \
+		"$p50" "$p99" "$pmax" "$bad" "$errs" \
+		"$(awk -v n="$to_apache" -v a="$t_surge" -v b="$t_end" 'BEGIN { printf "%.1f", n / (b - a) }')" \
+		"$peak" "$reqs" >>"$RESULTS"
+done
 
-if command -v gnuplot >/dev/null 2>&1; then
-	awk -F'\t' '$2 != "apache" { v[$2, $1] = $3; c[$1] = 1 }
-		END { n = split("/ anonymous|/ logged in|/news.php", cs, "|")
-		      for (i = 1; i <= n; i++) printf "\"%s\"\t%s\t%s\t%s\n", cs[i], v["light", cs[i]], v["moderate", cs[i]], v["heavy", cs[i]] }' \
-		"$RESULTS" >"$BENCH_OUT/chart.dat"
-	gnuplot <<EOF && say "" && say "chart: $BENCH_OUT/bench.png"
-set terminal png size 900,500
-set output "$BENCH_OUT/bench.png"
-set title "gearshift: PHP site through Varnish, requests/s per gear (log scale; wrk -c$BENCH_CONNS, $(nproc) CPUs)"
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set logscale y
-set xrange [-0.6:2.6]
-set ylabel "requests/s"
-set key top left
-set grid ytics
-plot "$BENCH_OUT/chart.dat" using 2:xtic(1) title "light", "" using 3 title "moderate", "" using 4 title "heavy"
-EOF
+# first_to GEAR FILE: seconds from the surge start to the first change to GEAR.
+first_to() {
+	awk -v g="$1" '$3 == g && $1 >= -0.5 { printf "%.1f", $1; found = 1; exit } END { if (!found) print "never" }' "$2"
+}
+# gear_at FILE T: the gear of the last sample in FILE at or before T.
+gear_at() { awk -F'\t' -v t="$2" '$1 <= t { g = $2 } END { print (g ? g : "-") }' "$1"; }
+AUTO_AT_SURGE=$(gear_at "$BENCH_OUT/samples-auto.tsv" "$A_SURGE")
+CLASSIC_AT_SURGE=$(gear_at "$BENCH_OUT/samples-classic.tsv" "$T_CLASSIC")
+TO_HEAVY=$(first_to heavy "$BENCH_OUT/transitions-auto.txt")
+TO_HEAVY_NOTE=""
+if [ "$AUTO_AT_SURGE" = heavy ]; then TO_HEAVY=0 TO_HEAVY_NOTE=" (already heavy when the surge began: not a reaction time)"; fi
+AUTO_TRANSITIONS=$(wc -l <"$BENCH_OUT/transitions-auto.txt")
+CLASSIC_HEAVY=$(awk '$3 == "heavy" { printf "%.1f", $1; found = 1; exit } END { if (!found) print "never" }' "$BENCH_OUT/transitions-classic.txt")
+CLASSIC_NOTE=""
+if [ "$CLASSIC_AT_SURGE" = heavy ]; then CLASSIC_HEAVY=0 CLASSIC_NOTE=" (already heavy when the surge began: not a reaction time)"; fi
+# Overhead: the daemon's CPU ticks and RSS from the auto run's samples, over
+# BENCH_OVERHEAD s of calm starting 10 s after the surge ended.
+OVERHEAD=$(awk -F'\t' -v a="$A_END" -v w="$BENCH_OVERHEAD" -v hz="$CLK_TCK" '
+	$1 >= a + 10 && $1 <= a + 10 + w { if (t0 == "") { t0 = $1; c0 = $5 } t1 = $1; c1 = $5; if ($6 > r) r = $6 }
+	END { if (t0 == "" || t1 == t0) { print "not measured (the auto run had no calm after its surge)"; exit }
+	      printf "%.2f s of CPU in %.0f s (%.2f%% of one CPU), RSS at most %.1f MiB", (c1 - c0) / hz, t1 - t0, 100 * (c1 - c0) / hz / (t1 - t0), r / 1024 }' \
+	"$BENCH_OUT/samples-auto.tsv")
+AUTO_END_STATE=$(awk -F'\t' 'END { print $2 }' "$BENCH_OUT/samples-auto.tsv")
+AUTO_SURGE_LEN=$(awk -v a="$A_SURGE" -v b="$A_END" 'BEGIN { printf "%.1f", b - a }')
+BACK_LIGHT=$(awk -v s="$AUTO_SURGE_LEN" '$3 == "light" && $1 > s { t = $1 - s } END { if (t != "") printf "%.0f", t; else print "never" }' "$BENCH_OUT/transitions-auto.txt")
+
+# Per second relative to each run's surge start: served, to Apache, p99 (ms),
+# gear (0 light, 1 moderate, 2 heavy), load_per_cpu.
+series() {
+	local name=$1 t_surge
+	t_surge=$(awk -F'\t' -v n="$name" '$1 == n { print $3 }' "$BENCH_OUT/times.tsv")
+	awk -v t0="$t_surge" -v FS='[ \t]' '
+		FILENAME ~ /ncsa/ { s = int($1 - int(t0)); n[s]++; d[s, n[s]] = $2 / 1000
+			if (!seen || s < lo) lo = s
+			if (!seen || s > hi) hi = s
+			seen = 1; next }
+		{ s = int($1 - t0); g[s] = ($2 == "heavy") ? 2 : ($2 == "moderate") ? 1 : 0; l[s] = $3
+		  if (pt != "") be[s] = ($4 - pb) / ($1 - pt)
+		  pt = $1; pb = $4
+		  if (!seen || s < lo) lo = s
+		  if (!seen || s > hi) hi = s
+		  seen = 1 }
+		END {
+			for (s = lo; s <= hi; s++) {
+				# a second without a sample keeps the last one (the poll drifts)
+				if (s in g) { cg = g[s]; cl = l[s]; cb = be[s] + 0 }
+				if (cl == "") continue
+				c = n[s] + 0; p = 0
+				if (c > 0) {
+					for (i = 1; i <= c; i++) v[i] = d[s, i]
+					k = int(0.99 * c + 0.5); if (k < 1) k = 1
+					p = kth(v, c, k)
+				}
+				printf "%d\t%d\t%.1f\t%.2f\t%d\t%s\n", s, c, cb, p, cg, cl
+			}
+		}
+		# kth: the k-th smallest of a[1..n] (quickselect; a is reordered)
+		function kth(a, n, k,   lo2, hi2, piv, i, j, t) {
+			lo2 = 1; hi2 = n
+			while (lo2 < hi2) {
+				piv = a[int((lo2 + hi2) / 2)]; i = lo2; j = hi2
+				while (i <= j) {
+					while (a[i] < piv) i++
+					while (a[j] > piv) j--
+					if (i <= j) { t = a[i]; a[i] = a[j]; a[j] = t; i++; j-- }
+				}
+				if (k <= j) hi2 = j; else if (k >= i) lo2 = i; else return a[k]
+			}
+			return a[k]
+		}' "$BENCH_OUT/ncsa-$name.log" "$BENCH_OUT/samples-$name.tsv" >"$BENCH_OUT/series-$name.dat"
+}
+for name in auto light heavy; do series "$name"; done
+
+# p99 (Varnish's own timing, varnishncsa) over [from, to) s after the surge start.
+ncsa_p99() {
+	awk -v t0="$(awk -F'\t' -v n="$1" '$1 == n { print int($3) }' "$BENCH_OUT/times.tsv")" -v a="$2" -v b="$3" \
+		'{ s = $1 - t0; if (s >= a && s < b) print $2 / 1000 }' "$BENCH_OUT/ncsa-$1.log" |
+		sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit } k = int(0.99 * NR + 0.5); if (k < 1) k = 1; printf "%.2f", v[k] }'
+}
+if [ "$TO_HEAVY" != never ] && awk -v t="$TO_HEAVY" -v s="$AUTO_SURGE_LEN" 'BEGIN { exit !(t + 3 < s) }'; then
+	HEAVY_FROM=$(awk -v t="$TO_HEAVY" 'BEGIN { printf "%d", t + 2 }')
+	P99_AUTO_HEAVY=$(ncsa_p99 auto "$HEAVY_FROM" "$AUTO_SURGE_LEN")
+	P99_HEAVY_SAME=$(ncsa_p99 heavy "$HEAVY_FROM" "$AUTO_SURGE_LEN")
+else
+	HEAVY_FROM="-" P99_AUTO_HEAVY="-" P99_HEAVY_SAME="-"
 fi
+
+col() { awk -F'\t' -v n="$1" -v c="$2" '$1 == n { print $c }' "$RESULTS"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.1f", a / b; else print "-" }'; }
+RPS_X=$(ratio "$(col auto 2)" "$(col light 2)")
+P99_X=$(ratio "$P99_AUTO_HEAVY" "$P99_HEAVY_SAME")
+AUTO_ERRS=$(($(col auto 6) + $(col auto 7)))
+RT_X=$(ratio "$CLASSIC_HEAVY" "$TO_HEAVY")
+[ -z "$TO_HEAVY_NOTE$CLASSIC_NOTE" ] || RT_X=-
+
+# Go benchmark figures: name -> ns/op, p50, p99, max (us).
+gofig() {
+	awk -v n="$1" -v f="$2" '$1 ~ "^"n"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i + 1) == f) { print $i; exit } }' "$GO_OUT"
+}
+goms() { awk -v v="$1" -v d="$2" 'BEGIN { if (v == "") print "-"; else printf "%.3f", v / d }'; }
+gorow() {
+	printf '| %s | %s | %s | %s | %s |\n' "$2" "$(goms "$(gofig "$1" ns/op)" 1e6)" "$(goms "$(gofig "$1" p50-us)" 1e3)" \
+		"$(goms "$(gofig "$1" p99-us)" 1e3)" "$(goms "$(gofig "$1" max-us)" 1e3)"
+}
+goratio() { ratio "$(gofig "$1" "$3")" "$(gofig "$2" "$3")"; }
+
+# ---- chart -----------------------------------------------------------------------
+
+gnuplot <<EOF
+set terminal pngcairo size 1100,1000 font ",10" noenhanced
+set output "$BENCH_CHART"
+set multiplot layout 3,1 title "gearshift in auto (default config) through one surge, per second; fixed light for comparison (x: seconds since the surge started; surge ${BENCH_SURGE}s)"
+set datafile separator "\t"
+set grid
+set xrange [-$BENCH_CALM:*]
+set key outside right top
+set lmargin 12
+set rmargin 34
+set logscale y
+set yrange [0.5:*]
+set ylabel "requests/s (0 drawn at 0.5)"
+set arrow 1 from 0, graph 0 to 0, graph 1 nohead dt 2
+set arrow 2 from $AUTO_SURGE_LEN, graph 0 to $AUTO_SURGE_LEN, graph 1 nohead dt 2
+plot "$BENCH_OUT/series-auto.dat" using 1:(\$2 > 0.5 ? \$2 : 0.5) with lines lw 2 lc rgb "#1f77b4" title "auto: served", \
+     "" using 1:(\$3 > 0.5 ? \$3 : 0.5) with lines lw 2 lc rgb "#d62728" title "auto: reaching Apache", \
+     "$BENCH_OUT/series-light.dat" using 1:(\$2 > 0.5 ? \$2 : 0.5) with lines lw 2 lc rgb "#7f7f7f" title "fixed light: served"
+set ylabel "p99 ms (varnishncsa)"
+set yrange [*:*]
+plot "$BENCH_OUT/series-auto.dat" using 1:(\$4 > 0 ? \$4 : 1/0) with lines lw 2 lc rgb "#1f77b4" title "auto: p99", \
+     "$BENCH_OUT/series-light.dat" using 1:(\$4 > 0 ? \$4 : 1/0) with lines lw 1 lc rgb "#7f7f7f" title "fixed light: p99"
+unset logscale y
+set yrange [0:*]
+set ylabel "load per CPU"
+set y2label "gear"
+set y2range [-0.2:2.5]
+set y2tics ("light" 0, "moderate" 1, "heavy" 2)
+set ytics nomirror
+set xlabel "seconds since the surge started"
+plot "$BENCH_OUT/series-auto.dat" using 1:6 with lines lw 2 lc rgb "#2ca02c" title "auto: load_per_cpu", \
+     "" using 1:5 axes x1y2 with steps lw 3 lc rgb "#9467bd" title "auto: gear"
+unset multiplot
+EOF
+
+# ---- BENCHMARKS.md ------------------------------------------------------------
+
+goal() { if [ "$1" = 1 ]; then printf 'met'; else printf '**not met**'; fi; }
+yes_if() { awk "BEGIN { exit !($1) }" && echo 1 || echo 0; }
+G_RPS=$(yes_if "\"$RPS_X\" != \"-\" && $RPS_X + 0 >= 10")
+G_ERR=$([ "$AUTO_ERRS" -eq 0 ] && echo 1 || echo 0)
+G_P99=$(yes_if "\"$P99_X\" != \"-\" && $P99_X + 0 <= 2")
+G_DOWN=$([ "$AUTO_END_STATE" = light ] && echo 1 || echo 0)
+FAN_X=$(goratio 'BenchmarkSyncAll/targets=3' 'BenchmarkSyncAll/targets=1' p50-us)
+G_FAN=$(yes_if "\"$FAN_X\" != \"-\" && $FAN_X + 0 <= 1.5")
+
+{
+	cat <<EOF
+# gearshift benchmarks
+
+Written by \`make bench\` (\`scripts/bench.sh\`) at commit \`$COMMIT\`${DIRTY:+ (with local changes)}, $(date -u '+%Y-%m-%d %H:%M UTC'), in $ELAPSED s.
+To reproduce: \`git checkout $COMMIT && make bench\` (it installs what is missing, builds, runs everything on loopback, and rewrites this file and \`BENCHMARKS.png\`).
+
+Machine: $(describe_machine).
+Everything ran on that one machine: wrk, Apache + PHP, Varnish and gearshift share its CPUs.
+The machine was shared with other work: load average (1, 5, 15 min) $LOAD_BEFORE before the run, $LOAD_AFTER at its end.
+Figures that PHP produces (anything not served from cache) move with that load; the ratios between runs are the result.
+
+The site is the demo's PHP site (\`scripts/demo/site\`): the home page costs ${SINGLE_MS} ms of CPU alone and sends PHP's \`no-store, no-cache\` headers; straight from Apache it serves at most ${PHP_RPS} req/s here (wrk -c8, 5 s).
+
+## 1. Surviving a surge
+
+The same load four times. Calm: $BENCH_CALM_CONNS connections pausing $BENCH_CALM_DELAY_MS ms between requests. Surge: ${BENCH_SURGE} s with $BENCH_SURGE_CONNS more connections pausing $BENCH_SURGE_DELAY_MS ms (at most $((BENCH_SURGE_CONNS * 1000 / BENCH_SURGE_DELAY_MS)) req/s offered when answers are instant, $(awk -v a="$BENCH_SURGE_CONNS" -v d="$BENCH_SURGE_DELAY_MS" -v p="$PHP_RPS" 'BEGIN { printf "%.0f", a * 1000 / d / p }')× what PHP can serve). Each request is drawn from \`scripts/demo/surge.lua\`: 60% anonymous home page, 15% \`/news.php\` (max-age=30), 15% static files, 10% the home page of one of $BENCH_USERS logged-in users. Then calm for ${BENCH_CALM} s; the auto run stays calm until gearshift is back in light (at most $BENCH_DOWN_MAX s). Varnish's cache is emptied before each run.
+
+- **apache**: Apache alone, wrk straight to it.
+- **light**: Varnish with gearshift's light profile pinned (\`gearshift force light\`): what most sites run.
+- **auto**: \`gearshift run\` with the default config (only the addresses set): $SETTLE_AUTO.
+- **heavy**: Varnish with the heavy profile pinned: the upper bound.
+
+| run | req/s served in the surge | p50 ms | p99 ms | max ms | non-2xx | socket errors | req/s reaching Apache in the surge | peak load per CPU | requests in all |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+EOF
+	awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }' "$RESULTS"
+	cat <<EOF
+
+Latency is what wrk measured for the surge's connections (\`--latency\`); errors are counted over every wrk run of the run (calm and surge); requests reaching Apache are varnishstat's \`MAIN.backend_req\` over the surge (for apache, every request of the surge); peak load per CPU is \`gearshift status\`'s \`load_per_cpu\`, polled every second.
+
+The auto run was in $AUTO_AT_SURGE when the surge began; heavy $( [ "$TO_HEAVY" = never ] && echo "was not entered during the run" || echo "was on $TO_HEAVY s after the surge started$TO_HEAVY_NOTE"); $AUTO_TRANSITIONS transition(s) in the run ($(awk '{ printf "%s%s→%s at %+.1f s", (NR > 1 ? ", " : ""), $2, $3, $1 }' "$BENCH_OUT/transitions-auto.txt")); at the end of the run it was in **$AUTO_END_STATE** ($( [ "$BACK_LIGHT" = never ] && echo "not back in light within $BENCH_DOWN_MAX s of calm after the surge" || echo "back in light $BACK_LIGHT s after the surge ended")).
+
+| goal for auto | measured | |
+|---|---|---|
+| ≥ 10× the requests/s of fixed light during the surge | ${RPS_X}× ($(col auto 2) vs $(col light 2) req/s) | $(goal "$G_RPS") |
+| zero errors | $AUTO_ERRS (non-2xx + socket errors) | $(goal "$G_ERR") |
+| p99 within 2× of fixed heavy once heavy is on | $(if [ "$P99_X" = - ]; then echo "not measurable: heavy was not entered during the surge"; else echo "${P99_X}× ($P99_AUTO_HEAVY ms vs $P99_HEAVY_SAME ms: Varnish's own request times, varnishncsa \`%D\`, from $HEAVY_FROM s after the surge start to its end, in both runs)"; fi) | $(goal "$G_P99") |
+| back in light after the surge | $AUTO_END_STATE | $(goal "$G_DOWN") |
+
+## 2. Chart
+
+![per second through the surge: gear, load per CPU, requests/s served and reaching Apache, p99](BENCHMARKS.png)
+
+Per second, for the auto run: requests/s served and reaching Apache (top, log scale), p99 (middle; Varnish's own timing per request, varnishncsa \`%D\`), \`load_per_cpu\` and the gear (bottom); the fixed-light run's requests/s and p99 on the same axes. The dashed lines are the surge's start and end.
+
+## 3. Reaction time
+
+The same surge from calm, default config (\`fast_window: 10s\`, the run above) against \`fast_window: 0\` (Load1 alone, the classic design; the daemon restarted with that one key changed, started in $SETTLE_CLASSIC):
+
+| config | seconds from surge start to heavy |
+|---|---:|
+| default (\`fast_window: 10s\`) | $TO_HEAVY$TO_HEAVY_NOTE |
+| \`fast_window: 0\` | $CLASSIC_HEAVY$CLASSIC_NOTE |
+
+$(if [ "$RT_X" = - ]; then say "No ratio: one of the runs did not start in calm, or did not reach heavy."; else say "Ratio (\`fast_window: 0\` / default): ${RT_X}×."; fi)
+
+## 4. Switch cost
+
+$(if [ "$BENCH_GO" != 1 ]; then echo "Not run in this run (BENCH_GO=$BENCH_GO)."; fi)
+Go benchmarks against real varnishd instances (\`go test -bench\`), $BENCH_GO_N switches each, alternating two loaded VCLs:
+
+| switch | mean ms | p50 ms | p99 ms | max ms |
+|---|---:|---:|---:|---:|
+$(gorow BenchmarkVCLUse "native \`vcl.use\` over the kept connection (\`BenchmarkVCLUse\`)")
+$(gorow BenchmarkVCLLabel "native \`vcl.label\`, a switch in label mode (\`BenchmarkVCLLabel\`)")
+$(gorow BenchmarkVCLUseVarnishadmProcess "\`varnishadm vcl.use\`, a process per switch (\`BenchmarkVCLUseVarnishadmProcess\`)")
+$(gorow BenchmarkCompileAtSwitch "compile at switch: \`vcl.inline\` of gearshift's profile, then \`vcl.use\` (\`BenchmarkCompileAtSwitch\`, $BENCH_COMPILE_N switches)")
+$(gorow 'BenchmarkSyncAll/targets=1' "gearshift's sync path, 1 target (\`BenchmarkSyncAll/targets=1\`: \`vcl.list\` + \`vcl.use\`)")
+$(gorow 'BenchmarkSyncAll/targets=3' "the same, fanned out to 3 targets at once (\`BenchmarkSyncAll/targets=3\`)")
+
+- \`varnishadm\` per switch vs native: $(goratio BenchmarkVCLUseVarnishadmProcess BenchmarkVCLUse p50-us)× at p50, $(goratio BenchmarkVCLUseVarnishadmProcess BenchmarkVCLUse p99-us)× at p99.
+- Compiling at switch vs native: $(goratio BenchmarkCompileAtSwitch BenchmarkVCLUse p50-us)× at p50, $(goratio BenchmarkCompileAtSwitch BenchmarkVCLUse p99-us)× at p99.
+- Fan-out to 3 targets vs 1: ${FAN_X}× at p50, $(goratio 'BenchmarkSyncAll/targets=3' 'BenchmarkSyncAll/targets=1' p99-us)× at p99 (goal within 1.5×: $(goal "$G_FAN")).
+
+## 5. Overhead
+
+The daemon of the auto run (default config, \`poll_interval: 1s\`) over the $BENCH_OVERHEAD s of calm that began 10 s after the surge ended, with the calm load going on and the benchmark asking it for \`status --json\` every second: $OVERHEAD. CPU is the process's utime + stime from \`/proc/PID/stat\`, RSS its \`VmRSS\`, both read every second.
+
+## Goals not met, and why
+
+EOF
+	n=0
+	if [ "$AUTO_AT_SURGE" != light ]; then n=1; say "- **a surge from calm**: the auto run was in $AUTO_AT_SURGE when its surge began ($SETTLE_AUTO). Other work on the shared machine kept \`load_per_cpu\` above moderate's default enter (0.70), so the figures for auto are those of a site already shifted up."; fi
+	if [ "$G_RPS" != 1 ]; then n=1; say "- **≥ 10× fixed light's requests/s**: ${RPS_X}×. Auto serves the surge in light until heavy is on (after ${TO_HEAVY} s here); the offered rate ($BENCH_SURGE_CONNS connections pausing $BENCH_SURGE_DELAY_MS ms) caps what any gear can serve, on CPUs shared with wrk and with other work on the machine."; fi
+	if [ "$G_ERR" != 1 ]; then n=1; say "- **zero errors**: $AUTO_ERRS; see the wrk reports in \`$BENCH_OUT\` (socket errors are most often wrk's 10 s timeout while PHP queues in light)."; fi
+	if [ "$G_P99" != 1 ]; then
+		n=1
+		if [ "$P99_X" = - ]; then
+			say "- **p99 within 2× of fixed heavy once heavy is on**: not measurable, heavy was not entered early enough in the surge (the run started in $SETTLE_AUTO)."
+		else
+			say "- **p99 within 2× of fixed heavy once heavy is on**: ${P99_X}× ($P99_AUTO_HEAVY vs $P99_HEAVY_SAME ms). Auto's cache was cold when heavy came on (each page and each logged-in user's page is fetched from PHP once, while PHP still works off the queue built in light); fixed heavy had been caching since its calm phase."
+		fi
+	fi
+	if [ "$G_DOWN" != 1 ]; then n=1; say "- **back in light after the surge**: it ended in $AUTO_END_STATE. With the default hysteresis (\`down_window: 120s\`, \`min_dwell: 60s\`, one step at a time) and Load1's one-minute decay, the way down from heavy takes several minutes of calm, more while other work on the machine keeps \`load_per_cpu\` above a stay rule; this run waited at most $BENCH_DOWN_MAX s."; fi
+	if [ "$BENCH_GO" = 1 ] && [ "$G_FAN" != 1 ]; then n=1; say "- **fan-out within 1.5× of one target**: ${FAN_X}×. The three varnishd managers answer on the same 2 CPUs as the benchmark, so their work does not overlap as it would on three machines."; fi
+	if [ "$BENCH_GO" = 1 ] && [ "$BENCH_COMPILE_N" -lt "$BENCH_GO_N" ]; then n=1; say "- **2000 switches for compile-at-switch**: $BENCH_COMPILE_N. Each compile takes a third of a second or more here, so 2000 would take over ten minutes alone and break the benchmark's 15-minute bound; the figures above are over $BENCH_COMPILE_N (BENCH_COMPILE_N)."; fi
+	[ "$n" = 1 ] || say "None."
+	cat <<EOF
+
+Raw files of this run (wrk reports, per-second samples, varnishncsa logs, Go output) were in \`$BENCH_OUT\`.
+EOF
+} >"$BENCH_DOC"
+
 say ""
-say "bench: results in $BENCH_OUT (table.md, results.tsv, wrk-*.txt, go-bench.txt)"
+say "bench: wrote $BENCH_DOC and $BENCH_CHART in $ELAPSED s (raw files in $BENCH_OUT)"
