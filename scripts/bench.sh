@@ -601,7 +601,7 @@ EOF
 
 Latency is what wrk measured for the surge's connections (\`--latency\`); errors are counted over every wrk run of the run (calm and surge); requests reaching Apache are varnishstat's \`MAIN.backend_req\` over the surge (for apache, every request of the surge); peak load per CPU is \`gearshift status\`'s \`load_per_cpu\`, polled every second.
 
-The auto run was in $AUTO_AT_SURGE when the surge began; heavy $( [ "$TO_HEAVY" = never ] && echo "was not entered during the run" || echo "was on $TO_HEAVY s after the surge started$TO_HEAVY_NOTE"); $AUTO_TRANSITIONS transition(s) in the run ($(awk '{ printf "%s%s→%s at %+.1f s", (NR > 1 ? ", " : ""), $2, $3, $1 }' "$BENCH_OUT/transitions-auto.txt")); at the end of the run it was in **$AUTO_END_STATE** ($( [ "$BACK_LIGHT" = never ] && echo "not back in light within $BENCH_DOWN_MAX s of calm after the surge" || echo "back in light $BACK_LIGHT s after the surge ended")).
+The auto run was in $AUTO_AT_SURGE when the surge began; heavy $( [ "$TO_HEAVY" = never ] && echo "was not entered during the run" || echo "was on $TO_HEAVY s after the surge started$TO_HEAVY_NOTE"); $AUTO_TRANSITIONS transition(s) in the run$(awk 'NR == 1 { printf " (" } { printf "%s%s→%s at %+.1f s", (NR > 1 ? ", " : ""), $2, $3, $1 } END { if (NR) printf ")" }' "$BENCH_OUT/transitions-auto.txt"); at the end of the run it was in **$AUTO_END_STATE** ($( [ "$BACK_LIGHT" = never ] && echo "not back in light within $BENCH_DOWN_MAX s of calm after the surge" || echo "back in light $BACK_LIGHT s after the surge ended")).
 
 | goal for auto | measured | |
 |---|---|---|
@@ -665,7 +665,7 @@ EOF
 		fi
 	fi
 	if [ "$G_DOWN" != 1 ]; then n=1; say "- **back in light after the surge**: it ended in $AUTO_END_STATE. With the default hysteresis (\`down_window: 120s\`, \`min_dwell: 60s\`, one step at a time) and Load1's one-minute decay, the way down from heavy takes several minutes of calm, more while other work on the machine keeps \`load_per_cpu\` above a stay rule; this run waited at most $BENCH_DOWN_MAX s."; fi
-	if [ "$BENCH_GO" = 1 ] && [ "$G_FAN" != 1 ]; then n=1; say "- **fan-out within 1.5× of one target**: ${FAN_X}×. The three varnishd managers answer on the same 2 CPUs as the benchmark, so their work does not overlap as it would on three machines."; fi
+	if [ "$BENCH_GO" = 1 ] && [ "$G_FAN" != 1 ]; then n=1; say "- **fan-out within 1.5× of one target**: ${FAN_X}×. Here the three varnishd managers share $(nproc) CPUs with the benchmark itself, so their work cannot overlap as it would on three machines."; fi
 	if [ "$BENCH_GO" = 1 ] && [ "$BENCH_COMPILE_N" -lt "$BENCH_GO_N" ]; then n=1; say "- **2000 switches for compile-at-switch**: $BENCH_COMPILE_N. Each compile takes a third of a second or more here, so 2000 would take over ten minutes alone and break the benchmark's 15-minute bound; the figures above are over $BENCH_COMPILE_N (BENCH_COMPILE_N)."; fi
 	[ "$n" = 1 ] || say "None."
 	cat <<EOF
