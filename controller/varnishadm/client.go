@@ -160,6 +160,7 @@ func (c *Client) run(ctx context.Context, args []string) (int, string, error) {
 	if err != nil {
 		return 0, "", c.wrapIOError(ctx, name, err)
 	}
+	body = Redact(body, c.secret)
 	if status != statusOK && status != statusTruncated {
 		return 0, "", fmt.Errorf("%s on %s: %w", name, c.addr, &CLIError{Status: status, Text: body})
 	}
@@ -341,7 +342,7 @@ func (c *Client) authenticate(cn *conn) error {
 		return nil
 	case statusAuth:
 	default:
-		return fmt.Errorf("greeting: %w", &CLIError{Status: status, Text: body})
+		return fmt.Errorf("greeting: %w", &CLIError{Status: status, Text: Redact(body, c.secret)})
 	}
 	challenge, err := parseChallenge(body)
 	if err != nil {
@@ -366,7 +367,7 @@ func (c *Client) authenticate(cn *conn) error {
 		// a fresh challenge (CLIS_AUTH) instead.
 		return ErrAuth
 	default:
-		return fmt.Errorf("auth: %w", &CLIError{Status: status, Text: body})
+		return fmt.Errorf("auth: %w", &CLIError{Status: status, Text: Redact(body, c.secret)})
 	}
 }
 
