@@ -358,10 +358,18 @@ func TestTickReconcilesAfterManagerRestart(t *testing.T) {
 	r.tick(t)
 	r.wantActive(t, state.Moderate)
 
+	r.cmds.take()
 	r.v.Restart() // every loaded VCL is gone; boot is active
-	for i := 0; i < 2; i++ {
-		r.tick(t)
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+	// The gear that should serve first, then the other two: one compile
+	// before the right gear is active, not three.
+	want := []string{"inline " + r.c.set[state.Moderate].Name, "use " + r.c.set[state.Moderate].Name,
+		"inline " + r.c.set[state.Light].Name, "inline " + r.c.set[state.Heavy].Name}
+	if got := r.cmds.take(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("after the restart sent %v, want %v", got, want)
 	}
+	r.tick(t)
 	r.wantActive(t, state.Moderate)
 	if r.logged("active VCL changed outside gearshift") != 0 {
 		t.Error("a manager restart was reported as a foreign vcl.use")

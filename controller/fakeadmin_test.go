@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
@@ -228,5 +230,32 @@ func TestLoopServesWhileTargetStalls(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A port that refuses connections (a manager being restarted) is retried
+// once a poll, not after a backoff grown to maxBackoff.
+func TestBackoffCappedForRefusedConnections(t *testing.T) {
+	cfg := profiles.Default()
+	cfg.PollInterval = profiles.Duration(2 * time.Second)
+	cfg.Varnish.Targets = []profiles.Target{{Admin: varnishtest.FreeAddr(t), SecretFile: "/nonexistent"}}
+	c := &Controller{log: zap.NewNop(), opts: Options{Dial: func(string, string) (Target, error) { return nil, nil }}}
+	tgs, _ := c.makeTargets(cfg, nil)
+	tg := tgs[0]
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	refused := fmt.Errorf("connect: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	for i := 0; i < 10; i++ {
+		tg.fail(now, refused)
+	}
+	if tg.backoff != 2*time.Second {
+		t.Errorf("backoff after 10 refused connections = %s, want the poll interval 2s", tg.backoff)
+	}
+	// Anything else (a timeout, a hung port) still backs off to the cap.
+	timeout := fmt.Errorf("connect: %w", os.ErrDeadlineExceeded)
+	for i := 0; i < 10; i++ {
+		tg.fail(now, timeout)
+	}
+	if tg.backoff != maxBackoff {
+		t.Errorf("backoff after 10 timeouts = %s, want %s", tg.backoff, maxBackoff)
 	}
 }

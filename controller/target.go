@@ -50,6 +50,7 @@ type target struct {
 	dial             DialFunc
 	timeout          time.Duration
 	loadTimeout      time.Duration // bound of one profile load (compile)
+	refusedBackoff   time.Duration // backoff cap while the port refuses (0: maxBackoff)
 	log              *zap.Logger
 
 	mode      string // varnish.mode
@@ -89,6 +90,7 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) (ts []*tar
 		timeout = 2 * time.Second
 	}
 	loadTimeout := max(timeout, compileTimeout)
+	refused := max(time.Duration(cfg.PollInterval), minBackoff)
 	var reused []*target
 	for _, tc := range cfg.Varnish.Targets {
 		var t *target
@@ -100,14 +102,15 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) (ts []*tar
 		}
 		if t == nil {
 			t = &target{
-				addr:        tc.Admin,
-				secretFile:  tc.SecretFile,
-				dial:        c.opts.Dial,
-				log:         c.log.With(zap.String("target", tc.Admin)),
-				noDiscard:   map[string]bool{},
-				mode:        cfg.Varnish.Mode,
-				timeout:     timeout,
-				loadTimeout: loadTimeout,
+				addr:           tc.Admin,
+				secretFile:     tc.SecretFile,
+				dial:           c.opts.Dial,
+				log:            c.log.With(zap.String("target", tc.Admin)),
+				noDiscard:      map[string]bool{},
+				mode:           cfg.Varnish.Mode,
+				timeout:        timeout,
+				loadTimeout:    loadTimeout,
+				refusedBackoff: refused,
 			}
 		} else {
 			reused = append(reused, t)
@@ -116,7 +119,7 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) (ts []*tar
 	}
 	return ts, func() {
 		for _, t := range reused {
-			t.mode, t.timeout, t.loadTimeout = cfg.Varnish.Mode, timeout, loadTimeout
+			t.mode, t.timeout, t.loadTimeout, t.refusedBackoff = cfg.Varnish.Mode, timeout, loadTimeout, refused
 		}
 	}
 }
@@ -250,34 +253,37 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, 
 	}
 	t.active = active
 
-	var missing []Profile
+	missing := 0
 	for _, p := range set {
 		if !present[p.Name] {
-			missing = append(missing, p)
+			missing++
 		}
 	}
-	if len(missing) > 0 {
+	if missing > 0 {
 		switch {
 		case t.lastUsed != "" && !present[t.lastUsed]:
 			t.log.Warn("varnish lost gearshift's profiles (manager restarted?): loading them again",
-				zap.Int("missing", len(missing)))
+				zap.Int("missing", missing))
 		case !t.contacted:
-			t.log.Info("loading profiles", zap.Int("missing", len(missing)))
+			t.log.Info("loading profiles", zap.Int("missing", missing))
 		default:
-			t.log.Info("loading new profiles", zap.Int("missing", len(missing)))
+			t.log.Info("loading new profiles", zap.Int("missing", missing))
 		}
 		if t.lastUsed != "" && !present[t.lastUsed] {
 			t.lastUsed = ""
 		}
-		for _, p := range missing {
-			if err := t.load(ctx, p); err != nil {
-				return 0, false, err
-			}
-		}
 	}
-	t.contacted = true
 
+	// The gear that should be active first, and switch to it, then the
+	// other two: after a manager restart the right gear serves after one
+	// compile instead of three.
 	desired := set[want].Name
+	if !present[desired] {
+		if err := t.load(ctx, set[want]); err != nil {
+			return 0, false, err
+		}
+		present[desired] = true
+	}
 	var ms float64
 	var switched bool
 	if t.mode == profiles.ModeLabel {
@@ -289,6 +295,15 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, 
 		return 0, false, err
 	}
 	t.lastUsed = desired
+	for _, p := range set {
+		if present[p.Name] {
+			continue
+		}
+		if err := t.load(ctx, p); err != nil {
+			return ms, switched, err
+		}
+	}
+	t.contacted = true
 	t.inSync = true
 	return ms, switched, t.discardStale(ctx, vcls, set, desired)
 }
@@ -395,6 +410,11 @@ func (t *target) fail(now time.Time, err error) {
 		t.backoff = minBackoff
 	} else if t.backoff *= 2; t.backoff > maxBackoff {
 		t.backoff = maxBackoff
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) && t.refusedBackoff > 0 && t.backoff > t.refusedBackoff {
+		// Nothing listens: a manager being restarted. Trying once a poll
+		// costs nothing and picks it up as soon as it is back.
+		t.backoff = t.refusedBackoff
 	}
 	t.failures++
 	t.retryAt = now.Add(t.backoff)
