@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
@@ -78,12 +79,24 @@ type Options struct {
 	// compile, a hung admin port) finishes in the background and is
 	// skipped until then. 0 means 10s; negative waits for every target.
 	SyncWait time.Duration
+	// Notify, when set, receives the daemon's state in systemd's notify
+	// vocabulary: READY=1 once the first poll has finished, RELOADING=1
+	// … READY=1 around a reload, WATCHDOG=1 from the loop itself.
+	Notify func(state ...string)
+	// WatchdogInterval is how often the loop sends WATCHDOG=1 (0: never).
+	// A loop stuck anywhere stops sending, and systemd restarts it.
+	WatchdogInterval time.Duration
 }
 
 // defaultSyncWait outlasts a normal profile load, so a healthy target is
 // in sync when force answers, and keeps a hung one from stalling polls for
 // the 30s a load may take.
 const defaultSyncWait = 10 * time.Second
+
+// readyWait bounds the first poll, after which the daemon is ready: long
+// enough for a first compile of the profiles, short enough that a hung
+// Varnish does not hold up a deploy (it is then reported as it is).
+const readyWait = 30 * time.Second
 
 // Controller runs the poll → decide → apply loop. One goroutine (Run, or
 // a test calling Tick) owns its state; other goroutines talk to it through
@@ -103,13 +116,15 @@ type Controller struct {
 	sensorFails int
 	sourceFails map[string]int // optional sources failing, by source: failures in a row
 	resumed     bool           // the first tick looked for a gear to resume
+	polled      bool           // the first poll has finished
 	configErr   string
 
 	hooks *hookRunner // runs hooks.on_change off the loop
 
-	reqs chan request
-	done chan struct{} // closed when Run returns
-	snap atomic.Pointer[Status]
+	reqs  chan request
+	done  chan struct{} // closed when Run returns
+	ready chan struct{} // closed when the first poll has finished
+	snap  atomic.Pointer[Status]
 
 	// synced receives each target whose background sync ended; until the
 	// loop receives it the target is busy and the loop leaves it alone.
@@ -164,6 +179,7 @@ func New(opts Options) (*Controller, error) {
 		machine: state.New(opts.Config.StateConfig(), time.Duration(opts.Config.FastWindow)),
 		reqs:    make(chan request),
 		done:    make(chan struct{}),
+		ready:   make(chan struct{}),
 		// One sync per target is in flight at most; the room lets a
 		// sync that outlived its poll end even when no loop receives.
 		synced: make(chan *target, 1024),
@@ -189,11 +205,24 @@ func (c *Controller) Run(ctx context.Context) error {
 		defer func() { ticker.Stop() }()
 		tick = ticker.C
 	}
+	close(c.ready)
+	c.notify("READY=1", "STATUS=gear "+c.machine.Current().State.String())
+	var watchdog <-chan time.Time
+	if iv := c.opts.WatchdogInterval; iv > 0 {
+		wd := time.NewTicker(iv)
+		defer wd.Stop()
+		watchdog = wd.C
+		c.notify("WATCHDOG=1")
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			c.stop()
 			return nil
+		case <-watchdog:
+			// From the loop, not a goroutine of its own: a loop stuck
+			// in a tick or request sends nothing and is restarted.
+			c.notify("WATCHDOG=1")
 		case <-tick:
 			c.Tick(ctx)
 		case t := <-c.synced:
@@ -206,6 +235,18 @@ func (c *Controller) Run(ctx context.Context) error {
 				ticker.Reset(iv)
 			}
 		}
+	}
+}
+
+// Ready is closed once the first poll has finished (Run with a poll
+// interval: the sensors read and every target tried, bounded by readyWait
+// for a slow or hung one), so the daemon is reported ready only when its
+// status says something.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+func (c *Controller) notify(state ...string) {
+	if c.opts.Notify != nil {
+		c.opts.Notify(state...)
 	}
 }
 
@@ -236,6 +277,7 @@ func (c *Controller) Tick(ctx context.Context) {
 		d = c.machine.Step(now, s.Reading())
 	}
 	c.apply(ctx, d)
+	c.polled = true
 }
 
 // sourceProblems logs the optional sources that failed this sample, with
@@ -358,7 +400,11 @@ func signalFields(sig state.Signals) []zap.Field {
 
 // apply makes every target follow d and records the outcome.
 func (c *Controller) apply(ctx context.Context, d state.Decision) {
-	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
+	wait := c.opts.SyncWait
+	if !c.polled && wait >= 0 {
+		wait = max(wait, readyWait)
+	}
+	switchMS := c.syncAll(ctx, d.State, wait)
 	if d.Changed {
 		fields := append(signalFields(d.Signals), zap.Bool(logging.FieldForced, d.Forced))
 		if switchMS >= 0 {
@@ -462,7 +508,10 @@ func (c *Controller) handle(ctx context.Context, r request) response {
 		d := c.machine.Auto(now)
 		c.apply(ctx, d)
 	case reqReload:
-		if err := c.reload(ctx); err != nil {
+		c.notify(sdnotify.Reloading()...)
+		err := c.reload(ctx)
+		c.notify("READY=1", "STATUS=gear "+c.machine.Current().State.String())
+		if err != nil {
 			return response{status: c.Status(), err: err}
 		}
 	}

@@ -24,6 +24,9 @@ import (
 type DaemonOptions struct {
 	LoadConfig func() (*profiles.Config, error) // reads the config again, for a reload; required
 	Console    io.Writer                        // a human-formatted copy of the log (a terminal, the journal); nil for none
+	// Detached: the daemon was detached by `gearshift start`, whose
+	// NOTIFY_SOCKET wants READY=1 and nothing after (start is gone then).
+	Detached bool
 }
 
 // ErrConfig marks an error of RunDaemon that the config caused (a log
@@ -76,6 +79,17 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 	}
 	defer pidfile.Remove(cfg.PIDFile)
 
+	notifier := sdnotify.New(opts.Detached)
+	notify := func(state ...string) {
+		if _, err := notifier.Notify(state...); err != nil {
+			log.Warn("notify systemd", zap.Error(err))
+		}
+	}
+	watchdog, err := sdnotify.WatchdogInterval()
+	if err != nil {
+		log.Warn("systemd watchdog: not sending keep-alives", zap.Error(err))
+	}
+
 	sens, err := sensor.NewHost(cfg.SensorConfig())
 	if err != nil {
 		return cannotStart(configError{err})
@@ -85,16 +99,16 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 
 	running := cfg
 	ctrl, err := New(Options{
-		Config:     cfg,
-		Sensor:     sens,
-		Dial:       DialAdmin(time.Duration(cfg.Varnish.Timeout)),
-		Build:      BuildProfiles,
-		LoadConfig: opts.LoadConfig,
-		Logger:     log,
+		Config:           cfg,
+		Sensor:           sens,
+		Dial:             DialAdmin(time.Duration(cfg.Varnish.Timeout)),
+		Build:            BuildProfiles,
+		LoadConfig:       opts.LoadConfig,
+		Logger:           log,
+		Notify:           notify,
+		WatchdogInterval: watchdog,
 		OnChange: func(s Status) {
-			if _, err := sdnotify.Notify("STATUS=gear " + s.State); err != nil {
-				log.Warn("notify systemd", zap.Error(err))
-			}
+			notify("STATUS=gear " + s.State)
 		},
 		OnReload: func(next *profiles.Config) {
 			if l, err := logging.ParseLevel(next.Log.Level); err == nil {
@@ -140,9 +154,7 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 	log.Info("started", zap.String("version", Version), zap.Int("pid", os.Getpid()),
 		zap.String("socket", cfg.Control.Socket), zap.Int("targets", len(cfg.Varnish.Targets)),
 		zap.Duration("poll_interval", time.Duration(cfg.PollInterval)))
-	if _, err := sdnotify.Notify("READY=1", "STATUS=gear "+ctrl.Status().State); err != nil {
-		log.Warn("notify systemd", zap.Error(err))
-	}
+	// READY=1 comes from the loop once its first poll has finished.
 
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
 		reload: func() {
@@ -159,7 +171,7 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 		},
 		stop: func(sig os.Signal) {
 			log.Info("stopping", zap.String("signal", sig.String()))
-			sdnotify.Notify("STOPPING=1")
+			notify("STOPPING=1")
 		},
 		socketFailed: func(err error) error {
 			log.Error("control socket failed", zap.Error(err))

@@ -284,6 +284,10 @@ func TestServiceUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The loop's keep-alives are worth something only if systemd expects them.
+	if !strings.Contains(string(b), "\nWatchdogSec=") || !strings.Contains(string(b), "\nType=notify\n") {
+		t.Error("the unit has no WatchdogSec= (or is not Type=notify): a hung loop would never be restarted")
+	}
 	dir := t.TempDir()
 	unit := filepath.Join(dir, "gearshift.service")
 	os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/gearshift", gearshiftBin)), 0o644)

@@ -91,6 +91,21 @@ func startDaemon(t *testing.T, edit func(*profiles.Config)) *daemon {
 // startDaemonEnv is startDaemon with extra environment variables.
 func startDaemonEnv(t *testing.T, edit func(*profiles.Config), env ...string) *daemon {
 	t.Helper()
+	d := launchDaemon(t, edit, env...)
+	d.eventually("daemon in sync on light", 90*time.Second, func() error {
+		s, err := d.status()
+		if err != nil {
+			return err
+		}
+		return inSync(s, "light")
+	})
+	return d
+}
+
+// launchDaemon starts `gearshift run` as startDaemonEnv does, without
+// waiting for anything.
+func launchDaemon(t *testing.T, edit func(*profiles.Config), env ...string) *daemon {
+	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	_, _, be := backend(t)
 	path, cfg := testConfig(t, v, func(cfg *profiles.Config) {
@@ -116,13 +131,6 @@ func startDaemonEnv(t *testing.T, edit func(*profiles.Config), env ...string) *d
 		if t.Failed() {
 			t.Logf("gearshift output:\n%s", d.out)
 		}
-	})
-	d.eventually("daemon in sync on light", 90*time.Second, func() error {
-		s, err := d.status()
-		if err != nil {
-			return err
-		}
-		return inSync(s, "light")
 	})
 	return d
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	godaemon "github.com/sevlyar/go-daemon"
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller"
@@ -37,7 +38,7 @@ STATUS=gear <state>.`,
 // another daemon running). logToStderr copies the log to a.stderr in a
 // human format (`run`; a detached daemon passes false).
 func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
-	opts := controller.DaemonOptions{LoadConfig: a.loadConfig}
+	opts := controller.DaemonOptions{LoadConfig: a.loadConfig, Detached: godaemon.WasReborn()}
 	if logToStderr {
 		opts.Console = a.stderr
 	}

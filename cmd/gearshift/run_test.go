@@ -15,6 +15,7 @@ import (
 	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -181,4 +182,64 @@ func TestRunSignalDuringStartup(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("daemon did not stop on SIGTERM")
 	}
+}
+
+// notifySocket listens where a daemon's NOTIFY_SOCKET points and returns
+// the env entry and a function that waits for a message containing msg
+// and returns it.
+func notifySocket(t *testing.T) (env string, want func(msg string) string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return "NOTIFY_SOCKET=" + path, func(msg string) string {
+		t.Helper()
+		buf := make([]byte, 512)
+		for {
+			conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("waiting for %q from the daemon: %v", msg, err)
+			}
+			if strings.Contains(string(buf[:n]), msg) {
+				return string(buf[:n])
+			}
+		}
+	}
+}
+
+// READY=1 means the first poll has finished: the status it answers then
+// has a sample, the live target in sync, the dead one reported down.
+func TestRunReadyAfterFirstPoll(t *testing.T) {
+	env, want := notifySocket(t)
+	dead := varnishtest.FreeAddr(t)
+	d := launchDaemon(t, func(cfg *profiles.Config) {
+		cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
+	}, env, "WATCHDOG_USEC=400000")
+	want("READY=1")
+	s, err := d.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Sample == nil {
+		t.Errorf("status at READY=1 has no sample")
+	}
+	if len(s.Targets) != 2 || !s.Targets[0].InSync || s.Targets[1].Reachable || !strings.Contains(s.Targets[1].Error, dead) {
+		t.Errorf("targets at READY=1 = %+v, want the first in sync and the second down, naming %s", s.Targets, dead)
+	}
+
+	// The watchdog: WATCHDOG_USEC 400ms, a keep-alive every 200ms.
+	for i := 0; i < 3; i++ {
+		want("WATCHDOG=1")
+	}
+
+	// A reload: RELOADING=1 with the monotonic clock, then READY=1.
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	if msg := want("RELOADING=1"); !strings.Contains(msg, "MONOTONIC_USEC=") {
+		t.Errorf("reload notification %q has no MONOTONIC_USEC", msg)
+	}
+	want("READY=1")
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	godaemon "github.com/sevlyar/go-daemon"
@@ -20,17 +22,19 @@ func newStartCmd(a *app) *cobra.Command {
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "start",
-		Short: "Start the daemon in the background; exit 0 once it answers on its socket",
+		Short: "Start the daemon in the background; exit 0 once its first poll has finished",
 		Long: `Start the daemon detached from the terminal, with its pid file and log file
-as the config says. start returns once the daemon answers on its control
-socket, or fails with the reason (from the daemon's log when it exited).
+as the config says. start returns once the daemon is ready, as systemd
+would see it (READY=1: the first poll has finished, every Varnish tried,
+at most 30s), so a check right after start tells the truth; or it fails
+with the reason (from the daemon's log when it exited).
 Under systemd use the unit (gearshift run) instead.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
 			return a.start(ctxOrBackground(cmd.Context()), wait)
 		}),
 	}
-	cmd.Flags().DurationVar(&wait, "wait", defaultStartWait, "how long to wait for the daemon to answer on its socket")
+	cmd.Flags().DurationVar(&wait, "wait", defaultStartWait, "how long to wait for the daemon to be ready")
 	return cmd
 }
 
@@ -79,6 +83,13 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		}
 		args = append(args, "--config", abs)
 	}
+	// The daemon says it is ready as it does to systemd: READY=1 on a
+	// notify socket, here one of start's own.
+	ready, readyEnv, err := listenReady()
+	if err != nil {
+		return exitFailure, err
+	}
+	defer ready.Close()
 	dctx := &godaemon.Context{
 		// The daemon itself writes and removes the pid file, as under
 		// `gearshift run`; go-daemon only detaches.
@@ -87,7 +98,8 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		WorkDir:     "/",
 		Umask:       0o027,
 		Args:        args,
-		Env:         withoutEnv(os.Environ(), "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"),
+		Env: append(withoutEnv(os.Environ(), "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC", "WATCHDOG_PID"),
+			readyEnv),
 	}
 	var logOffset int64
 	if fi, err := os.Stat(cfg.Log.File); err == nil {
@@ -105,7 +117,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		}
 		exited <- err
 	}()
-	if err := controller.WaitAnswering(ctx, cfg.Control.Socket, wait, exited); err != nil {
+	if err := waitReady(ctx, ready, cfg.Control.Socket, wait, exited); err != nil {
 		if last := logging.LastError(cfg.Log.File, logOffset); last != "" {
 			err = fmt.Errorf("%w; its log says: %s", err, last)
 		}
@@ -113,4 +125,68 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 	}
 	fmt.Fprintf(a.stdout, "gearshift started (pid %d), control socket %s\n", child.Pid, cfg.Control.Socket)
 	return exitOK, nil
+}
+
+// readySocket is a notify socket in a private temporary directory, removed
+// with it by Close.
+type readySocket struct {
+	conn *net.UnixConn
+	dir  string
+}
+
+func (r *readySocket) Close() error {
+	err := r.conn.Close()
+	os.RemoveAll(r.dir)
+	return err
+}
+
+func listenReady() (*readySocket, string, error) {
+	dir, err := os.MkdirTemp("", "gearshift-start-")
+	if err != nil {
+		return nil, "", fmt.Errorf("create the readiness socket: %w", err)
+	}
+	path := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", fmt.Errorf("create the readiness socket: %w", err)
+	}
+	return &readySocket{conn: conn, dir: dir}, "NOTIFY_SOCKET=" + path, nil
+}
+
+// waitReady waits for READY=1 on ready, then for the daemon to answer on
+// socket; it fails when the process exits (a message on exited) or wait
+// passes.
+func waitReady(ctx context.Context, ready *readySocket, socket string, wait time.Duration, exited <-chan error) error {
+	deadline := time.Now().Add(wait)
+	got := make(chan struct{})
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			ready.conn.SetReadDeadline(deadline)
+			n, err := ready.conn.Read(buf)
+			if err != nil {
+				return
+			}
+			for _, line := range strings.Split(string(buf[:n]), "\n") {
+				if line == "READY=1" {
+					close(got)
+					return
+				}
+			}
+		}
+	}()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	select {
+	case <-got:
+	case err := <-exited:
+		if err == nil {
+			return errors.New("the daemon exited during start")
+		}
+		return fmt.Errorf("the daemon exited during start (%v)", err)
+	case <-ctx.Done():
+		return fmt.Errorf("the daemon was not ready within %s (its first poll did not finish)", wait)
+	}
+	return controller.WaitAnswering(ctx, socket, time.Until(deadline), exited)
 }

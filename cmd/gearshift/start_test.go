@@ -105,9 +105,10 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 		t.Errorf("second start: exit %d, stderr %q; want 1 and already running", code, errOut)
 	}
 
-	out = eventuallyCheck(0)
-	if !strings.HasPrefix(out, "GEARSHIFT OK - gear light (auto") || !strings.Contains(out, "'state'=0;;;0;2") {
-		t.Errorf("check: %q", out)
+	// start returns once the daemon is ready: `start && check` holds.
+	code, out, errOut = gs("check")
+	if code != 0 || !strings.HasPrefix(out, "GEARSHIFT OK - gear light (auto") || !strings.Contains(out, "'state'=0;;;0;2") {
+		t.Errorf("check right after start: exit %d, %q %q", code, out, errOut)
 	}
 	if code, out, _ := gs("check", "--quiet"); code != 0 || out != "" {
 		t.Errorf("check --quiet: exit %d, %q", code, out)

@@ -2,8 +2,12 @@ package sdnotify
 
 import (
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestNotify(t *testing.T) {
@@ -26,5 +30,53 @@ func TestNotify(t *testing.T) {
 	n, err := conn.Read(buf)
 	if err != nil || string(buf[:n]) != "READY=1\nSTATUS=gear light" {
 		t.Fatalf("received %q, %v", buf[:n], err)
+	}
+}
+
+func TestWatchdogInterval(t *testing.T) {
+	self := strconv.Itoa(os.Getpid())
+	for _, tc := range []struct {
+		name, usec, pid string
+		want            time.Duration
+		err             bool
+	}{
+		{name: "off"},
+		{name: "for us", usec: "30000000", pid: self, want: 15 * time.Second},
+		{name: "no pid given", usec: "2000000", want: time.Second},
+		{name: "for another process", usec: "30000000", pid: "1"},
+		{name: "garbage", usec: "soon", err: true},
+		{name: "zero", usec: "0", err: true},
+		{name: "bad pid", usec: "1000", pid: "me", err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("WATCHDOG_USEC", tc.usec)
+			t.Setenv("WATCHDOG_PID", tc.pid)
+			got, err := WatchdogInterval()
+			if got != tc.want || (err != nil) != tc.err {
+				t.Errorf("WatchdogInterval() = %s, %v; want %s, error %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestNotifierUntilReady(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", path)
+	n := New(true)
+	for _, msg := range []string{"STATUS=starting", "READY=1"} {
+		if sent, err := n.Notify(msg); !sent || err != nil {
+			t.Fatalf("Notify(%q) = %v, %v", msg, sent, err)
+		}
+	}
+	if sent, err := n.Notify("STATUS=gear heavy"); sent || err != nil {
+		t.Errorf("after READY=1: Notify = %v, %v; want silence", sent, err)
+	}
+	if !strings.HasPrefix(Reloading()[0], "RELOADING=1") || !strings.HasPrefix(Reloading()[1], "MONOTONIC_USEC=") {
+		t.Errorf("Reloading() = %q", Reloading())
 	}
 }
