@@ -114,12 +114,23 @@ func TestStartCheckStopRoundTrip(t *testing.T) {
 		t.Errorf("check --quiet: exit %d, %q", code, out)
 	}
 
-	if code, out, errOut := gs("reload"); code != 0 || !strings.Contains(out, "sent SIGHUP") {
+	if code, out, errOut := gs("reload"); code != 0 || !strings.HasPrefix(out, "gearshift reloaded (pid ") {
 		t.Errorf("reload: exit %d, %q %q", code, out, errOut)
 	}
-	// reload returns once SIGHUP is sent: wait for the daemon to log it.
-	waitLogged(t, cfg.Log.File, logging.MsgReloading)
-	if code, out, errOut := gs("logs", "-n", "0", "--json"); code != 0 || !strings.Contains(out, `"`+logging.MsgReloading+`"`) {
+	// A config Varnish refuses: reload waits for that and says why.
+	cfgText, _ := os.ReadFile(path)
+	broken := filepath.Join(filepath.Dir(path), "broken.vcl")
+	os.WriteFile(broken, []byte("vcl 4.1;\nsub vcl_recv { this is not vcl }\n"), 0o644)
+	bad := *cfg
+	bad.Profiles.Heavy.VCLFile = broken
+	badText, _ := bad.YAML()
+	os.WriteFile(path, badText, 0o644)
+	if code, out, errOut := gs("reload"); code != 1 || !strings.Contains(errOut, "refused the new config") || !strings.Contains(errOut, "VCL") {
+		t.Errorf("reload of a VCL Varnish refuses: exit %d, %q %q; want 1 and the reason", code, out, errOut)
+	}
+	os.WriteFile(path, cfgText, 0o644)
+	// reload answered once the daemon had reloaded: the log says so already.
+	if code, out, errOut := gs("logs", "-n", "0", "--json"); code != 0 || !strings.Contains(out, `"config reloaded"`) {
 		t.Errorf("logs after reload: exit %d, %q %q", code, out, errOut)
 	}
 

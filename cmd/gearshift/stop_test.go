@@ -61,7 +61,7 @@ func TestStopAndReloadSignal(t *testing.T) {
 	config, pid := stub(t, `trap "echo hup >> hups" HUP; trap "exit 0" TERM; while :; do sleep 0.05; done`)
 	dir := filepath.Dir(config)
 	code, stdout, stderr := runMain(t, "reload", "--config", config)
-	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("sent SIGHUP to gearshift (pid %d)", pid)) {
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("sent SIGHUP to gearshift (pid %d): it does not answer", pid)) {
 		t.Errorf("reload: exit %d, %q %q", code, stdout, stderr)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
