@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,10 +60,20 @@ func NewHandler(api API, now func() time.Time) http.Handler {
 	mux.HandleFunc("/v1/force", h.only(http.MethodPost, h.force))
 	mux.HandleFunc("/v1/auto", h.only(http.MethodPost, h.auto))
 	mux.HandleFunc("/v1/reload", h.only(http.MethodPost, h.reload))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: use /v1/status, /v1/force, /v1/auto or /v1/reload", r.URL.Path))
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %q: use /v1/status, /v1/force, /v1/auto or /v1/reload", r.URL.Path))
+	}
+	mux.HandleFunc("/", notFound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ServeMux answers a path it would clean (/v1//status,
+		// /v1/../v1/force) with a redirect, which is no answer for a
+		// client of this API: such a path names no endpoint.
+		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p || r.URL.RawPath != "" && r.URL.RawPath != p {
+			notFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
 	})
-	return mux
 }
 
 type handler struct {

@@ -69,6 +69,11 @@ func TestHandler(t *testing.T) {
 		{name: "status POST", method: "POST", path: "/v1/status", code: 405, errHas: "use GET"},
 		{name: "force GET", method: "GET", path: "/v1/force", code: 405, errHas: "use POST"},
 		{name: "unknown path", method: "GET", path: "/v2/status", code: 404, errHas: "no such endpoint"},
+		{name: "double slash", method: "GET", path: "/v1//status", code: 404, errHas: "no such endpoint"},
+		{name: "dot dot", method: "POST", path: "/v1/../v1/force", body: `{"state":"heavy"}`, code: 404, errHas: "no such endpoint"},
+		{name: "dot", method: "GET", path: "/v1/./status", code: 404, errHas: "no such endpoint"},
+		{name: "trailing slash", method: "GET", path: "/v1/status/", code: 404, errHas: "no such endpoint"},
+		{name: "escaped slash", method: "GET", path: "/v1%2Fstatus", code: 404, errHas: "no such endpoint"},
 		{name: "force", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":"30m"}`, code: 200,
 			check: func(t *testing.T, f *fakeAPI) {
 				if f.forced == nil || *f.forced != state.Heavy || !f.until.Equal(now.Add(30*time.Minute)) {
