@@ -93,11 +93,6 @@ type Options struct {
 // the 30s a load may take.
 const defaultSyncWait = 10 * time.Second
 
-// readyWait bounds the first poll, after which the daemon is ready: long
-// enough for a first compile of the profiles, short enough that a hung
-// Varnish does not hold up a deploy (it is then reported as it is).
-const readyWait = 30 * time.Second
-
 // Controller runs the poll → decide → apply loop. One goroutine (Run, or
 // a test calling Tick) owns its state; other goroutines talk to it through
 // Force, Auto, Reload and Status.
@@ -116,7 +111,6 @@ type Controller struct {
 	sensorFails int
 	sourceFails map[string]int // optional sources failing, by source: failures in a row
 	resumed     bool           // the first tick looked for a gear to resume
-	polled      bool           // the first poll has finished
 	configErr   string
 
 	hooks *hookRunner // runs hooks.on_change off the loop
@@ -238,10 +232,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// Ready is closed once the first poll has finished (Run with a poll
-// interval: the sensors read and every target tried, bounded by readyWait
-// for a slow or hung one), so the daemon is reported ready only when its
-// status says something.
+// Ready is closed once Run's first poll has finished: the sensors read and
+// every target tried, a slow or hung one for SyncWait (10s) at most, after
+// which status reports it as it is. A daemon is ready when its status
+// says something.
 func (c *Controller) Ready() <-chan struct{} { return c.ready }
 
 func (c *Controller) notify(state ...string) {
@@ -277,7 +271,6 @@ func (c *Controller) Tick(ctx context.Context) {
 		d = c.machine.Step(now, s.Reading())
 	}
 	c.apply(ctx, d)
-	c.polled = true
 }
 
 // sourceProblems logs the optional sources that failed this sample, with
@@ -400,11 +393,7 @@ func signalFields(sig state.Signals) []zap.Field {
 
 // apply makes every target follow d and records the outcome.
 func (c *Controller) apply(ctx context.Context, d state.Decision) {
-	wait := c.opts.SyncWait
-	if !c.polled && wait >= 0 {
-		wait = max(wait, readyWait)
-	}
-	switchMS := c.syncAll(ctx, d.State, wait)
+	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
 	if d.Changed {
 		fields := append(signalFields(d.Signals), zap.Bool(logging.FieldForced, d.Forced))
 		if switchMS >= 0 {

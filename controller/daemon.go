@@ -123,6 +123,10 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 		return cannotStart(configError{err})
 	}
 
+	access, err := NewAccess(cfg.Control.AdminGroup)
+	if err != nil {
+		return cannotStart(configError{err})
+	}
 	ln, err := ListenSocket(cfg.Control.Socket, cfg.Control.Group)
 	if err != nil {
 		return cannotStart(err)
@@ -139,7 +143,7 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, ln, ctrl) }()
+	go func() { served <- Serve(ctx, ln, ctrl, access) }()
 	if metricsLn != nil {
 		go func() {
 			if err := ServeMetrics(ctx, metricsLn, ctrl.Status); err != nil {

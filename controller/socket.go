@@ -48,7 +48,8 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
-// NewHandler returns the HTTP handler of the control socket (SPEC section 8).
+// NewHandler returns the HTTP handler of the control socket (SPEC section 8),
+// without access control (Serve adds it).
 // now is the clock used for force deadlines (time.Now when nil).
 func NewHandler(api API, now func() time.Time) http.Handler {
 	if now == nil {
@@ -290,15 +291,17 @@ func (st serverTimeouts) apply(srv *http.Server) *http.Server {
 	return srv
 }
 
-// Serve answers control requests for api on ln until ctx is done.
-func Serve(ctx context.Context, ln net.Listener, api API) error {
-	return serve(ctx, ln, api, controlTimeouts)
+// Serve answers control requests for api on ln until ctx is done; access
+// says who may change the daemon's course.
+func Serve(ctx context.Context, ln net.Listener, api API, access Access) error {
+	return serve(ctx, ln, api, access, controlTimeouts)
 }
 
-func serve(ctx context.Context, ln net.Listener, api API, timeouts serverTimeouts) error {
+func serve(ctx context.Context, ln net.Listener, api API, access Access, timeouts serverTimeouts) error {
 	srv := timeouts.apply(&http.Server{
-		Handler:     NewHandler(api, nil),
+		Handler:     access.guard(NewHandler(api, nil)),
 		BaseContext: func(net.Listener) context.Context { return ctx },
+		ConnContext: peerContext,
 	})
 	done := make(chan struct{})
 	go func() {

@@ -158,7 +158,7 @@ func serveSocket(t *testing.T, api API) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, api) }()
+	go func() { done <- Serve(ctx, ln, api, Access{adminGID: -1}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -327,7 +327,9 @@ func TestServersCloseIdleConnections(t *testing.T) {
 		network string
 		serve   func(context.Context, net.Listener) error
 	}{
-		{"control", "unix", func(ctx context.Context, ln net.Listener) error { return serve(ctx, ln, &fakeAPI{}, short) }},
+		{"control", "unix", func(ctx context.Context, ln net.Listener) error {
+			return serve(ctx, ln, &fakeAPI{}, Access{adminGID: -1}, short)
+		}},
 		{"metrics", "tcp", func(ctx context.Context, ln net.Listener) error {
 			return serveMetrics(ctx, ln, (&fakeAPI{}).Status, short)
 		}},

@@ -154,7 +154,9 @@ type Hooks struct {
 // Control is the daemon's control socket.
 type Control struct {
 	Socket string `yaml:"socket"` // default /run/gearshift/gearshift.sock
-	Group  string `yaml:"group"`  // default "" = root's group
+	Group  string `yaml:"group"`  // default "" = root's group; may read the status
+	// AdminGroup may also force, auto and reload; default "" = root only.
+	AdminGroup string `yaml:"admin_group"`
 }
 
 // Log is where and how much the daemon logs.

@@ -16,6 +16,7 @@ var restartKeys = []struct {
 	{"sensor", func(r, n *Config) bool { return n.Sensor != r.Sensor }},
 	{"control.socket", func(r, n *Config) bool { return n.Control.Socket != r.Control.Socket }},
 	{"control.group", func(r, n *Config) bool { return n.Control.Group != r.Control.Group }},
+	{"control.admin_group", func(r, n *Config) bool { return n.Control.AdminGroup != r.Control.AdminGroup }},
 	{"log.file", func(r, n *Config) bool { return n.Log.File != r.Log.File }},
 	{"pid_file", func(r, n *Config) bool { return n.PIDFile != r.PIDFile }},
 	{"metrics_listen", func(r, n *Config) bool { return n.MetricsListen != r.MetricsListen }},

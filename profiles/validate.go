@@ -302,9 +302,13 @@ func (c *Config) validateFiles(v *validator) {
 			v.add("hooks.on_change[0]", "%v", hookCommandProblem(c.Hooks.OnChange[0], err))
 		}
 	}
-	if c.Control.Group != "" {
-		if _, err := user.LookupGroup(c.Control.Group); err != nil {
-			v.add("control.group", "no group %q on this machine", c.Control.Group)
+	for _, kg := range [][2]string{{"control.group", c.Control.Group}, {"control.admin_group", c.Control.AdminGroup}} {
+		key, g := kg[0], kg[1]
+		if g == "" {
+			continue
+		}
+		if _, err := user.LookupGroup(g); err != nil {
+			v.add(key, "no group %q on this machine", g)
 		}
 	}
 }

@@ -26,8 +26,9 @@ func newStartCmd(a *app) *cobra.Command {
 		Long: `Start the daemon detached from the terminal, with its pid file and log file
 as the config says. start returns once the daemon is ready, as systemd
 would see it (READY=1: the first poll has finished, every Varnish tried,
-at most 30s), so a check right after start tells the truth; or it fails
-with the reason (from the daemon's log when it exited).
+waiting 10s at most for a slow one), so a check right after start tells
+the truth; or it fails with the reason (from the daemon's log when it
+exited).
 Under systemd use the unit (gearshift run) instead.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {

@@ -144,6 +144,10 @@ func (c *Checker) evaluate(ctx context.Context) Result {
 			pre = append(pre, Problem{Warning, "restarted: the daemon was not running"})
 		}
 	}
+	if errors.Is(err, errNoAccess) {
+		// The check cannot tell: the daemon may be fine.
+		return Result{Code: Unknown, Problems: append(pre, Problem{Unknown, err.Error()})}
+	}
 	if err != nil {
 		return judge(append(pre, Problem{Critical, err.Error()}), nil, c)
 	}
@@ -163,6 +167,9 @@ func (c *Checker) query(ctx context.Context) (*controller.Status, error) {
 	if errors.As(err, &apiErr) {
 		return nil, fmt.Errorf("daemon answered with an error: %s", apiErr.Message)
 	}
+	if errors.Is(err, os.ErrPermission) {
+		return nil, fmt.Errorf("%w %s: run the check as root or as a member of the config's control.group", errNoAccess, c.Config.Control.Socket)
+	}
 	if qctx.Err() != nil || errors.Is(err, controller.ErrNoAnswer) {
 		return nil, fmt.Errorf("daemon silent on %s for %s", c.Config.Control.Socket, profiles.Duration(c.Opts.Timeout).String())
 	}
@@ -177,6 +184,8 @@ func (c *Checker) query(ctx context.Context) (*controller.Status, error) {
 }
 
 var errNotRunning = errors.New("daemon not running")
+
+var errNoAccess = errors.New("no access to the control socket")
 
 // trimUnreachable drops the client's "not reachable on <socket>: " prefix,
 // which the caller words itself.
