@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -58,9 +57,12 @@ func (e *Error) Error() string {
 // Unknown keys, values of the wrong type and failed validation are all
 // reported together in an *Error, each naming its key path.
 func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err
+	}
+	if err := CheckTrusted(path); err != nil {
+		return nil, &Error{File: path, Problems: []Problem{{Msg: err.Error()}}}
 	}
 	cfg, err := Parse(b)
 	if err != nil {
@@ -349,9 +351,9 @@ func describe(n *yaml.Node) string {
 // commands still report what Load says is wrong. It fails only when the
 // file cannot be read or is not YAML.
 func LoadLenient(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err
 	}
 	cfg := Default()
 	var doc yaml.Node

@@ -293,6 +293,8 @@ func (c *Config) validateFiles(v *validator) {
 		key := "profiles." + state.State(st).String() + ".vcl_file"
 		if err := checkReadable(src.VCLFile); err != nil {
 			v.add(key, "%v", err)
+		} else if err := CheckTrusted(src.VCLFile); err != nil {
+			v.add(key, "%v", err)
 		} else if err := c.checkVCLFile(src.VCLFile, nil); err != nil {
 			v.add(key, "%v", err)
 		}

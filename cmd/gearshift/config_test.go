@@ -319,3 +319,36 @@ func TestHelpGolden(t *testing.T) {
 		})
 	}
 }
+
+// A config or VCL file others may write, or one too big to be a config, is
+// refused by every command that would act on it, naming the file.
+func TestUntrustedOrHugeConfigRefused(t *testing.T) {
+	const target = "varnish: { targets: [ { admin: 127.0.0.1:1, secret_file: $DIR/secret } ] }\n"
+	worldWritable := func(t *testing.T) (string, string) {
+		path, _ := opsConfigFile(t, target)
+		os.Chmod(path, 0o666)
+		return path, path + " is writable by every user"
+	}
+	openVCL := func(t *testing.T) (string, string) {
+		path, dir := opsConfigFile(t, target+"profiles: { heavy: { vcl_file: $DIR/vcl/heavy.vcl } }\n")
+		os.Mkdir(filepath.Join(dir, "vcl"), 0o755)
+		os.WriteFile(filepath.Join(dir, "vcl", "heavy.vcl"), []byte("vcl 4.1;\nbackend default none;\n"), 0o644)
+		os.Chmod(filepath.Join(dir, "vcl"), 0o777)
+		return path, filepath.Join(dir, "vcl") + ", is writable by every user"
+	}
+	huge := func(t *testing.T) (string, string) { return "/dev/zero", "larger than 1 MiB" }
+	for _, setup := range []struct {
+		name string
+		make func(t *testing.T) (path, errHas string)
+	}{{"world-writable config", worldWritable}, {"vcl_file in a world-writable directory", openVCL}, {"/dev/zero", huge}} {
+		for _, args := range [][]string{{"config", "check"}, {"run"}, {"start"}} {
+			t.Run(setup.name+"/"+strings.Join(args, " "), func(t *testing.T) {
+				path, errHas := setup.make(t)
+				out, errOut, code := runGearshift(t, append(args, "--config", path)...)
+				if code != 2 || !strings.Contains(out+errOut, errHas) {
+					t.Errorf("exit %d, %q %q; want 2 and %q", code, out, errOut, errHas)
+				}
+			})
+		}
+	}
+}
