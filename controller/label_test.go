@@ -151,8 +151,9 @@ func TestLabelModeFollowsForceAndAuto(t *testing.T) {
 
 	r.tick(t)
 	cmds := r.cmds.take()
-	if len(cmds) != 4 || cmds[3] != "label gearshift "+r.c.set[state.Light].Name {
-		t.Fatalf("first contact sent %v, want 3 vcl.inline and the label", cmds)
+	// The wanted gear first and the label on it, then the other two.
+	if len(cmds) != 4 || cmds[0] != "inline "+r.c.set[state.Light].Name || cmds[1] != "label gearshift "+r.c.set[state.Light].Name {
+		t.Fatalf("first contact sent %v, want light's vcl.inline, the label, then 2 vcl.inline", cmds)
 	}
 	// The label exists, but the boot VCL does not use it yet: said once.
 	r.tick(t)
