@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -62,7 +63,7 @@ func printApplied(w io.Writer, s *controller.Status) (int, error) {
 			fmt.Fprintf(w, "  %s: %s (%.2f ms)\n", t.Admin, t.ActiveVCL, t.LastSwitchMS)
 			continue
 		}
-		fmt.Fprintf(w, "  %s: NOT IN SYNC: %s\n", t.Admin, orNone(t.Error))
+		fmt.Fprintf(w, "  %s: NOT IN SYNC: %s\n", t.Admin, cmp.Or(t.Error, "(none)"))
 		bad = append(bad, t.Admin)
 	}
 	if len(bad) > 0 {

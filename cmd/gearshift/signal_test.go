@@ -82,7 +82,7 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 
 		var text bytes.Buffer
 		sc := cfg.StateConfig()
-		formatStatus(&text, st, &sc, time.Now())
+		st.WriteText(&text, &sc, time.Now())
 		if want := "test_queue  150   (moderate >= 100, stays >= 80; heavy >= 400, stays >= 300)\n"; !strings.Contains(text.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, text.String())
 		}

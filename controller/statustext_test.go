@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/internal/golden"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -17,21 +16,21 @@ func TestStatusGolden(t *testing.T) {
 	now := time.Date(2026, 11, 30, 15, 51, 2, 0, time.UTC)
 	since := time.Date(2026, 11, 30, 14, 51, 2, 0, time.UTC)
 	until := now.Add(29*time.Minute + 30*time.Second)
-	base := func() controller.Status {
-		return controller.Status{
+	base := func() Status {
+		return Status{
 			Version:     "0.1.0",
 			State:       "moderate",
 			Mode:        "auto",
 			Since:       since,
 			Reason:      "load_per_cpu 0.82 >= 0.70 for 3 samples",
 			Transitions: 4,
-			Sample: &controller.SampleStatus{
+			Sample: &SampleStatus{
 				Time: now.Add(-time.Second), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2, CPUs: 2,
 				Signals: map[string]*float64{
 					"load_per_cpu": pf64(0.82), "mem_available_pct": pf64(41.3), "psi_cpu": pf64(12.5), "psi_mem": pf64(0),
 				},
 			},
-			Targets: []controller.TargetStatus{{
+			Targets: []TargetStatus{{
 				Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d",
 				InSync: true, LastSwitchMS: 0.41,
 			}},
@@ -41,42 +40,42 @@ func TestStatusGolden(t *testing.T) {
 	sc := profiles.Default().StateConfig()
 	tests := []struct {
 		name   string
-		status func() controller.Status
+		status func() Status
 		thresh bool
 	}{
 		{"auto", base, true},
 		{"no-thresholds", base, false},
-		{"forced-until", func() controller.Status {
+		{"forced-until", func() Status {
 			s := base()
 			s.State, s.Mode, s.ForcedUntil = "heavy", "forced", &until
 			s.Reason = "forced by operator until 16:20"
 			return s
 		}, true},
-		{"forced-no-psi", func() controller.Status {
+		{"forced-no-psi", func() Status {
 			s := base()
 			s.State, s.Mode = "light", "forced"
 			s.Reason = "forced by operator until auto"
 			s.Sample.Signals["psi_cpu"], s.Sample.Signals["psi_mem"] = nil, nil
 			return s
 		}, true},
-		{"trouble", func() controller.Status {
+		{"trouble", func() Status {
 			s := base()
 			s.ConfigError = "reload config: states.heavy.enter.load_per_cpu: must be > states.moderate.enter.load_per_cpu"
 			s.Targets = append(s.Targets,
-				controller.TargetStatus{Admin: "10.0.0.2:6082", Error: "connect to varnish admin 10.0.0.2:6082: connection refused"},
-				controller.TargetStatus{Admin: "10.0.0.3:6082", Reachable: true, ActiveVCL: "boot",
+				TargetStatus{Admin: "10.0.0.2:6082", Error: "connect to varnish admin 10.0.0.2:6082: connection refused"},
+				TargetStatus{Admin: "10.0.0.3:6082", Reachable: true, ActiveVCL: "boot",
 					Error: "load profile gearshift-heavy-0badc0de into 10.0.0.3:6082: vcl.inline on 10.0.0.3:6082: varnish cli status 106: Message from VCC-compiler:\nExpected ';' got 'sub'\n('<vcl.inline>' Line 12 Pos 1)\nRunning VCC-compiler failed, exited with 2\nVCL compilation failed"})
 			return s
 		}, true},
-		{"label-mode", func() controller.Status {
+		{"label-mode", func() Status {
 			s := base()
 			s.VarnishMode = "label"
 			s.Targets[0].LabelVCL, s.Targets[0].ActiveVCL = s.Targets[0].ActiveVCL, "reload_20261130_145000_812"
-			s.Targets = append(s.Targets, controller.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: "boot",
+			s.Targets = append(s.Targets, TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: "boot",
 				LabelVCL: "gearshift-light-5e6f7a8b", LastSwitchMS: 0.03})
 			return s
 		}, true},
-		{"starting", func() controller.Status {
+		{"starting", func() Status {
 			s := base()
 			s.State, s.Reason, s.Transitions, s.Sample = "light", "starting in light", 0, nil
 			s.Since = now.Add(-2 * time.Second)
@@ -93,7 +92,7 @@ func TestStatusGolden(t *testing.T) {
 			if !tc.thresh {
 				th = nil
 			}
-			formatStatus(&buf, &s, th, now)
+			s.WriteText(&buf, th, now)
 			golden.Check(t, filepath.Join("status", tc.name+".txt"), buf.Bytes())
 		})
 	}

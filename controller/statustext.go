@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// WriteText writes the status as `gearshift status` shows it: what an
+// operator needs at 3 AM, in the order they ask for it. th adds the
+// thresholds next to the inputs (nil: unknown). Times are shown in now's
+// location.
+func (s *Status) WriteText(w io.Writer, th *state.Config, now time.Time) {
+	loc := now.Location()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+
+	gear := strings.ToUpper(s.State)
+	switch {
+	case s.Mode == "forced" && s.ForcedUntil != nil:
+		gear += fmt.Sprintf("   forced by operator until %s (%s left; `gearshift auto` releases it)",
+			clockAt(*s.ForcedUntil, now), ago(s.ForcedUntil.Sub(now)))
+	case s.Mode == "forced":
+		gear += "   forced by operator until `gearshift auto`"
+	default:
+		gear += "   auto"
+	}
+	fmt.Fprintf(tw, "gear\t%s\n", gear)
+	fmt.Fprintf(tw, "since\t%s (%s ago), %d transitions since start\n",
+		s.Since.In(loc).Format("2006-01-02 15:04:05 MST"), ago(now.Sub(s.Since)), s.Transitions)
+	fmt.Fprintf(tw, "why\t%s\n", s.Reason)
+
+	if sm := s.Sample; sm != nil {
+		for _, l := range signalLines(sm, th) {
+			fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
+		}
+		fmt.Fprintf(tw, "load\t%.2f %.2f %.2f, %d runnable, %d CPUs (sampled %s ago)\n",
+			sm.Load1, sm.Load5, sm.Load15, sm.Runnable, sm.CPUs, ago(now.Sub(sm.Time)))
+	} else {
+		fmt.Fprintf(tw, "inputs\tno sample yet\n")
+	}
+
+	for i, t := range s.Targets {
+		label := ""
+		if i == 0 {
+			label = "varnish"
+		}
+		var line string
+		on := "active " + orNone(t.ActiveVCL)
+		if s.VarnishMode == profiles.ModeLabel {
+			on = "label " + profiles.Label + " on " + orNone(t.LabelVCL) + " (active " + orNone(t.ActiveVCL) + ")"
+		}
+		switch {
+		case !t.Reachable:
+			line = fmt.Sprintf("%s  UNREACHABLE: %s", t.Admin, oneLine(t.Error))
+		case !t.InSync:
+			line = fmt.Sprintf("%s  NOT IN SYNC, %s", t.Admin, on)
+			if t.Error != "" {
+				line += ": " + oneLine(t.Error)
+			}
+		default:
+			line = fmt.Sprintf("%s  in sync, %s", t.Admin, on)
+		}
+		if t.LastSwitchMS > 0 {
+			line += fmt.Sprintf(", last switch %.2f ms", t.LastSwitchMS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, line)
+	}
+	if len(s.Targets) == 0 {
+		fmt.Fprintf(tw, "varnish\tno targets configured\n")
+	}
+	if s.ConfigError != "" {
+		fmt.Fprintf(tw, "config\tRELOAD FAILED, previous config still in force: %s\n", oneLine(s.ConfigError))
+	}
+	fmt.Fprintf(tw, "daemon\tgearshift %s, up %s\n", s.Version, ago(time.Duration(s.UptimeSeconds)*time.Second))
+}
+
+// signalLines renders the signals of the sample as rows of label and text,
+// in the order of the table; signals that share a row are shown side by
+// side ("cpu 12.5%, mem 0.0%"). A row none of whose signals is available
+// says so, or is left out.
+func signalLines(sm *SampleStatus, th *state.Config) [][2]string {
+	type row struct {
+		label, absent string
+		parts         []string
+		any           bool
+	}
+	var rows []*row
+	byLabel := map[string]*row{}
+	for _, sig := range state.Table() {
+		r := byLabel[sig.Line()]
+		if r == nil {
+			r = &row{label: sig.Line()}
+			byLabel[r.label] = r
+			rows = append(rows, r)
+		}
+		if sig.StatusAbsent != "" {
+			r.absent = sig.StatusAbsent
+		}
+		text := "n/a"
+		if v, ok := sm.Signal(sig.Name); ok {
+			text, r.any = sig.Format(v), true
+		}
+		if sig.StatusPart != "" {
+			text = sig.StatusPart + " " + text
+		}
+		r.parts = append(r.parts, text+thresholds(sig, th))
+	}
+	var out [][2]string
+	for _, r := range rows {
+		switch {
+		case r.any:
+			out = append(out, [2]string{r.label, strings.Join(r.parts, ", ")})
+		case r.absent != "":
+			out = append(out, [2]string{r.label, r.absent})
+		}
+	}
+	return out
+}
+
+// thresholds renders the enter/stay limits of each gear on one signal, e.g.
+// "   (moderate >= 0.70, stays >= 0.50; heavy >= 1.50, stays >= 1.00)";
+// "" when th is nil or sets none.
+func thresholds(sig state.Signal, th *state.Config) string {
+	if th == nil {
+		return ""
+	}
+	limit := func(v float64) string {
+		s := sig.FormatLimit(v)
+		if sig.Unit == "%" {
+			s += "%"
+		}
+		return s
+	}
+	op := sig.Op()
+	var parts []string
+	for st := state.Light + 1; st <= state.Heaviest; st++ {
+		b := th.Bands[st]
+		enter, okE := b.Enter[sig.Name]
+		stay, okS := b.Stay[sig.Name]
+		switch {
+		case okE && okS:
+			parts = append(parts, fmt.Sprintf("%s %s %s, stays %s %s", st, op, limit(enter), op, limit(stay)))
+		case okE:
+			parts = append(parts, fmt.Sprintf("%s %s %s", st, op, limit(enter)))
+		case okS:
+			parts = append(parts, fmt.Sprintf("%s stays %s %s", st, op, limit(stay)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "   (" + strings.Join(parts, "; ") + ")"
+}
+
+// oneLine keeps a table row on one line: a VCL compiler's message runs over
+// many lines (status --json and the log have it as it is).
+func oneLine(msg string) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if r := []rune(msg); len(r) > 240 {
+		msg = string(r[:240]) + " …"
+	}
+	return msg
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// clockAt shows t as a time of day, with the date when it is not today.
+func clockAt(t, now time.Time) string {
+	t = t.In(now.Location())
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// ago renders a duration for humans, coarsely: 45s, 12m, 3h05m, 2d4h.
+func ago(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+}
