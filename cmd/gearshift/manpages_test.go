@@ -91,31 +91,3 @@ func TestManPages(t *testing.T) {
 		})
 	}
 }
-
-func TestManEscape(t *testing.T) {
-	for _, tc := range []struct{ name, in, want string }{
-		{"angle brackets", "GEARSHIFT <STATUS>", `GEARSHIFT \<STATUS\>`},
-		{"globs and underscores", "wordpress_logged_in_*", `wordpress\_logged\_in\_\*`},
-		{"backslash", `a\b`, `a\\b`},
-		{"plain", "load_per_cpu 1.5", `load\_per\_cpu 1.5`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := manEscape(tc.in); got != tc.want {
-				t.Errorf("manEscape(%q) = %q, want %q", tc.in, got, tc.want)
-			}
-		})
-	}
-	for _, tc := range []struct{ name, in, want string }{
-		{"wrapped lines join", "one two\nthree.", "one two\nthree."},
-		{"a new sentence on a capital keeps its line", "ends here.\nNext: more", "ends here.  \nNext: more"},
-		{"an indented sample keeps its lines", "print:\n  <line>\nafter", "print:  \n\\<line\\>  \nafter"},
-		{"a leading dash is not a list", "x\n--flag y", "x\n\\--flag y"},
-		{"paragraphs stay", "a.\n\nB", "a.\n\nB"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := manEscapeLines(tc.in); got != tc.want {
-				t.Errorf("manEscapeLines(%q) = %q, want %q", tc.in, got, tc.want)
-			}
-		})
-	}
-}
