@@ -1,0 +1,140 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// Columns names the signals a trace can have a column for, in the order
+// of the table.
+func Columns() []string {
+	var ns []string
+	for _, s := range state.Table() {
+		if s.Raw() {
+			ns = append(ns, s.Name)
+		}
+	}
+	return ns
+}
+
+// Heading is what the report says before the replay: the trace and the
+// config it was replayed with.
+type Heading struct {
+	Trace      string        // the trace's name: its path, or "standard input"
+	CPUsFrom   string        // where the CPU count came from (Reader.CPUs)
+	Config     string        // the config's path, or "embedded defaults"
+	FastWindow time.Duration // fast_window
+	Machine    state.Config  // the hysteresis replayed
+}
+
+// WriteText writes the report of `gearshift simulate`: the heading, each
+// transition, the time spent in each gear, and the extremes of the load
+// and of the memory.
+func (r Result) WriteText(w io.Writer, h Heading) {
+	fmt.Fprintf(w, "Trace %s: %d sample%s over %s, %s.\n", h.Trace, r.Samples, plural(r.Samples), dur(r.Duration), r.cpuNote(h.CPUsFrom))
+	fmt.Fprintf(w, "Config: %s; fast_window %s, up_confirm %d, down_window %s, min_dwell %s.\n\n",
+		h.Config, dur(h.FastWindow), h.Machine.UpConfirm, dur(h.Machine.DownWindow), dur(h.Machine.MinDwell))
+	if len(r.Transitions) == 0 {
+		fmt.Fprintf(w, "No transitions: light throughout.\n\n")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "OFFSET\tTIME\tSHIFT\tREASON")
+		for _, t := range r.Transitions {
+			fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\n", offset(t.Offset), t.Sample.Text, t.From, t.To, t.Reason)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+
+	width := len("TIME")
+	for _, d := range append(r.TimeIn[:], r.Duration) {
+		width = max(width, len(dur(d)))
+	}
+	fmt.Fprintf(w, "%-8s  %*s  %6s\n", "GEAR", width, "TIME", "SHARE")
+	for _, st := range state.All {
+		fmt.Fprintf(w, "%-8s  %*s  %6s\n", st, width, dur(r.TimeIn[st]), share(r.TimeIn[st], r.Duration))
+	}
+	fmt.Fprintf(w, "%-8s  %*s  %d transition%s\n", "total", width, dur(r.Duration), len(r.Transitions), plural(len(r.Transitions)))
+	fmt.Fprintf(w, "\nPeak load_per_cpu %.2f at %s", r.Peak.Value, offset(r.Peak.Offset))
+	if r.LowMem != nil {
+		fmt.Fprintf(w, "; lowest mem_available_pct %.1f at %s", r.LowMem.Value, offset(r.LowMem.Offset))
+	}
+	fmt.Fprintln(w, ".")
+}
+
+// cpuNote says how many CPUs the replay divided the load by, and why.
+func (r Result) cpuNote(from string) string {
+	if r.CPUsMin == r.CPUsMax {
+		return fmt.Sprintf("%d CPU%s (%s)", r.CPUsMin, plural(r.CPUsMin), from)
+	}
+	return fmt.Sprintf("%d to %d CPUs (%s)", r.CPUsMin, r.CPUsMax, from)
+}
+
+// resultJSON is the shape SPEC section 7 fixes for simulate --json.
+type resultJSON struct {
+	Transitions []transitionJSON `json:"transitions"`
+	Summary     struct {
+		Samples     int                `json:"samples"`
+		Transitions int                `json:"transitions"`
+		SecondsIn   map[string]float64 `json:"seconds_in"`
+	} `json:"summary"`
+}
+
+type transitionJSON struct {
+	OffsetS float64 `json:"offset_s"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Reason  string  `json:"reason"`
+}
+
+// WriteJSON writes the result as `gearshift simulate --json` prints it.
+func (r Result) WriteJSON(w io.Writer) error {
+	out := resultJSON{Transitions: []transitionJSON{}}
+	for _, t := range r.Transitions {
+		out.Transitions = append(out.Transitions, transitionJSON{
+			OffsetS: t.Offset.Seconds(), From: t.From.String(), To: t.To.String(), Reason: t.Reason,
+		})
+	}
+	out.Summary.Samples = r.Samples
+	out.Summary.Transitions = len(r.Transitions)
+	out.Summary.SecondsIn = map[string]float64{}
+	for _, st := range state.All {
+		out.Summary.SecondsIn[st.String()] = r.TimeIn[st].Seconds()
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
+}
+
+// offset formats a time since the first sample as +H:MM:SS.
+func offset(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("+%d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// dur formats a duration to the second, as the config writes durations.
+func dur(d time.Duration) string { return profiles.Duration(d.Round(time.Second)).String() }
+
+func share(part, whole time.Duration) string {
+	if whole <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
