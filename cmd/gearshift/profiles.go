@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -160,57 +157,28 @@ func (a *app) profilesCheck(ctx context.Context) (int, error) {
 	if err != nil {
 		return exitUsage, err
 	}
-	if len(cfg.Varnish.Targets) == 0 {
-		return exitUsage, errors.New("varnish.targets: no Varnish to check the profiles against")
-	}
 	failed, total := 0, 0
-	for _, t := range cfg.Varnish.Targets {
-		c, err := varnishadm.NewFromFile(t.Admin, t.SecretFile)
-		if err != nil {
-			return exitUsage, fmt.Errorf("varnish target %s: %w", t.Admin, err)
+	err = profiles.Check(ctx, cfg, set, func(r profiles.CheckResult) {
+		total++
+		p := r.Profile
+		if r.Err == nil {
+			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK\n", p.State, p.Name, r.Target)
+			return
 		}
-		if d := time.Duration(cfg.Varnish.Timeout); d > 0 {
-			c.Timeout = d
-			if c.LoadTimeout < d {
-				c.LoadTimeout = d
-			}
+		failed++
+		fmt.Fprintf(a.stdout, "%-8s %s on %s: FAILED (source: %s)\n", p.State, p.Name, r.Target, p.Source)
+		var ce *varnishadm.CLIError
+		if errors.As(r.Err, &ce) {
+			fmt.Fprintf(a.stderr, "%s\n", strings.TrimRight(ce.Text, "\n"))
+		} else {
+			fmt.Fprintf(a.stderr, "%v\n", r.Err)
 		}
-		for _, p := range set {
-			total++
-			if err := checkProfile(ctx, c, p); err != nil {
-				failed++
-				fmt.Fprintf(a.stdout, "%-8s %s on %s: FAILED (source: %s)\n", p.State, p.Name, t.Admin, p.Source)
-				var ce *varnishadm.CLIError
-				if errors.As(err, &ce) {
-					fmt.Fprintf(a.stderr, "%s\n", strings.TrimRight(ce.Text, "\n"))
-				} else {
-					fmt.Fprintf(a.stderr, "%v\n", err)
-				}
-				continue
-			}
-			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK\n", p.State, p.Name, t.Admin)
-		}
-		c.Close()
+	})
+	if err != nil {
+		return exitUsage, err
 	}
 	if failed > 0 {
 		return exitFailure, fmt.Errorf("%d of %d profile checks failed: fix the VCL or the config and run `gearshift profiles check` again", failed, total)
 	}
 	return exitOK, nil
-}
-
-// checkProfile loads p under a temporary name and discards it.
-func checkProfile(ctx context.Context, c *varnishadm.Client, p profiles.Profile) error {
-	raw := make([]byte, 4)
-	if _, err := rand.Read(raw); err != nil {
-		return err
-	}
-	// Cold: compiled and loaded, but no backend or probe is started.
-	name := profiles.NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
-	if err := c.VCLInline(ctx, name, p.VCL, "cold"); err != nil {
-		return err
-	}
-	if err := c.VCLDiscard(ctx, name); err != nil {
-		return fmt.Errorf("%s compiled, but discarding it failed (discard it with `varnishadm vcl.discard %s`): %w", name, name, err)
-	}
-	return nil
 }

@@ -1,0 +1,66 @@
+package profiles
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/varnishadm"
+)
+
+// CheckResult is the outcome of compiling one profile in one Varnish.
+type CheckResult struct {
+	Target  string // the admin address
+	Profile Profile
+	Err     error // nil: it compiled, and was discarded again
+}
+
+// Check compiles every profile of set in every target of cfg under a
+// temporary name (gearshift-check-…, which a running daemon never
+// touches) and discards it at once, so nothing changes in Varnish. each is
+// called with every outcome as it comes; a profile that does not compile
+// is a CheckResult whose Err is a *varnishadm.CLIError with the compiler's
+// message. The error is for what keeps the check from starting: no
+// targets, or a target's secret file that cannot be read.
+func Check(ctx context.Context, cfg *Config, set Set, each func(CheckResult)) error {
+	if len(cfg.Varnish.Targets) == 0 {
+		return errors.New("varnish.targets: no Varnish to check the profiles against")
+	}
+	for _, t := range cfg.Varnish.Targets {
+		c, err := varnishadm.NewFromFile(t.Admin, t.SecretFile)
+		if err != nil {
+			return fmt.Errorf("varnish target %s: %w", t.Admin, err)
+		}
+		if d := time.Duration(cfg.Varnish.Timeout); d > 0 {
+			c.Timeout = d
+			if c.LoadTimeout < d {
+				c.LoadTimeout = d
+			}
+		}
+		for _, p := range set {
+			each(CheckResult{Target: t.Admin, Profile: p, Err: checkProfile(ctx, c, p)})
+		}
+		c.Close()
+	}
+	return nil
+}
+
+// checkProfile loads p under a temporary name and discards it.
+func checkProfile(ctx context.Context, c *varnishadm.Client, p Profile) error {
+	raw := make([]byte, 4)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	// Cold: compiled and loaded, but no backend or probe is started.
+	name := NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
+	if err := c.VCLInline(ctx, name, p.VCL, "cold"); err != nil {
+		return err
+	}
+	if err := c.VCLDiscard(ctx, name); err != nil {
+		return fmt.Errorf("%s compiled, but discarding it failed (discard it with `varnishadm vcl.discard %s`): %w", name, name, err)
+	}
+	return nil
+}
