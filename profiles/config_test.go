@@ -518,3 +518,51 @@ func TestValidationGuardsRender(t *testing.T) {
 		})
 	}
 }
+
+// A config whose only problems are files of this machine is used offline;
+// one with any other problem is not.
+func TestOffline(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	far := "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n" +
+		"profiles: { heavy: { vcl_file: /nonexistent/heavy.vcl } }\nstates: { heavy: { enter: { load_per_cpu: 2.5 } } }\n"
+	for _, tc := range []struct {
+		name, doc string
+		ok        bool
+	}{
+		{"files of another machine", far, true},
+		{"and a bad threshold", far + "cpus: -1\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.doc)
+			_, lerr := Load(path)
+			if lerr == nil {
+				t.Fatal("Load accepted a config naming absent files")
+			}
+			cfg, err := Offline(lerr)
+			if !tc.ok {
+				if err != lerr || cfg != nil {
+					t.Errorf("Offline = %v, %v; want Load's error back", cfg, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.States.Heavy.Enter["load_per_cpu"]; got != 2.5 {
+				t.Errorf("offline config's heavy enter load_per_cpu = %v, want the file's 2.5", got)
+			}
+		})
+	}
+	other := errors.New("read config: permission denied")
+	if cfg, err := Offline(other); cfg != nil || err != other {
+		t.Errorf("Offline(a read error) = %v, %v; want the error back", cfg, err)
+	}
+}

@@ -368,3 +368,26 @@ func LoadLenient(path string) (*Config, error) {
 	}
 	return cfg, nil
 }
+
+// Offline returns the config that err, an error of Load, is about when
+// every problem it names concerns files or groups of this machine (an
+// admin secret, a vcl_file, control.group): commands that talk to no
+// Varnish and no daemon (simulate, profiles show) use such a config
+// anyway, so thresholds and profiles can be worked on away from the
+// server. Any other problem is returned as err.
+func Offline(err error) (*Config, error) {
+	var ce *Error
+	if !errors.As(err, &ce) {
+		return nil, err
+	}
+	for _, p := range ce.Problems {
+		if !strings.HasSuffix(p.Path, ".secret_file") && !strings.HasSuffix(p.Path, ".vcl_file") && p.Path != "control.group" {
+			return nil, err
+		}
+	}
+	if ce.File == "" {
+		return Default(), nil
+	}
+	// Every setting decoded and validated: only the file checks failed.
+	return LoadLenient(ce.File)
+}

@@ -66,9 +66,9 @@ func (a *app) logs(ctx context.Context, path string, o logOptions) (int, error) 
 	}
 	flt := logging.Filter{Transitions: o.transitions}
 	if o.since != "" {
-		t, err := parseSince(o.since, o.now())
+		t, err := logging.ParseSince(o.since, o.now())
 		if err != nil {
-			return exitUsage, err
+			return exitUsage, fmt.Errorf("--since %q: %w", o.since, err)
 		}
 		flt.Since = t
 	}
@@ -105,19 +105,4 @@ func (a *app) logs(ctx context.Context, path string, o logOptions) (int, error) 
 		return exitFailure, err
 	}
 	return exitOK, nil
-}
-
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		if d < 0 {
-			d = -d
-		}
-		return now.Add(-d), nil
-	}
-	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--since %q: want a duration such as 1h or 30m, or a time such as 2026-11-30T14:00:00Z", s)
 }

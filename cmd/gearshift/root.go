@@ -151,27 +151,11 @@ func (a *app) daemonConfig() (cfg *profiles.Config, invalid error) {
 }
 
 // loadConfigOffline loads the config for a command that talks to no Varnish
-// and no daemon (simulate, profiles show): a config whose only problems are
-// about files and groups on this machine (admin secrets, VCL files,
-// control.group) is used anyway, so thresholds and profiles can be worked on
-// away from the server.
+// and no daemon (simulate, profiles show): see profiles.Offline.
 func (a *app) loadConfigOffline() (*profiles.Config, error) {
 	cfg, err := a.loadConfig()
 	if err == nil {
 		return cfg, nil
 	}
-	var ce *profiles.Error
-	if !errors.As(err, &ce) {
-		return nil, err
-	}
-	for _, p := range ce.Problems {
-		if !strings.HasSuffix(p.Path, ".secret_file") && !strings.HasSuffix(p.Path, ".vcl_file") && p.Path != "control.group" {
-			return nil, err
-		}
-	}
-	if ce.File == "" {
-		return profiles.Default(), nil
-	}
-	// Every setting decoded and validated: only the file checks failed.
-	return profiles.LoadLenient(ce.File)
+	return profiles.Offline(err)
 }

@@ -117,6 +117,24 @@ func (f *Filter) Keep(line []byte) bool {
 	return keep
 }
 
+// ParseSince reads the start of a time window, as `logs --since` takes it:
+// a duration back from now (1h, 30m; the sign is ignored) or a time, RFC
+// 3339 or a local date and time ("2026-11-30 14:00", "2026-11-30").
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			d = -d
+		}
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("want a duration such as 1h or 30m, or a time such as 2026-11-30T14:00:00Z")
+}
+
 // Tail prints the last limit lines of r that flt keeps (all when
 // limit is 0) and returns the offset just past the last complete line.
 func Tail(r io.Reader, limit int, flt *Filter, print func([]byte)) (int64, error) {

@@ -110,3 +110,40 @@ func TestFollowReadsAppendedLines(t *testing.T) {
 		t.Errorf("Follow returned %v, want context.Canceled", err)
 	}
 }
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
+	local := func(s string) time.Time {
+		t.Helper()
+		v, err := time.ParseInLocation("2006-01-02 15:04:05", s, time.Local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     time.Time
+		bad      bool
+	}{
+		{"duration", "90m", now.Add(-90 * time.Minute), false},
+		{"negative duration", "-1h", now.Add(-time.Hour), false},
+		{"rfc 3339", "2026-11-30T14:00:00Z", time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC), false},
+		{"local date and time", "2026-11-30 14:05", local("2026-11-30 14:05:00"), false},
+		{"local date", "2026-11-29", local("2026-11-29 00:00:00"), false},
+		{"neither", "yesterday-ish", time.Time{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSince(tc.in, now)
+			if tc.bad {
+				if err == nil || !strings.Contains(err.Error(), "want a duration such as 1h") {
+					t.Errorf("ParseSince(%q) = %v, %v; want an error saying what it takes", tc.in, got, err)
+				}
+				return
+			}
+			if err != nil || !got.Equal(tc.want) {
+				t.Errorf("ParseSince(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
