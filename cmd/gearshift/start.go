@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	godaemon "github.com/sevlyar/go-daemon"
@@ -16,6 +14,7 @@ import (
 	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/pidfile"
+	"github.com/gearshift/gearshift/controller/sdnotify"
 )
 
 func newStartCmd(a *app) *cobra.Command {
@@ -86,7 +85,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 	}
 	// The daemon says it is ready as it does to systemd: READY=1 on a
 	// notify socket, here one of start's own.
-	ready, readyEnv, err := listenReady()
+	ready, err := sdnotify.Listen()
 	if err != nil {
 		return exitFailure, err
 	}
@@ -100,7 +99,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		Umask:       0o027,
 		Args:        args,
 		Env: append(withoutEnv(os.Environ(), "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC", "WATCHDOG_PID"),
-			readyEnv),
+			ready.Env()),
 	}
 	var logOffset int64
 	if fi, err := os.Stat(cfg.Log.File); err == nil {
@@ -128,55 +127,12 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 	return exitOK, nil
 }
 
-// readySocket is a notify socket in a private temporary directory, removed
-// with it by Close.
-type readySocket struct {
-	conn *net.UnixConn
-	dir  string
-}
-
-func (r *readySocket) Close() error {
-	err := r.conn.Close()
-	os.RemoveAll(r.dir)
-	return err
-}
-
-func listenReady() (*readySocket, string, error) {
-	dir, err := os.MkdirTemp("", "gearshift-start-")
-	if err != nil {
-		return nil, "", fmt.Errorf("create the readiness socket: %w", err)
-	}
-	path := filepath.Join(dir, "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, "", fmt.Errorf("create the readiness socket: %w", err)
-	}
-	return &readySocket{conn: conn, dir: dir}, "NOTIFY_SOCKET=" + path, nil
-}
-
 // waitReady waits for READY=1 on ready, then for the daemon to answer on
 // socket; it fails when the process exits (a message on exited) or wait
 // passes.
-func waitReady(ctx context.Context, ready *readySocket, socket string, wait time.Duration, exited <-chan error) error {
+func waitReady(ctx context.Context, ready *sdnotify.Listener, socket string, wait time.Duration, exited <-chan error) error {
 	deadline := time.Now().Add(wait)
-	got := make(chan struct{})
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			ready.conn.SetReadDeadline(deadline)
-			n, err := ready.conn.Read(buf)
-			if err != nil {
-				return
-			}
-			for _, line := range strings.Split(string(buf[:n]), "\n") {
-				if line == "READY=1" {
-					close(got)
-					return
-				}
-			}
-		}
-	}()
+	got := ready.Ready(deadline)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	select {

@@ -80,3 +80,52 @@ func TestNotifierUntilReady(t *testing.T) {
 		t.Errorf("Reloading() = %q", Reloading())
 	}
 }
+
+// A child's Notify reaches the Listener through the entry of Env; only
+// READY=1 counts as ready, and Close removes the socket.
+func TestListener(t *testing.T) {
+	l, err := Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, ok := strings.CutPrefix(l.Env(), "NOTIFY_SOCKET=")
+	if !ok {
+		t.Fatalf("Env() = %q", l.Env())
+	}
+	t.Setenv("NOTIFY_SOCKET", path)
+	ready := l.Ready(time.Now().Add(time.Minute))
+	if sent, err := Notify("STATUS=starting"); !sent || err != nil {
+		t.Fatalf("Notify = %v, %v", sent, err)
+	}
+	if sent, err := Notify("STATUS=loaded", "READY=1"); !sent || err != nil {
+		t.Fatalf("Notify = %v, %v", sent, err)
+	}
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("READY=1 was sent but never seen")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Errorf("the socket's directory is left after Close: %v", err)
+	}
+
+	// No READY=1 before the deadline: never ready.
+	l, err = Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	t.Setenv("NOTIFY_SOCKET", strings.TrimPrefix(l.Env(), "NOTIFY_SOCKET="))
+	ready = l.Ready(time.Now().Add(-time.Second))
+	if sent, err := Notify("READY=1"); !sent || err != nil {
+		t.Fatalf("Notify = %v, %v", sent, err)
+	}
+	select {
+	case <-ready:
+		t.Error("ready after the deadline had passed")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
