@@ -83,6 +83,9 @@ type Options struct {
 	// vocabulary: READY=1 once the first poll has finished, RELOADING=1
 	// … READY=1 around a reload, WATCHDOG=1 from the loop itself.
 	Notify func(state ...string)
+	// LogHealth, when set, reports what is wrong with the log file ("":
+	// nothing) and the count of failed writes, for Status.
+	LogHealth func() (problem string, writeErrors uint64)
 	// WatchdogInterval is how often the loop sends WATCHDOG=1 (0: never).
 	// A loop stuck anywhere stops sending, and systemd restarts it.
 	WatchdogInterval time.Duration
@@ -546,6 +549,9 @@ func (c *Controller) Reload(ctx context.Context) (Status, error) {
 func (c *Controller) Status() Status {
 	s := *c.snap.Load()
 	s.UptimeSeconds = int64(c.now().Sub(c.started) / time.Second)
+	if c.opts.LogHealth != nil {
+		s.LogError, s.LogWriteErrors = c.opts.LogHealth()
+	}
 	return s
 }
 

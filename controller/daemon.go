@@ -107,6 +107,7 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 		Logger:           log,
 		Notify:           notify,
 		WatchdogInterval: watchdog,
+		LogHealth:        logFile.Health,
 		OnChange: func(s Status) {
 			notify("STATUS=gear " + s.State)
 		},

@@ -55,6 +55,7 @@ func writeMetrics(w io.Writer, s Status) {
 	m.counter("gearshift_transitions_total", "Gear changes since the daemon started.", float64(s.Transitions))
 	m.gauge("gearshift_state_since_timestamp_seconds", "When the gear in force was entered.", unix(s.Since))
 	m.gauge("gearshift_config_error", "1 when the last reload failed and the previous config is in force.", boolean(s.ConfigError != ""))
+	m.counter("gearshift_log_write_errors_total", "Log lines the daemon could not write (disk full, permissions); log_error in status says why.", float64(s.LogWriteErrors))
 	m.gauge("gearshift_uptime_seconds", "Seconds since the daemon started.", float64(s.UptimeSeconds))
 	if smp := s.Sample; smp != nil {
 		m.gauge("gearshift_sample_timestamp_seconds", "When the last sample of the vitals was read.", unix(smp.Time))

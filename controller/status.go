@@ -27,8 +27,13 @@ type Status struct {
 	Sample        *SampleStatus  `json:"sample"`
 	Targets       []TargetStatus `json:"targets"`
 	ConfigError   string         `json:"config_error"`
+	LogError      string         `json:"log_error"`    // "" while logging works
 	VarnishMode   string         `json:"varnish_mode"` // varnish.mode: "active" or "label"
 	UptimeSeconds int64          `json:"uptime_seconds"`
+
+	// LogWriteErrors counts the log lines that could not be written
+	// (metrics; not part of the JSON contract).
+	LogWriteErrors uint64 `json:"-"`
 }
 
 // SampleStatus is the last sample and the signals derived from it.

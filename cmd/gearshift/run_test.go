@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,4 +244,40 @@ func TestRunReadyAfterFirstPoll(t *testing.T) {
 		t.Errorf("reload notification %q has no MONOTONIC_USEC", msg)
 	}
 	want("READY=1")
+}
+
+// A log that cannot be written (a full disk): the daemon goes on, status
+// says why in log_error, check warns, and the metrics count the failures.
+func TestRunLogWriteErrorsVisible(t *testing.T) {
+	metrics := varnishtest.FreeAddr(t)
+	d := startDaemon(t, func(cfg *profiles.Config) {
+		cfg.Log.File = "/dev/full"
+		cfg.MetricsListen = metrics
+	})
+	if _, _, code := d.gs("force", "moderate"); code != 0 {
+		t.Fatal("force moderate failed")
+	}
+	s, err := d.status()
+	if err != nil || s.State != "moderate" || !strings.Contains(s.LogError, "no space left on device") {
+		t.Fatalf("status with a full disk = %+v, %v; want moderate and log_error", s, err)
+	}
+	out, _, code := d.gs("check")
+	if code != 1 || !strings.Contains(out, "cannot write its log") {
+		t.Errorf("check with a full disk: exit %d, %q; want WARNING", code, out)
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var n float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "gearshift_log_write_errors_total ") {
+			n, _ = strconv.ParseFloat(strings.TrimPrefix(line, "gearshift_log_write_errors_total "), 64)
+		}
+	}
+	if n < 1 {
+		t.Errorf("gearshift_log_write_errors_total = %v, want the failed writes counted", n)
+	}
 }

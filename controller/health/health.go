@@ -303,6 +303,9 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 		if st.ConfigError != "" {
 			add(Warning, "config reload failed, old config in force: %s", st.ConfigError)
 		}
+		if st.LogError != "" {
+			add(Warning, "the daemon cannot write its log (it goes on switching): %s", st.LogError)
+		}
 		if st.Mode == "forced" && c.Opts.WarnForced {
 			until := "until gearshift auto"
 			if st.ForcedUntil != nil {

@@ -3,11 +3,13 @@
 package logging
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -16,9 +18,13 @@ import (
 // File is a log file that can be reopened at the same path (after
 // logrotate renamed it). It is safe for concurrent use.
 type File struct {
-	mu   sync.Mutex
-	path string
-	f    *os.File
+	mu        sync.Mutex
+	path      string
+	f         *os.File
+	writeErr  string // the last write's error, "" once a write works again
+	reopenErr string // the last reopen's error, "" once a reopen works
+
+	writeErrors atomic.Uint64
 }
 
 // OpenFile opens path for appending, creating it (0640) and its directory
@@ -38,15 +44,22 @@ func (lf *File) Path() string { return lf.path }
 // in use.
 func (lf *File) Reopen() error {
 	if err := os.MkdirAll(filepath.Dir(lf.path), 0o755); err != nil {
+		lf.mu.Lock()
+		lf.reopenErr = "reopen " + lf.path + ": " + unwrap(err)
+		lf.mu.Unlock()
 		return fmt.Errorf("create log directory: %w", err)
 	}
 	f, err := os.OpenFile(lf.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
+		lf.mu.Lock()
+		lf.reopenErr = "reopen " + lf.path + ": " + unwrap(err)
+		lf.mu.Unlock()
 		return fmt.Errorf("open log file: %w", err)
 	}
 	lf.mu.Lock()
 	old := lf.f
 	lf.f = f
+	lf.reopenErr = ""
 	lf.mu.Unlock()
 	if old != nil {
 		old.Close()
@@ -61,7 +74,37 @@ func (lf *File) Write(p []byte) (int, error) {
 	if lf.f == nil {
 		return 0, os.ErrClosed
 	}
-	return lf.f.Write(p)
+	n, err := lf.f.Write(p)
+	if err != nil {
+		lf.writeErrors.Add(1)
+		lf.writeErr = "write " + lf.path + ": " + unwrap(err)
+	} else {
+		lf.writeErr = ""
+	}
+	return n, err
+}
+
+// Health returns what is wrong with the log file ("" while it works: the
+// last write and reopen went through) and how many writes failed since it
+// was opened. The daemon goes on without its log; status, check and the
+// metrics say so.
+func (lf *File) Health() (problem string, writeErrors uint64) {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	problem = lf.reopenErr
+	if problem == "" {
+		problem = lf.writeErr
+	}
+	return problem, lf.writeErrors.Load()
+}
+
+// unwrap drops the path an *os.PathError repeats.
+func unwrap(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // Sync flushes the file to disk.

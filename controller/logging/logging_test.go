@@ -61,3 +61,32 @@ func TestParseLevel(t *testing.T) {
 		}
 	}
 }
+
+// A disk that is full: the writes fail, Health says why and counts them,
+// and a write that works again clears the problem but not the count.
+func TestFileHealth(t *testing.T) {
+	lf, err := OpenFile("/dev/full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if p, n := lf.Health(); p != "" || n != 0 {
+		t.Fatalf("fresh file: %q, %d", p, n)
+	}
+	for i := 0; i < 3; i++ {
+		lf.Write([]byte("{}\n"))
+	}
+	if p, n := lf.Health(); !strings.Contains(p, "write /dev/full: no space left on device") || n != 3 {
+		t.Errorf("after 3 writes to a full disk: %q, %d", p, n)
+	}
+	lf.mu.Lock()
+	lf.path = filepath.Join(t.TempDir(), "gearshift.log")
+	lf.mu.Unlock()
+	if err := lf.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	lf.Write([]byte("{}\n"))
+	if p, n := lf.Health(); p != "" || n != 3 {
+		t.Errorf("after a write that worked: %q, %d; want no problem, still 3 counted", p, n)
+	}
+}
