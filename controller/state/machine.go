@@ -16,7 +16,22 @@ type Decision struct {
 	Since       time.Time // time of the last transition (or of the first input)
 	Signals     Signals   // derived inputs of the last sample seen
 	Transitions int       // transitions so far
+	// Cause says what made this decision: CauseAuto (the rules),
+	// CauseForced (an operator's force or auto) or CauseExpired (a force
+	// deadline passing). It names the cause of a transition when Changed.
+	Cause string
 }
+
+// Causes of a decision (Decision.Cause), the cause label of
+// gearshift_transitions_total.
+const (
+	CauseAuto    = "auto"
+	CauseForced  = "forced"
+	CauseExpired = "expired"
+)
+
+// Causes lists the causes of a decision.
+var Causes = []string{CauseAuto, CauseForced, CauseExpired}
 
 // Machine is the three-state machine of SPEC section 4. It is pure: time and
 // samples are inputs, it reads no clock and does no I/O. It is not safe for
@@ -86,16 +101,18 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 
 	cur := m.cur.State
 	var released string
+	cause := CauseAuto
 	if m.forced {
 		if m.until.IsZero() || now.Before(m.until) {
-			return m.decide(now, cur, m.forcedReason(now), sig)
+			return m.decide(now, cur, m.forcedReason(now), sig, CauseForced)
 		}
 		released = fmt.Sprintf("force expired at %s, resuming from %s; ", clock(now, m.until), cur)
 		m.forced, m.until = false, time.Time{}
 		m.dwellFrom = now
+		cause = CauseExpired
 	}
 	next, reason := m.auto(now, cur, sig)
-	return m.decide(now, next, released+reason, sig)
+	return m.decide(now, next, released+reason, sig, cause)
 }
 
 // Force pins the machine to s until the deadline; a zero until pins it
@@ -104,7 +121,7 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 func (m *Machine) Force(now time.Time, s State, until time.Time) Decision {
 	m.start(now)
 	m.forced, m.until = true, until
-	return m.decide(now, s, m.forcedReason(now), m.cur.Signals)
+	return m.decide(now, s, m.forcedReason(now), m.cur.Signals, CauseForced)
 }
 
 // Auto releases a force. The machine resumes from the pinned state, with the
@@ -116,7 +133,7 @@ func (m *Machine) Auto(now time.Time) Decision {
 	}
 	m.forced, m.until = false, time.Time{}
 	m.dwellFrom = now
-	return m.decide(now, m.cur.State, fmt.Sprintf("released by operator, resuming from %s", m.cur.State), m.cur.Signals)
+	return m.decide(now, m.cur.State, fmt.Sprintf("released by operator, resuming from %s", m.cur.State), m.cur.Signals, CauseForced)
 }
 
 // Expire releases a force whose deadline has passed, as Step does, for a
@@ -130,7 +147,7 @@ func (m *Machine) Expire(now time.Time) Decision {
 	until := m.until
 	m.forced, m.until = false, time.Time{}
 	m.dwellFrom = now
-	return m.decide(now, m.cur.State, fmt.Sprintf("force expired at %s, resuming from %s", clock(now, until), m.cur.State), m.cur.Signals)
+	return m.decide(now, m.cur.State, fmt.Sprintf("force expired at %s, resuming from %s", clock(now, until), m.cur.State), m.cur.Signals, CauseExpired)
 }
 
 // Resume sets the state of a machine that has made no decision yet, in auto
@@ -163,11 +180,12 @@ func (m *Machine) start(now time.Time) {
 	}
 }
 
-func (m *Machine) decide(now time.Time, next State, reason string, sig Signals) Decision {
+func (m *Machine) decide(now time.Time, next State, reason string, sig Signals, cause string) Decision {
 	d := m.cur
 	d.From, d.State = d.State, next
 	d.Changed = next != d.From
 	d.Reason = reason
+	d.Cause = cause
 	d.Forced = m.forced
 	d.ForcedUntil = m.until
 	d.Signals = sig

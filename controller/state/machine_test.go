@@ -554,3 +554,36 @@ func TestResume(t *testing.T) {
 		t.Fatalf("Resume after a step = %+v, want it ignored", d)
 	}
 }
+
+func TestTransitionCause(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(m *Machine) Decision // the decision whose transition is checked
+		from State
+		to   State
+		want string
+	}{
+		{"rules step up", func(m *Machine) Decision {
+			feed(m, 0, 9, 0.1)
+			return feed(m, 10, 12, 2)
+		}, Light, Heavy, CauseAuto},
+		{"operator forces", func(m *Machine) Decision {
+			feed(m, 0, 9, 0.1)
+			return m.Force(t0.Add(10*time.Second), Moderate, time.Time{})
+		}, Light, Moderate, CauseForced},
+		{"force deadline passes under load", func(m *Machine) Decision {
+			feed(m, 0, 9, 0.1)
+			m.Force(t0.Add(10*time.Second), Light, t0.Add(20*time.Second))
+			feed(m, 11, 19, 2) // heavy's enter rule holds while pinned to light
+			return m.Step(at(20, 2))
+		}, Light, Heavy, CauseExpired},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.run(New(defaultConfig(), 0))
+			if !d.Changed || d.From != tc.from || d.State != tc.to || d.Cause != tc.want {
+				t.Errorf("decision = %s→%s changed %v cause %q, want %s→%s cause %q", d.From, d.State, d.Changed, d.Cause, tc.from, tc.to, tc.want)
+			}
+		})
+	}
+}

@@ -20,7 +20,8 @@ var vitals = []Signal{
 	{
 		Name: "mem_available_pct", Unit: "%", Direction: Falls, Precision: 1, Max: 100,
 		Help:       "MemAvailable as a percentage of MemTotal.",
-		Metric:     "gearshift_mem_available_percent",
+		Metric:     "gearshift_mem_available_ratio",
+		Scale:      0.01,
 		PerfLabel:  "mem_available",
 		PerfUOM:    "%",
 		StatusLine: "mem avail",
@@ -28,14 +29,16 @@ var vitals = []Signal{
 	{
 		Name: "psi_cpu", Unit: "%", Direction: Rises, Precision: 1, Max: 100,
 		Help:       "CPU pressure, some avg10.",
-		Metric:     "gearshift_psi_cpu_percent",
+		Metric:     "gearshift_psi_cpu_ratio",
+		Scale:      0.01,
 		PerfUOM:    "%",
 		StatusLine: "pressure", StatusPart: "cpu", StatusAbsent: "no PSI on this kernel",
 	},
 	{
 		Name: "psi_mem", Unit: "%", Direction: Rises, Precision: 1, Max: 100,
 		Help:       "Memory pressure, some avg10.",
-		Metric:     "gearshift_psi_memory_percent",
+		Metric:     "gearshift_psi_memory_ratio",
+		Scale:      0.01,
 		PerfUOM:    "%",
 		StatusLine: "pressure", StatusPart: "mem", StatusAbsent: "no PSI on this kernel",
 	},
