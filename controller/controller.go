@@ -74,6 +74,10 @@ type Options struct {
 	// OnReload is called by the loop after a successful reload, with the
 	// config now in force (log level).
 	OnReload func(*profiles.Config)
+	// Metrics receives the loop's events (transitions, switch times,
+	// target errors, reloads) and reads the status at each scrape; nil
+	// keeps them private to the controller.
+	Metrics *Metrics
 	// SyncWait is how long a poll or request waits for the targets to
 	// follow before the loop moves on; a target still busy (a slow
 	// compile, a hung admin port) finishes in the background and is
@@ -116,7 +120,9 @@ type Controller struct {
 	resumed     bool           // the first tick looked for a gear to resume
 	configErr   string
 
-	hooks *hookRunner // runs hooks.on_change off the loop
+	hooks   *hookRunner // runs hooks.on_change off the loop
+	metrics *Metrics
+	rules   atomic.Pointer[state.Config] // the rules in force, for metrics
 
 	reqs  chan request
 	done  chan struct{} // closed when Run returns
@@ -160,6 +166,9 @@ func New(opts Options) (*Controller, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
 	if opts.SyncWait == 0 {
 		opts.SyncWait = defaultSyncWait
 	}
@@ -182,7 +191,11 @@ func New(opts Options) (*Controller, error) {
 		synced: make(chan *target, 1024),
 	}
 	c.hooks = newHookRunner(c.log)
+	c.metrics = opts.Metrics
 	c.started = c.now()
+	c.setRules(opts.Config)
+	c.metrics.watch(c.Status, func() state.Config { return *c.rules.Load() })
+	c.metrics.reloaded(true, c.started)
 	c.targets, _ = c.makeTargets(opts.Config, nil)
 	c.publish()
 	return c, nil
@@ -398,6 +411,7 @@ func signalFields(sig state.Signals) []zap.Field {
 func (c *Controller) apply(ctx context.Context, d state.Decision) {
 	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
 	if d.Changed {
+		c.metrics.transition(d)
 		fields := append(signalFields(d.Signals), zap.Bool(logging.FieldForced, d.Forced))
 		if switchMS >= 0 {
 			fields = append(fields, zap.Float64(logging.FieldSwitchMS, round(switchMS, 3)))
@@ -607,6 +621,12 @@ func (c *Controller) publish() Status {
 	}
 	c.snap.Store(s)
 	return c.Status()
+}
+
+// setRules records the rules of cfg for the metrics.
+func (c *Controller) setRules(cfg *profiles.Config) {
+	sc := cfg.StateConfig()
+	c.rules.Store(&sc)
 }
 
 // stop applies on_exit and closes the admin connections.

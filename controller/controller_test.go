@@ -120,13 +120,18 @@ func testConfig(v *varnishtest.Varnish) *profiles.Config {
 	return cfg
 }
 
-func newRig(t *testing.T, edit func(*profiles.Config)) *rig {
+func newRig(t *testing.T, edit func(*profiles.Config), opts ...func(*Options)) *rig {
 	t.Helper()
-	return newRigOn(t, varnishtest.Start(t, varnishtest.Config{}), edit)
+	return newRigOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, opts...)
+}
+
+// withMetrics gives the rig's controller m.
+func withMetrics(m *Metrics) func(*Options) {
+	return func(o *Options) { o.Metrics = m }
 }
 
 // newRigOn is newRig driving an already running varnishd.
-func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config)) *rig {
+func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config), opts ...func(*Options)) *rig {
 	t.Helper()
 	r := &rig{v: v, clock: &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}}
 	r.sensor = &fakeSensor{now: r.clock.now}
@@ -137,8 +142,7 @@ func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config))
 	core, logs := observer.New(zapcore.DebugLevel)
 	r.logs = logs
 	dial := DialAdmin(30 * time.Second)
-	var err error
-	r.c, err = New(Options{
+	o := Options{
 		Config: r.cfg,
 		Sensor: r.sensor,
 		Dial: func(addr, secret string) (Target, error) {
@@ -157,7 +161,12 @@ func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config))
 		Logger:     zap.New(core),
 		Now:        r.clock.now,
 		SyncWait:   -1, // a tick returns with every target done
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var err error
+	r.c, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

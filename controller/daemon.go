@@ -97,8 +97,10 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 	cpus, cpusFrom := sens.CPUs()
 	log.Info("sensors", zap.Int("cpus", cpus), zap.String("cpus_from", cpusFrom), zap.Strings("sources", sens.Sources()))
 
+	metrics := NewMetrics()
 	running := cfg
 	ctrl, err := New(Options{
+		Metrics:          metrics,
 		Config:           cfg,
 		Sensor:           sens,
 		Dial:             DialAdmin(time.Duration(cfg.Varnish.Timeout)),
@@ -147,7 +149,7 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 	go func() { served <- Serve(ctx, ln, ctrl, access) }()
 	if metricsLn != nil {
 		go func() {
-			if err := ServeMetrics(ctx, metricsLn, ctrl.Status); err != nil {
+			if err := ServeMetrics(ctx, metricsLn, metrics); err != nil {
 				log.Error("metrics listener failed", zap.Error(err))
 			}
 		}()

@@ -61,6 +61,7 @@ func (t *target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desir
 	if err != nil {
 		return 0, false, fmt.Errorf("label %s on %s: %w", desired, t.addr, err)
 	}
+	t.metrics.switches.Observe(elapsed.Seconds())
 	ms := round(float64(elapsed.Microseconds())/1000, 3)
 	t.lastSwitch = ms
 	t.log.Info("vcl relabelled", zap.String("label", profiles.Label), zap.String("from_vcl", current),

@@ -3,39 +3,187 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
+	"runtime"
+	"runtime/debug"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gearshift/gearshift/controller/state"
 )
 
-// MetricsHandler serves the daemon's status in the Prometheus text
-// exposition format (version 0.0.4) at any path. status is called once per
-// scrape; it must be safe for concurrent use (Controller.Status is).
-func MetricsHandler(status func() Status) http.Handler {
+// SwitchBuckets are the upper bounds, in seconds, of
+// gearshift_switch_duration_seconds: a vcl.use on a healthy local Varnish
+// takes well under a millisecond, one over a busy network or a loaded
+// manager up to seconds.
+var SwitchBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5,
+}
+
+// Metrics are the daemon's Prometheus metrics (SPEC section 12): gauges
+// read from the controller's status at scrape time, and the counters and
+// histograms that the loop updates as events happen. It is safe for
+// concurrent use.
+type Metrics struct {
+	reg          *prometheus.Registry
+	transitions  *prometheus.CounterVec
+	switches     *prometheus.HistogramVec
+	targetErrors *prometheus.CounterVec
+	reloadOK     prometheus.Gauge
+	reloadAt     prometheus.Gauge
+	view         *statusCollector
+}
+
+// NewMetrics returns the metrics of one daemon, with the standard process_*
+// and go_* collectors and gearshift_build_info. Until a Controller is
+// given them (Options.Metrics) only those and the event metrics are served.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gearshift_transitions_total",
+			Help: "Gear changes, by the gear left, the gear entered and their cause (auto: the rules; forced: an operator; expired: a force deadline passing).",
+		}, []string{"from", "to", "cause"}),
+		switches: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gearshift_switch_duration_seconds",
+			Help:    "How long a target took to switch gear (vcl.use, or vcl.label in label mode).",
+			Buckets: SwitchBuckets,
+		}, []string{"target"}),
+		targetErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gearshift_target_errors_total",
+			Help: "Failed attempts to bring a target to the gear (unreachable, refused command, timeout).",
+		}, []string{"target"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gearshift_config_last_reload_successful",
+			Help: "1 when the last config reload succeeded (or none was tried since start), 0 when it failed and the previous config is in force.",
+		}),
+		reloadAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gearshift_config_last_reload_timestamp_seconds",
+			Help: "When the config in force was loaded: at start, or by the last successful reload.",
+		}),
+		view: &statusCollector{},
+	}
+	for _, from := range state.All {
+		for _, to := range state.All {
+			if from == to {
+				continue
+			}
+			for _, cause := range state.Causes {
+				m.transitions.WithLabelValues(from.String(), to.String(), cause)
+			}
+		}
+	}
+	m.reg.MustRegister(
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(),
+		buildInfo(),
+		m.transitions, m.switches, m.targetErrors, m.reloadOK, m.reloadAt,
+		m.view,
+	)
+	return m
+}
+
+// buildInfo is gearshift_build_info{version,revision,goversion} 1; the
+// revision is the VCS commit the binary was built from, "unknown" when the
+// build did not record one.
+func buildInfo() prometheus.Collector {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
+			}
+		}
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "gearshift_build_info",
+		Help:        "gearshift's version, VCS revision and Go version, as labels; always 1.",
+		ConstLabels: prometheus.Labels{"version": Version, "revision": revision, "goversion": runtime.Version()},
+	}, func() float64 { return 1 })
+}
+
+// Handler serves the metrics in the Prometheus exposition formats, on GET
+// and HEAD, at any path.
+func (m *Metrics) Handler() http.Handler {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", http.MethodGet)
 			http.Error(w, "use GET", http.StatusMethodNotAllowed)
 			return
 		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		writeMetrics(w, status())
+		h.ServeHTTP(w, r)
 	})
 }
 
-// ServeMetrics serves MetricsHandler on ln until ctx is done.
-func ServeMetrics(ctx context.Context, ln net.Listener, status func() Status) error {
-	return serveMetrics(ctx, ln, status, metricsTimeouts)
+// watch makes the scrape-time gauges read status and rules; both must be
+// safe for concurrent use.
+func (m *Metrics) watch(status func() Status, rules func() state.Config) {
+	m.view.src.Store(&statusSource{status: status, rules: rules})
 }
 
-func serveMetrics(ctx context.Context, ln net.Listener, status func() Status, timeouts serverTimeouts) error {
-	srv := timeouts.apply(&http.Server{Handler: MetricsHandler(status)})
+// transition counts one gear change.
+func (m *Metrics) transition(d state.Decision) {
+	cause := d.Cause
+	if cause == "" {
+		cause = state.CauseAuto
+	}
+	m.transitions.WithLabelValues(d.From.String(), d.State.String(), cause).Inc()
+}
+
+// reloaded records a reload's outcome (ok) at now; the start counts as a
+// successful one.
+func (m *Metrics) reloaded(ok bool, now time.Time) {
+	if !ok {
+		m.reloadOK.Set(0)
+		return
+	}
+	m.reloadOK.Set(1)
+	m.reloadAt.Set(float64(now.UnixNano()) / 1e9)
+}
+
+// targetMetrics are the event metrics of one target.
+type targetMetrics struct {
+	errors   prometheus.Counter
+	switches prometheus.Observer
+}
+
+// target returns the event metrics of the target addr, creating its series
+// (at 0) when new.
+func (m *Metrics) target(addr string) targetMetrics {
+	return targetMetrics{errors: m.targetErrors.WithLabelValues(addr), switches: m.switches.WithLabelValues(addr)}
+}
+
+// forget drops the series of a target that is no longer configured.
+func (m *Metrics) forget(addr string) {
+	m.targetErrors.DeleteLabelValues(addr)
+	m.switches.DeleteLabelValues(addr)
+}
+
+// MetricsHandler serves the metrics of a daemon whose status is status,
+// with no event metrics counted: for tests and tools that have a status
+// only. status is called once per scrape; it must be safe for concurrent
+// use.
+func MetricsHandler(status func() Status) http.Handler {
+	m := NewMetrics()
+	m.watch(status, func() state.Config { return state.Config{} })
+	return m.Handler()
+}
+
+// ServeMetrics serves m on ln until ctx is done.
+func ServeMetrics(ctx context.Context, ln net.Listener, m *Metrics) error {
+	return serveMetrics(ctx, ln, m.Handler(), metricsTimeouts)
+}
+
+func serveMetrics(ctx context.Context, ln net.Listener, h http.Handler, timeouts serverTimeouts) error {
+	srv := timeouts.apply(&http.Server{Handler: h})
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -46,83 +194,73 @@ func serveMetrics(ctx context.Context, ln net.Listener, status func() Status, ti
 	return nil
 }
 
-func writeMetrics(w io.Writer, s Status) {
-	m := metricWriter{w: w}
-	st, _ := state.Parse(s.State)
-	m.gauge("gearshift_build_info", "gearshift's version, as a label.", 1, "version", s.Version)
-	m.gauge("gearshift_state", "The gear in force: "+gearNumbers()+".", float64(st))
-	m.gauge("gearshift_forced", "1 when an operator pinned the gear.", boolean(s.Mode == "forced"))
-	m.counter("gearshift_transitions_total", "Gear changes since the daemon started.", float64(s.Transitions))
-	m.gauge("gearshift_state_since_timestamp_seconds", "When the gear in force was entered.", unix(s.Since))
-	m.gauge("gearshift_config_error", "1 when the last reload failed and the previous config is in force.", boolean(s.ConfigError != ""))
-	m.counter("gearshift_log_write_errors_total", "Log lines the daemon could not write (disk full, permissions); log_error in status says why.", float64(s.LogWriteErrors))
-	m.gauge("gearshift_uptime_seconds", "Seconds since the daemon started.", float64(s.UptimeSeconds))
+type statusSource struct {
+	status func() Status
+	rules  func() state.Config
+}
+
+// statusCollector turns the status into gauges at each scrape. Which
+// signals and targets there are changes with the config, so it describes
+// no fixed set (an unchecked collector).
+type statusCollector struct {
+	src atomic.Pointer[statusSource]
+}
+
+func (c *statusCollector) Describe(chan<- *prometheus.Desc) {}
+
+var (
+	descGear       = prometheus.NewDesc("gearshift_gear", "1 for the gear in force, 0 for the others.", []string{"gear"}, nil)
+	descForced     = prometheus.NewDesc("gearshift_forced", "1 when an operator pinned the gear (gearshift force), 0 in auto.", nil, nil)
+	descGearSince  = prometheus.NewDesc("gearshift_gear_since_timestamp_seconds", "When the gear in force was entered.", nil, nil)
+	descSampleTime = prometheus.NewDesc("gearshift_sample_timestamp_seconds", "When the vitals were last read.", nil, nil)
+	descTargetUp   = prometheus.NewDesc("gearshift_target_up", "1 when the target's Varnish admin port answers.", []string{"target"}, nil)
+	descTargetSync = prometheus.NewDesc("gearshift_target_in_sync", "1 when the target runs the profile of the gear in force.", []string{"target"}, nil)
+	descLogErrors  = prometheus.NewDesc("gearshift_log_write_errors_total", "Log lines the daemon could not write (disk full, permissions); log_error in status says why.", nil, nil)
+	descRuleLimit  = prometheus.NewDesc("gearshift_rule_threshold", "A configured threshold of a gear's enter or stay rule, in the unit of the signal's metric.", []string{"gear", "rule", "signal"}, nil)
+)
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	src := c.src.Load()
+	if src == nil {
+		return
+	}
+	s := src.status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, st := range state.All {
+		gauge(descGear, boolean(s.State == st.String()), st.String())
+	}
+	gauge(descForced, boolean(s.Mode == "forced"))
+	gauge(descGearSince, unix(s.Since))
+	ch <- prometheus.MustNewConstMetric(descLogErrors, prometheus.CounterValue, float64(s.LogWriteErrors))
+	table := state.Table()
 	if smp := s.Sample; smp != nil {
-		m.gauge("gearshift_sample_timestamp_seconds", "When the last sample of the vitals was read.", unix(smp.Time))
-		for _, sig := range state.Table() {
+		gauge(descSampleTime, unix(smp.Time))
+		for _, sig := range table {
 			if v, ok := smp.Signal(sig.Name); ok && sig.Metric != "" {
-				m.gauge(sig.Metric, sig.Help, sig.MetricValue(v))
+				gauge(prometheus.NewDesc(sig.Metric, sig.Help, nil, nil), sig.MetricValue(v))
 			}
 		}
 	}
-	for i, t := range s.Targets {
-		first := i == 0
-		m.target(first, "gearshift_target_up", "1 when the Varnish admin port answers.", boolean(t.Reachable), t.Admin)
+	for _, t := range s.Targets {
+		gauge(descTargetUp, boolean(t.Reachable), t.Admin)
+		gauge(descTargetSync, boolean(t.InSync), t.Admin)
 	}
-	for i, t := range s.Targets {
-		m.target(i == 0, "gearshift_target_in_sync", "1 when the target's active VCL is the gear's profile.", boolean(t.InSync), t.Admin)
-	}
-	for i, t := range s.Targets {
-		m.target(i == 0, "gearshift_target_last_switch_seconds", "Duration of the last vcl.use on the target.", t.LastSwitchMS/1000, t.Admin)
-	}
-}
-
-type metricWriter struct{ w io.Writer }
-
-func (m metricWriter) header(name, help, kind string) {
-	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-}
-
-func (m metricWriter) sample(name string, v float64, labels ...string) {
-	var b strings.Builder
-	b.WriteString(name)
-	if len(labels) > 0 {
-		b.WriteByte('{')
-		for i := 0; i+1 < len(labels); i += 2 {
-			if i > 0 {
-				b.WriteByte(',')
+	rules := src.rules()
+	for _, st := range state.All {
+		b := rules.Bands[st]
+		for _, r := range []struct {
+			name string
+			rule state.Rule
+		}{{"enter", b.Enter}, {"stay", b.Stay}} {
+			for _, sig := range table {
+				if limit, ok := r.rule[sig.Name]; ok {
+					gauge(descRuleLimit, sig.MetricValue(limit), st.String(), r.name, sig.Name)
+				}
 			}
-			b.WriteString(labels[i])
-			b.WriteString(`="`)
-			b.WriteString(escapeLabel(labels[i+1]))
-			b.WriteByte('"')
 		}
-		b.WriteByte('}')
 	}
-	fmt.Fprintf(m.w, "%s %s\n", b.String(), strconv.FormatFloat(v, 'g', -1, 64))
-}
-
-func (m metricWriter) gauge(name, help string, v float64, labels ...string) {
-	m.header(name, help, "gauge")
-	m.sample(name, v, labels...)
-}
-
-func (m metricWriter) counter(name, help string, v float64) {
-	m.header(name, help, "counter")
-	m.sample(name, v)
-}
-
-// target writes one target's sample, with the family's header before the first.
-func (m metricWriter) target(first bool, name, help string, v float64, admin string) {
-	if first {
-		m.header(name, help, "gauge")
-	}
-	m.sample(name, v, "admin", admin)
-}
-
-// escapeLabel escapes a label value as the exposition format requires.
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`).Replace(s)
 }
 
 func boolean(b bool) float64 {
@@ -137,13 +275,4 @@ func unix(t time.Time) float64 {
 		return 0
 	}
 	return float64(t.UnixNano()) / 1e9
-}
-
-// gearNumbers lists the gears with their number: "0 light, 1 moderate, 2 heavy".
-func gearNumbers() string {
-	var parts []string
-	for _, st := range state.All {
-		parts = append(parts, fmt.Sprintf("%d %s", int(st), st))
-	}
-	return strings.Join(parts, ", ")
 }

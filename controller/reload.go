@@ -18,6 +18,7 @@ func (c *Controller) reload(ctx context.Context) error {
 	err := c.tryReload(ctx)
 	if err != nil {
 		c.configErr = err.Error()
+		c.metrics.reloaded(false, c.now())
 		c.log.Error("reload failed, keeping the running config", zap.Error(err))
 		c.publish()
 		return err
@@ -84,12 +85,15 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	for _, old := range c.targets {
 		if !contains(targets, old) {
 			old.close()
+			c.metrics.forget(old.addr)
 		}
 	}
 	applyTimeouts()
 	c.cfg, c.set, c.targets = cfg, set, targets
 	c.machine.SetConfig(cfg.StateConfig(), time.Duration(cfg.FastWindow))
 	c.configErr = ""
+	c.setRules(cfg)
+	c.metrics.reloaded(true, c.now())
 	var profileNames []zap.Field
 	for _, p := range set {
 		profileNames = append(profileNames, zap.String(p.State.String(), p.Name))

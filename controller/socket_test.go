@@ -331,7 +331,7 @@ func TestServersCloseIdleConnections(t *testing.T) {
 			return serve(ctx, ln, &fakeAPI{}, Access{adminGID: -1}, short)
 		}},
 		{"metrics", "tcp", func(ctx context.Context, ln net.Listener) error {
-			return serveMetrics(ctx, ln, (&fakeAPI{}).Status, short)
+			return serveMetrics(ctx, ln, MetricsHandler((&fakeAPI{}).Status), short)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

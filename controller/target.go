@@ -48,6 +48,7 @@ type target struct {
 
 	addr, secretFile string
 	dial             DialFunc
+	metrics          targetMetrics
 	timeout          time.Duration
 	loadTimeout      time.Duration // bound of one profile load (compile)
 	refusedBackoff   time.Duration // backoff cap while the port refuses (0: maxBackoff)
@@ -105,6 +106,7 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) (ts []*tar
 				addr:           tc.Admin,
 				secretFile:     tc.SecretFile,
 				dial:           c.opts.Dial,
+				metrics:        c.metrics.target(tc.Admin),
 				log:            c.log.With(zap.String("target", tc.Admin)),
 				noDiscard:      map[string]bool{},
 				mode:           cfg.Varnish.Mode,
@@ -331,6 +333,7 @@ func (t *target) syncActive(ctx context.Context, now time.Time, active, desired 
 	if err != nil {
 		return 0, false, fmt.Errorf("switch %s to %s: %w", t.addr, desired, err)
 	}
+	t.metrics.switches.Observe(elapsed.Seconds())
 	ms := round(float64(elapsed.Microseconds())/1000, 3)
 	t.lastSwitch = ms
 	t.log.Info("vcl switched", zap.String("from_vcl", active), zap.String("vcl", desired),
@@ -417,6 +420,7 @@ func (t *target) fail(now time.Time, err error) {
 		t.backoff = t.refusedBackoff
 	}
 	t.failures++
+	t.metrics.errors.Inc()
 	t.retryAt = now.Add(t.backoff)
 	t.inSync = false
 	t.err = err.Error()

@@ -91,7 +91,13 @@ func startDaemon(t *testing.T, edit func(*profiles.Config)) *daemon {
 // startDaemonEnv is startDaemon with extra environment variables.
 func startDaemonEnv(t *testing.T, edit func(*profiles.Config), env ...string) *daemon {
 	t.Helper()
-	d := launchDaemon(t, edit, env...)
+	return startDaemonOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, env...)
+}
+
+// startDaemonOn is startDaemonEnv driving an already running varnishd.
+func startDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config), env ...string) *daemon {
+	t.Helper()
+	d := launchDaemonOn(t, v, edit, env...)
 	d.eventually("daemon in sync on light", 90*time.Second, func() error {
 		s, err := d.status()
 		if err != nil {
@@ -106,7 +112,12 @@ func startDaemonEnv(t *testing.T, edit func(*profiles.Config), env ...string) *d
 // waiting for anything.
 func launchDaemon(t *testing.T, edit func(*profiles.Config), env ...string) *daemon {
 	t.Helper()
-	v := varnishtest.Start(t, varnishtest.Config{})
+	return launchDaemonOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, env...)
+}
+
+// launchDaemonOn is launchDaemon driving an already running varnishd.
+func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config), env ...string) *daemon {
+	t.Helper()
 	_, _, be := backend(t)
 	path, cfg := testConfig(t, v, func(cfg *profiles.Config) {
 		cfg.Backend = be

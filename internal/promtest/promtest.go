@@ -1,0 +1,196 @@
+// Package promtest runs Debian's Prometheus tools for tests: promtool to
+// lint metrics and rules, and a private prometheus server that scrapes a
+// target on loopback.
+package promtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Tool returns the path of the Prometheus tool name (promtool,
+// prometheus). A missing one fails the test in CI (CI set in the
+// environment) and skips it elsewhere, saying why.
+func Tool(tb testing.TB, name string) string {
+	tb.Helper()
+	if path, err := exec.LookPath(name); err == nil {
+		return path
+	}
+	msg := name + " not found: run scripts/install-deps.sh (Debian package prometheus)"
+	if os.Getenv("CI") != "" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+	return ""
+}
+
+// Promtool runs promtool with args and stdin, and returns its combined
+// output and whether it exited 0.
+func Promtool(tb testing.TB, stdin []byte, args ...string) (string, bool) {
+	tb.Helper()
+	cmd := exec.Command(Tool(tb, "promtool"), args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			tb.Fatalf("run promtool %s: %v", strings.Join(args, " "), err)
+		}
+		return string(out), false
+	}
+	return string(out), true
+}
+
+// Server is a prometheus server of a test.
+type Server struct {
+	URL string // http://127.0.0.1:port
+}
+
+// Start starts prometheus on a free loopback port, with storage in a temp
+// dir, scraping target (host:port) every second as job "gearshift", and
+// registers its stop (by pid) with tb.Cleanup. It returns once the server
+// is ready; a server not ready within a minute fails the test.
+func Start(tb testing.TB, target string) *Server {
+	tb.Helper()
+	bin := Tool(tb, "prometheus")
+	dir := tb.TempDir()
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: gearshift
+    static_configs:
+      - targets: [%q]
+`, target)
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	addr := freeAddr(tb)
+	var out bytes.Buffer
+	cmd := exec.Command(bin,
+		"--config.file="+cfgPath,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr,
+		"--log.level=warn",
+	)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start prometheus: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if tb.Failed() {
+			tb.Logf("prometheus output:\n%s", out.String())
+		}
+	})
+	s := &Server{URL: "http://" + addr}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(s.URL + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		select {
+		case <-exited:
+			tb.Fatalf("prometheus exited at start:\n%s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("prometheus not ready on %s within a minute:\n%s", addr, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Names returns the metric names the server has stored
+// (/api/v1/label/__name__/values).
+func (s *Server) Names() ([]string, error) {
+	var body struct {
+		Status string   `json:"status"`
+		Data   []string `json:"data"`
+		Error  string   `json:"error"`
+	}
+	if err := s.get("/api/v1/label/__name__/values", &body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("label values: %s: %s", body.Status, body.Error)
+	}
+	return body.Data, nil
+}
+
+// Query evaluates expr now and returns the samples' values, by their
+// labels printed as {a="b",…}.
+func (s *Server) Query(expr string) (map[string]string, error) {
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := s.get("/api/v1/query?query="+url.QueryEscape(expr), &body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s: %s", expr, body.Status, body.Error)
+	}
+	res := map[string]string{}
+	for _, r := range body.Data.Result {
+		var keys []string
+		for k, v := range r.Metric {
+			keys = append(keys, fmt.Sprintf("%s=%q", k, v))
+		}
+		sort.Strings(keys)
+		v, _ := r.Value[1].(string)
+		res["{"+strings.Join(keys, ",")+"}"] = v
+	}
+	return res, nil
+}
+
+func (s *Server) get(path string, into any) error {
+	resp, err := http.Get(s.URL + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
