@@ -3,7 +3,8 @@
 # Debian's varnish, apache2, libapache2-mod-php, wrk, curl and gnuplot-nox
 # (make bench's chart); for the WordPress integration test wordpress, its
 # twentytwentyone theme, mariadb-server and php-mysql; the packaging tools
-# (lintian, man-db, groff); and the Go modules.
+# (lintian, man-db, groff); prometheus (promtool, and a server the metrics
+# tests start on their own port); and the Go modules.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,13 @@ command -v man >/dev/null 2>&1 || need+=(man-db)
 command -v groff >/dev/null 2>&1 || need+=(groff-base)
 command -v deb-systemd-helper >/dev/null 2>&1 || need+=(init-system-helpers)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# The metrics tests: promtool checks the exposition, the alert rules and
+# their unit tests; a private prometheus scrapes a test daemon.
+stop_prometheus=""
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+	need+=(prometheus)
+	installed prometheus || stop_prometheus=1
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
@@ -36,6 +44,14 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 	# The Debian packages start their services; gearshift's tests and demo
 	# run their own instances on free ports, so the stock ones are not needed.
+	# The stock prometheus would hold :9090 and scrape nothing of ours: it
+	# is stopped and kept from starting at boot (the tests never use it).
+	if [ -n "$stop_prometheus" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+		$sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi
+	if [ -n "$stop_prometheus" ] && [ -x /etc/init.d/prometheus ] && [ ! -d /run/systemd/system ]; then
+		$sudo /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+	fi
 fi
 
 export PATH="$PATH:/usr/local/go/bin"

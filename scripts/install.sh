@@ -1,8 +1,8 @@
 #!/bin/sh
 # Installs gearshift on hosts without the Debian package (make install): the
 # binary, the config, the systemd unit, the cron.d watchdog, the logrotate
-# file, man pages, shell completions, example hooks and the label-mode VCL
-# snippet. Idempotent: run it again to upgrade.
+# file, man pages, shell completions, example hooks, the label-mode VCL
+# snippet, and the Grafana dashboard and Prometheus alert rules. Idempotent: run it again to upgrade.
 #
 #   scripts/install.sh [BINARY]              install or upgrade
 #   scripts/install.sh --uninstall [BINARY]  remove what an install put there
@@ -85,6 +85,9 @@ stage() {
 		add 0755 data "$PREFIX/share/gearshift/hooks/$(basename "$hook")" "$hook"
 	done
 	add 0644 data "$PREFIX/share/gearshift/varnish/gearshift-label.vcl" "$repo/scripts/varnish/gearshift-label.vcl"
+	for f in "$repo"/scripts/monitoring/*; do
+		add 0644 data "$PREFIX/share/gearshift/monitoring/$(basename "$f")" "$f"
+	done
 }
 
 # place MODE SRC DEST: copy through a temporary file and a rename, so that a
@@ -176,7 +179,7 @@ uninstall_all() {
 	elif [ -d "$DESTDIR/var/log/gearshift" ]; then
 		say "kept the logs in /var/log/gearshift (PURGE=1 removes them)"
 	fi
-	for d in /etc/gearshift "$PREFIX/share/gearshift/hooks" "$PREFIX/share/gearshift/varnish" "$PREFIX/share/gearshift" "$PREFIX/share/doc/gearshift/examples" "$PREFIX/share/doc/gearshift"; do
+	for d in /etc/gearshift "$PREFIX/share/gearshift/hooks" "$PREFIX/share/gearshift/varnish" "$PREFIX/share/gearshift/monitoring" "$PREFIX/share/gearshift" "$PREFIX/share/doc/gearshift/examples" "$PREFIX/share/doc/gearshift"; do
 		rmdir "$DESTDIR$d" 2>/dev/null || true
 	done
 	if [ -z "$DESTDIR" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Builds gearshift_<version>_<arch>.deb with dpkg-deb from the repository:
 # the binary, the config, cron.d and logrotate files as conffiles, the
-# systemd unit, man pages, shell completions, the docs, the example hooks
-# and the label-mode VCL snippet.
+# systemd unit, man pages, shell completions, the docs, the example hooks,
+# the label-mode VCL snippet, and the Grafana dashboard and Prometheus
+# alert rules.
 #
 #   scripts/deb/build.sh [OUTDIR]      (make deb; OUTDIR defaults to the repository)
 #
@@ -89,6 +90,10 @@ for hook in "$repo"/scripts/hooks/*.sh; do
 	put 0755 "$tmp/hook" "/usr/share/gearshift/hooks/$(basename "$hook")"
 done
 put 0644 "$repo/scripts/varnish/gearshift-label.vcl" /usr/share/gearshift/varnish/gearshift-label.vcl
+# Monitoring: the Grafana dashboard and the Prometheus alert rules.
+for f in "$repo"/scripts/monitoring/*; do
+	put 0644 "$f" "/usr/share/gearshift/monitoring/$(basename "$f")"
+done
 put 0644 "$repo/scripts/deb/copyright" "$doc/copyright"
 {
 	printf 'gearshift (%s) unstable; urgency=medium\n\n' "$version"
