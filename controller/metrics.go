@@ -156,13 +156,19 @@ type targetMetrics struct {
 }
 
 // target returns the event metrics of the target addr, creating its series
-// (at 0) when new.
+// (at 0) when new. Without metrics (a nil m) they count for no one.
 func (m *Metrics) target(addr string) targetMetrics {
+	if m == nil {
+		return targetMetrics{errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported"}), switches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unexported"})}
+	}
 	return targetMetrics{errors: m.targetErrors.WithLabelValues(addr), switches: m.switches.WithLabelValues(addr)}
 }
 
 // forget drops the series of a target that is no longer configured.
 func (m *Metrics) forget(addr string) {
+	if m == nil {
+		return
+	}
 	m.targetErrors.DeleteLabelValues(addr)
 	m.switches.DeleteLabelValues(addr)
 }
