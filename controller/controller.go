@@ -21,7 +21,13 @@ type Sensor interface {
 	Sample(ctx context.Context) (sensor.Sample, error)
 }
 
-// Target is one Varnish admin port, as the controller drives it.
+// Target is one Varnish admin port, as the controller drives it. It owns
+// its connection: it dials when a command needs one, and after a lost
+// connection dials again by itself. A command on a connection the peer
+// closed before answering (a restarted manager) is sent once more on a
+// fresh one; a command that timed out is not. The controller asks for a
+// Target once per admin port and never re-dials: it only decides when to
+// try again, with backoff.
 type Target interface {
 	VCLInline(ctx context.Context, name, src, state string) error
 	VCLUse(ctx context.Context, name string) error
@@ -42,7 +48,9 @@ type VCL struct {
 	Refs   int    // for a label: the VCLs that hand requests to it
 }
 
-// DialFunc connects to the admin port addr with the secret in secretFile.
+// DialFunc returns the Target of the admin port addr, authenticating with
+// the secret in secretFile. It is called once per target, until it
+// succeeds; the Target dials (and re-dials) itself.
 type DialFunc func(addr, secretFile string) (Target, error)
 
 // Profile is one gear's VCL program under its content-addressed name.

@@ -741,3 +741,31 @@ func TestResumeDoesNotWaitForAHangingTarget(t *testing.T) {
 		t.Errorf("first status = %+v, want heavy resumed from the healthy target", s)
 	}
 }
+
+// A varnishd restarted with a new -S secret is reached again: the refused
+// secret is read anew from its file for the next dial, and the session that
+// follows is a reconnect, not a foreign change.
+func TestTickRereadsAChangedSecret(t *testing.T) {
+	r := newRig(t, nil)
+	r.sensor.set(1) // moderate
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+
+	if err := os.WriteFile(r.v.SecretFile, []byte("a new secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.v.Restart()
+	s := r.tick(t)
+	if s.Targets[0].Reachable || !strings.Contains(s.Targets[0].Error, "authentication failed") {
+		t.Fatalf("target with the old secret = %+v, want unreachable, authentication failed", s.Targets[0])
+	}
+	r.clock.add(maxBackoff)
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+	if r.logged("varnish reachable again") != 1 {
+		t.Errorf("want one %q entry", "varnish reachable again")
+	}
+	if r.logged("active VCL changed outside gearshift") != 0 {
+		t.Error("the new session was reported as a foreign vcl.use")
+	}
+}

@@ -3,11 +3,11 @@ package controller
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
@@ -143,31 +145,111 @@ func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
 	})
 }
 
-func TestConnDead(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"eof", io.EOF, true},
-		{"reset", errWrap(syscall.ECONNRESET), true},
-		{"broken pipe", errWrap(syscall.EPIPE), true},
-		{"other read error", errWrap(errors.New("x")), false},
-		{"deadline", context.DeadlineExceeded, false},
-		{"command", &CommandError{Err: io.EOF}, false},
-		{"torn frame", fmt.Errorf("list VCLs: %w", io.ErrUnexpectedEOF), true},
-		{"socket deadline", errWrap(os.ErrDeadlineExceeded), false},
-		{"closed", net.ErrClosed, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := connDead(tc.err); got != tc.want {
-				t.Errorf("connDead(%v) = %v, want %v", tc.err, got, tc.want)
-			}
-		})
-	}
+// droppingAdmin is a fake admin port that serves a sync (vcl.list, and
+// 200 to every other command) until drop is set; then it closes each
+// connection on the next command it reads, unanswered (a manager that
+// goes away mid-session, again and again).
+type droppingAdmin struct {
+	*varnishtest.FakeAdmin
+	drop atomic.Bool
 }
 
-func errWrap(err error) error { return &net.OpError{Op: "read", Net: "tcp", Err: err} }
+func startDroppingAdmin(tb testing.TB) *droppingAdmin {
+	tb.Helper()
+	f := &droppingAdmin{}
+	f.FakeAdmin = varnishtest.StartFakeAdmin(tb, func(_ int, conn net.Conn) {
+		io.WriteString(conn, varnishtest.Frame(200, "fake varnish\n"))
+		rd := bufio.NewReader(conn)
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil || f.drop.Load() {
+				return
+			}
+			if strings.HasPrefix(line, "vcl.list") {
+				io.WriteString(conn, varnishtest.Frame(200, `[2, ["vcl.list", "-j"], 1700000000.000,
+{"status": "active", "state": "auto", "temperature": "warm", "busy": 0, "name": "boot"}]`))
+				continue
+			}
+			io.WriteString(conn, varnishtest.Frame(200, ""))
+		}
+	})
+	return f
+}
+
+// Reconnecting lives in one layer: a connection the peer closed is dialled
+// again once, by the admin client, and a target that keeps failing costs
+// one dial per retry, never one per layer.
+func TestOneDialPerRetry(t *testing.T) {
+	fake := startDroppingAdmin(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("unused by the fake\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := profiles.Default()
+	cfg.Varnish.Targets = []profiles.Target{{Admin: fake.Addr, SecretFile: secret}}
+	cfg.PollInterval = 0
+	clk := &clock{t: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
+	core, logs := observer.New(zapcore.InfoLevel)
+	c, err := New(Options{
+		Config: cfg, Sensor: &fakeSensor{now: clk.now}, Dial: DialAdmin(5 * time.Second), Build: BuildProfiles,
+		Logger: zap.New(core), Now: clk.now, SyncWait: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.waitIdle()
+		for _, tg := range c.targets {
+			tg.close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tick := func() TargetStatus {
+		t.Helper()
+		c.Tick(ctx)
+		return c.Status().Targets[0]
+	}
+
+	if st := tick(); !st.InSync {
+		t.Fatalf("first contact: %+v, want in sync", st)
+	}
+	if n := fake.Accepted(); n != 1 {
+		t.Fatalf("first contact dialled %d times, want once", n)
+	}
+
+	fake.drop.Store(true)
+	clk.add(time.Second)
+	if st := tick(); st.Reachable || st.InSync {
+		t.Fatalf("after the drop: %+v, want unreachable", st)
+	}
+	// The session the peer closed is dialled again once (the client's
+	// retry); that one is closed too, and nothing dials a third.
+	if n := fake.Accepted(); n != 2 {
+		t.Errorf("the poll after the drop dialled %d times, want once", n-1)
+	}
+	for i := 0; i < 3; i++ {
+		before := fake.Accepted()
+		clk.add(maxBackoff)
+		tick()
+		if n := fake.Accepted() - before; n != 1 {
+			t.Errorf("retry %d dialled %d times, want once", i+1, n)
+		}
+	}
+
+	fake.drop.Store(false)
+	clk.add(maxBackoff)
+	if st := tick(); !st.Reachable || !st.InSync {
+		t.Fatalf("after the port came back: %+v, want in sync", st)
+	}
+	again := logs.FilterMessage("varnish reachable again").All()
+	if len(again) != 1 || again[0].ContextMap()["failures"] != int64(4) {
+		t.Errorf("want one %q with failures 4, got %v", "varnish reachable again", again)
+	}
+	if n := logs.FilterMessage("active VCL changed outside gearshift").Len(); n != 0 {
+		t.Errorf("a re-dialled session was reported as a foreign change %d times", n)
+	}
+}
 
 // While one target stalls on a profile load, the loop goes on: the healthy
 // target's status is published, and a force is answered and applied to

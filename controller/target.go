@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
 	"regexp"
 	"syscall"
 	"time"
@@ -61,10 +58,11 @@ type target struct {
 	label     string    // what the label gearshift points to (label mode)
 	foreignAt time.Time // when gearshift's VCL was last found changed by someone else
 	unusedLab bool      // "no VCL uses the label" was logged
-	// reconnected: this sync runs on a new connection after an earlier
-	// one was lost. A VCL found changed then is put back without calling
-	// it foreign: a restarted manager booted with -I (profiles export)
-	// runs the exported gear, not the current one.
+	// reconnected: the client opened a new session (it re-dialled a lost
+	// connection) since the last sync that succeeded. A VCL found changed
+	// then is put back without calling it foreign: a restarted manager
+	// booted with -I (profiles export) runs the exported gear, not the
+	// current one.
 	reconnected bool
 	sessions    int64 // t.conn.Sessions() at the last list
 	reachable   bool
@@ -184,17 +182,19 @@ func (t *target) cmdCtx(ctx context.Context, compile bool) (context.Context, con
 	return context.WithTimeout(ctx, t.timeout)
 }
 
-// connect makes sure there is a connection; fresh reports a new one.
-func (t *target) connect() (fresh bool, err error) {
+// connect makes sure the target has its admin client. The client is made
+// once and kept: it dials on its first command and dials again by itself
+// after a lost connection (see Target), so the target never re-dials.
+func (t *target) connect() error {
 	if t.conn != nil {
-		return false, nil
+		return nil
 	}
 	conn, err := t.dial(t.addr, t.secretFile)
 	if err != nil {
-		return true, fmt.Errorf("connect to varnish admin %s: %w", t.addr, err)
+		return fmt.Errorf("connect to varnish admin %s: %w", t.addr, err)
 	}
 	t.conn, t.sessions = conn, 0
-	return true, nil
+	return nil
 }
 
 // sync makes the target's active VCL set[want]. It returns the switch time
@@ -204,33 +204,25 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 	if t.failures > 0 && now.Before(t.retryAt) {
 		return 0, false
 	}
-	fresh, err := t.connect()
-	if err != nil {
+	if err := t.connect(); err != nil {
 		t.fail(now, err)
 		return 0, false
 	}
-	t.reconnected = fresh && t.contacted
+	// Reconnecting is the client's job: a connection the peer closed
+	// before answering is re-dialled and the command sent once more; a
+	// command that timed out is not sent again. The target only decides
+	// when to try again (backoff) and tells a re-dialled session by
+	// Sessions.
 	ms, switched, err := t.reconcile(ctx, now, set, want)
-	if err != nil && !fresh && connDead(err) && ctx.Err() == nil {
-		// The connection had gone stale (a restarted manager): one more
-		// try on a fresh one before calling it a failure. Not after a
-		// timeout: a target too slow to answer once is not asked twice
-		// while the loop waits.
-		t.close()
-		if _, err = t.connect(); err == nil {
-			t.reconnected = true
-			ms, switched, err = t.reconcile(ctx, now, set, want)
-		}
-	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Stopping (or the request gave up): not Varnish's fault.
-			t.close()
 			return ms, switched
 		}
 		t.fail(now, err)
 		return ms, switched
 	}
+	t.reconnected = false
 	t.recover(now)
 	return ms, switched
 }
@@ -242,7 +234,7 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, 
 	}
 	t.reachable = true
 	if n := t.conn.Sessions(); n != t.sessions {
-		t.reconnected = t.reconnected || t.sessions != 0 // the client re-dialled by itself
+		t.reconnected = t.reconnected || t.sessions != 0 // a session after the first: the client re-dialled
 		t.sessions = n
 	}
 	present := map[string]bool{}
@@ -427,7 +419,6 @@ func (t *target) fail(now time.Time, err error) {
 	if !isCommandError(err) {
 		t.reachable = false
 		t.active, t.label = "", ""
-		t.close()
 	}
 	if logWorthy(t.failures) {
 		t.log.Error("varnish target failing", zap.Error(err), zap.Int("failures", t.failures),
@@ -441,16 +432,6 @@ func (t *target) recover(now time.Time) {
 			zap.Duration("down_for", now.Sub(t.downSince).Round(time.Millisecond)))
 	}
 	t.failures, t.backoff, t.err = 0, 0, ""
-}
-
-// connDead reports errors that mean the peer closed the connection, as
-// opposed to a timeout or an answer.
-func connDead(err error) bool {
-	if isCommandError(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return false
-	}
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 func isCommandError(err error) bool {

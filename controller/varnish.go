@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/varnishadm"
@@ -10,44 +11,92 @@ import (
 )
 
 // DialAdmin is the DialFunc of the daemon: a varnishadm client whose
-// commands without a deadline are bounded by timeout.
+// commands without a deadline are bounded by timeout. It does no network
+// I/O; the client dials on the first command, and re-dials by itself.
 func DialAdmin(timeout time.Duration) DialFunc {
 	return func(addr, secretFile string) (Target, error) {
-		c, err := varnishadm.NewFromFile(addr, secretFile)
+		a := &adminTarget{addr: addr, secretFile: secretFile, timeout: timeout}
+		c, err := a.newClient()
 		if err != nil {
 			return nil, err
 		}
-		if timeout > 0 {
-			c.Timeout = timeout
-		}
-		return adminTarget{c}, nil
+		a.c = c
+		return a, nil
 	}
 }
 
 // adminTarget adapts *varnishadm.Client to Target: it marks errors Varnish
 // answered as *CommandError and reduces vcl.list to what the loop uses.
-type adminTarget struct{ c *varnishadm.Client }
+// When varnishd refuses the secret it reads the secret file again, for the
+// next command's dial: the file may have changed (a reinstalled varnish).
+type adminTarget struct {
+	addr, secretFile string
+	timeout          time.Duration
 
-func (a adminTarget) VCLInline(ctx context.Context, name, src, state string) error {
-	return mark(a.c.VCLInline(ctx, name, src, state))
+	mu   sync.Mutex
+	c    *varnishadm.Client
+	past int64 // sessions of the clients replaced after a refused secret
 }
 
-func (a adminTarget) VCLUse(ctx context.Context, name string) error {
-	return mark(a.c.VCLUse(ctx, name))
-}
-
-func (a adminTarget) VCLLabel(ctx context.Context, label, vcl string) error {
-	return mark(a.c.VCLLabel(ctx, label, vcl))
-}
-
-func (a adminTarget) VCLDiscard(ctx context.Context, name string) error {
-	return mark(a.c.VCLDiscard(ctx, name))
-}
-
-func (a adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
-	list, err := a.c.VCLList(ctx)
+func (a *adminTarget) newClient() (*varnishadm.Client, error) {
+	c, err := varnishadm.NewFromFile(a.addr, a.secretFile)
 	if err != nil {
-		return nil, mark(err)
+		return nil, err
+	}
+	if a.timeout > 0 {
+		c.Timeout = a.timeout
+	}
+	return c, nil
+}
+
+func (a *adminTarget) client() *varnishadm.Client {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.c
+}
+
+// done marks err, and after a refused secret swaps in a client with the
+// secret file read again (the one that failed holds no connection).
+func (a *adminTarget) done(c *varnishadm.Client, err error) error {
+	if errors.Is(err, varnishadm.ErrAuth) {
+		if fresh, ferr := a.newClient(); ferr == nil {
+			a.mu.Lock()
+			if a.c == c {
+				a.past += c.Sessions()
+				a.c = fresh
+				c.Close()
+			}
+			a.mu.Unlock()
+		}
+	}
+	return mark(err)
+}
+
+func (a *adminTarget) VCLInline(ctx context.Context, name, src, state string) error {
+	c := a.client()
+	return a.done(c, c.VCLInline(ctx, name, src, state))
+}
+
+func (a *adminTarget) VCLUse(ctx context.Context, name string) error {
+	c := a.client()
+	return a.done(c, c.VCLUse(ctx, name))
+}
+
+func (a *adminTarget) VCLLabel(ctx context.Context, label, vcl string) error {
+	c := a.client()
+	return a.done(c, c.VCLLabel(ctx, label, vcl))
+}
+
+func (a *adminTarget) VCLDiscard(ctx context.Context, name string) error {
+	c := a.client()
+	return a.done(c, c.VCLDiscard(ctx, name))
+}
+
+func (a *adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
+	c := a.client()
+	list, err := c.VCLList(ctx)
+	if err != nil {
+		return nil, a.done(c, err)
 	}
 	vcls := make([]VCL, 0, len(list))
 	for _, v := range list {
@@ -63,9 +112,14 @@ func (a adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
 	return vcls, nil
 }
 
-func (a adminTarget) Sessions() int64 { return a.c.Sessions() }
+// Sessions counts the sessions of every client this target has had.
+func (a *adminTarget) Sessions() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.past + a.c.Sessions()
+}
 
-func (a adminTarget) Close() error { return a.c.Close() }
+func (a *adminTarget) Close() error { return a.client().Close() }
 
 func mark(err error) error {
 	var ce *varnishadm.CLIError
