@@ -104,7 +104,7 @@ type Reader struct {
 // NewReader reads the header of the trace in r. Rows without a cpus figure
 // get cpus, which came from cpusFrom ("from --cpus").
 func NewReader(r io.Reader, cpus int, cpusFrom string) (*Reader, error) {
-	br := bufio.NewReader(r)
+	br := bufio.NewReader(&lineLimiter{r: r})
 	header, headerLine, err := firstLine(br)
 	if err != nil {
 		return nil, err
@@ -270,11 +270,53 @@ func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
 	}
 }
 
+// MaxLineBytes bounds a line of a trace: a row is a handful of figures, so
+// a longer line (a file of zeros, a binary) is refused rather than read
+// into memory whole.
+const MaxLineBytes = 64 << 10
+
+// lineLimiter passes r through until a line exceeds MaxLineBytes, then
+// fails with an *Error naming that line.
+type lineLimiter struct {
+	r    io.Reader
+	line int // complete lines passed
+	n    int // bytes of the current line passed
+	err  error
+}
+
+func (l *lineLimiter) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	n, err := l.r.Read(p)
+	for i, c := range p[:n] {
+		if c == '\n' {
+			l.line, l.n = l.line+1, 0
+			continue
+		}
+		if l.n++; l.n > MaxLineBytes {
+			l.err = &Error{Line: l.line + 1, Err: fmt.Errorf("longer than %d KiB: a trace row is a handful of figures (is this a CSV trace?)", MaxLineBytes>>10)}
+			return i, nil
+		}
+	}
+	return n, err
+}
+
+// utf8BOM is the byte order mark spreadsheet programs write at the start
+// of a CSV export.
+const utf8BOM = "\ufeff"
+
 // firstLine returns the header: the first line that is not blank and not a
 // comment ("#" followed by a line without delimiters).
 func firstLine(br *bufio.Reader) (string, int, error) {
 	for n := 1; ; n++ {
 		line, err := br.ReadString('\n')
+		if err != nil && err != io.EOF {
+			return "", n, err
+		}
+		if n == 1 {
+			line = strings.TrimPrefix(line, utf8BOM)
+		}
 		if trimmed := strings.TrimSpace(line); trimmed != "" {
 			if !strings.HasPrefix(trimmed, "#") || strings.ContainsAny(trimmed, ",;") {
 				return line, n, nil
@@ -282,9 +324,6 @@ func firstLine(br *bufio.Reader) (string, int, error) {
 		}
 		if err == io.EOF {
 			return "", n, &Error{Line: n, Err: errors.New("empty trace: want a header row such as time,load1")}
-		}
-		if err != nil {
-			return "", n, err
 		}
 	}
 }

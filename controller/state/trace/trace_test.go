@@ -2,6 +2,7 @@ package trace
 
 import (
 	"errors"
+	"io"
 	"maps"
 	"strings"
 	"testing"
@@ -219,5 +220,62 @@ func TestReplayStopsAtABadRow(t *testing.T) {
 	}
 	if res.Samples != 2 {
 		t.Errorf("replayed %d samples before the bad row, want 2", res.Samples)
+	}
+}
+
+// TestParseBoundsLineLength: a line longer than MaxLineBytes (a file of
+// zeros, a binary mistaken for a trace) is refused, naming the line,
+// instead of being read into memory whole.
+func TestParseBoundsLineLength(t *testing.T) {
+	long := strings.Repeat("1", MaxLineBytes+1)
+	tests := []struct {
+		name string
+		in   io.Reader
+		want string
+	}{
+		{"header", io.LimitReader(zeros{}, 8*MaxLineBytes), "line 1: longer than 64 KiB: a trace row is a handful of figures (is this a CSV trace?)"},
+		{"row", strings.NewReader("time,load1\n0,1\n1," + long + "\n"), "line 3: longer than 64 KiB: a trace row is a handful of figures (is this a CSV trace?)"},
+		{"endless", zeros{}, "line 1: longer than 64 KiB: a trace row is a handful of figures (is this a CSV trace?)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.in, 2, "from --cpus")
+			var te *Error
+			if !errors.As(err, &te) || err.Error() != tc.want {
+				t.Fatalf("Parse: %v (%T), want %s", err, err, tc.want)
+			}
+		})
+	}
+	// A line of exactly MaxLineBytes is still read.
+	pad := strings.Repeat(" ", MaxLineBytes-len("1,2"))
+	tr, err := Parse(strings.NewReader("time,load1\n0,1\n1,2"+pad+"\n"), 2, "from --cpus")
+	if err != nil || len(tr.Samples) != 2 {
+		t.Fatalf("Parse of a %d-byte line: %v", MaxLineBytes, err)
+	}
+}
+
+// zeros reads as /dev/zero does.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestParseStripsBOM: a UTF-8 byte order mark, as spreadsheet programs
+// write at the start of a CSV export, is not part of the first column's name.
+func TestParseStripsBOM(t *testing.T) {
+	for _, csv := range []string{
+		"\ufefftime,load1\n0,1\n1,2\n",
+		"\ufeff# exported\ntime,load1\n0,1\n1,2\n",
+		"\ufeff\"time\",load1\n0,1\n1,2\n",
+	} {
+		tr, err := Parse(strings.NewReader(csv), 2, "from --cpus")
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", csv, err)
+		}
+		if len(tr.Samples) != 2 || len(tr.Warnings) != 0 || tr.Samples[1].Reading.Load1 != 2 {
+			t.Errorf("Parse(%q) = %d samples, warnings %q", csv, len(tr.Samples), tr.Warnings)
+		}
 	}
 }
