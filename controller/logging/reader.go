@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 )
@@ -275,7 +277,7 @@ func (p *Formatter) Print(line []byte) {
 	}
 	e, ok := ParseEntry(line)
 	if !ok {
-		fmt.Fprintf(p.W, "%s\n", line)
+		fmt.Fprintf(p.W, "%s\n", Escape(string(line)))
 		return
 	}
 	ts := "                   "
@@ -316,7 +318,34 @@ func (p *Formatter) Print(line []byte) {
 			b.WriteString("  " + k + "=" + v)
 		}
 	}
-	fmt.Fprintln(p.W, strings.TrimRight(b.String(), " "))
+	fmt.Fprintln(p.W, Escape(strings.TrimRight(b.String(), " ")))
+}
+
+// Escape makes s safe to print on a terminal: every byte that is not part
+// of a printable UTF-8 character (control characters such as ESC, CR and
+// BEL, C1 controls, invalid UTF-8) is written as a C-style \xNN escape, the
+// way journalctl shows unprintable log data. A field from a hostile admin
+// port (an active_vcl name) thus cannot rewrite the screen.
+func Escape(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for s = s[i:]; s != ""; {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n <= 1 || !unicode.IsPrint(r) {
+			for _, c := range []byte(s[:n]) {
+				fmt.Fprintf(&b, "\\x%02x", c)
+			}
+		} else {
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 // formatNum formats v with at most prec decimals, without trailing zeros.

@@ -147,3 +147,47 @@ func TestParseSince(t *testing.T) {
 		})
 	}
 }
+
+// TestFormatterEscapesControlBytes: a field written by the daemon from
+// what a hostile admin port said (an active_vcl name with an escape
+// sequence) cannot move the cursor, retitle or clear the terminal: the
+// human format shows every non-printable byte as \xNN.
+func TestFormatterEscapesControlBytes(t *testing.T) {
+	tests := []struct {
+		name, line, want string
+	}{
+		{"ESC in a field", `{"level":"warn","ts":0,"msg":"foreign vcl","active_vcl":"x\u001b[2J\u001b]0;owned\u0007"}`,
+			`WARN   foreign vcl  active_vcl=x\x1b[2J\x1b]0;owned\x07`},
+		{"CR in the message", `{"level":"info","ts":0,"msg":"all fine\rGONE"}`,
+			`INFO   all fine\x0dGONE`},
+		{"in a transition", `{"level":"info","ts":0,"msg":"state change","from":"light","to":"heavy","reason":"r\u001bc","error":"e\u009bm"}`,
+			`light → heavy        r\x1bc  error: e\xc2\x9bm`},
+		{"quoted value", `{"level":"info","ts":0,"msg":"m","k":"a b\u001b"}`,
+			`INFO   m  k="a b\x1b"`},
+		{"not JSON, invalid UTF-8", "panic: \xff\xfe\x1b[31mred\x00",
+			`panic: \xff\xfe\x1b[31mred\x00`},
+		{"printable text is kept", `{"level":"info","ts":0,"msg":"élan → 東京","k":"tab\there"}`,
+			"INFO   élan → 東京  k=\"tab\\there\""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			(&Formatter{W: &out, Loc: time.UTC}).Print([]byte(tc.line + "\n"))
+			got := strings.TrimSuffix(out.String(), "\n")
+			if strings.HasPrefix(tc.line, "{") {
+				if len(got) < 21 {
+					t.Fatalf("printed %q", got)
+				}
+				got = got[21:]
+			}
+			if got != tc.want {
+				t.Errorf("printed\n %q\nwant\n %q", got, tc.want)
+			}
+			for _, c := range []byte(out.String()) {
+				if c < 0x20 && c != '\n' || c == 0x7f {
+					t.Errorf("printed control byte %#x in %q", c, out.String())
+				}
+			}
+		})
+	}
+}
