@@ -37,6 +37,12 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Message }
 
+// maxAnswer caps what the client reads of an answer: generous for the
+// largest status the daemon produces (profiles.MaxTargets targets, each
+// with an error of up to Varnish's cli_limit, 48 KiB by default), finite
+// against a socket that streams without end.
+var maxAnswer int64 = 64 << 20
+
 // Client talks to a running daemon over its control socket.
 // Its zero value is not usable; create one with NewClient.
 type Client struct {
@@ -116,20 +122,30 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*Status
 		return nil, c.failure(ctx, start, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
-	}
+	ans := &io.LimitedReader{R: resp.Body, N: maxAnswer + 1}
 	if resp.StatusCode/100 != 2 {
+		b, err := io.ReadAll(io.LimitReader(ans, 64<<10))
+		if err != nil {
+			return nil, c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
+		}
 		var e errorBody
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("daemon answered %s", resp.Status)
 		}
 		return nil, &APIError{StatusCode: resp.StatusCode, Message: e.Error}
 	}
+	// Decoded as it arrives: a large status is never held twice.
 	var st Status
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("decode status from %s: %w", c.socket, err)
+	if err := json.NewDecoder(ans).Decode(&st); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case ans.N <= 0:
+			return nil, fmt.Errorf("decode status from %s: the answer is larger than %s", c.socket, sizeString(maxAnswer))
+		case errors.As(err, &se) || errors.As(err, &te) || errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF:
+			return nil, fmt.Errorf("decode status from %s: %w", c.socket, err)
+		}
+		return nil, c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
 	}
 	return &st, nil
 }
@@ -149,6 +165,14 @@ func (c *Client) failure(ctx context.Context, start time.Time, err error) error 
 		return fmt.Errorf("%w within %s on %s", ErrNoAnswer, waitedString(waited), c.socket)
 	}
 	return fmt.Errorf("%w on %s: %w", ErrUnreachable, c.socket, unwrapURLError(err))
+}
+
+// sizeString renders a byte count as "64 MiB" or "4 KiB".
+func sizeString(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // waitedString renders d for a person: "90s", "0.2s".

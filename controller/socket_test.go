@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // fakeAPI records what the handler asked for.
@@ -25,9 +27,12 @@ type fakeAPI struct {
 	autos     int
 	reloadErr error
 	block     chan struct{} // when set, Force waits for it (a busy loop)
+	targets   []TargetStatus
 }
 
-func (f *fakeAPI) Status() Status { return Status{Version: Version, State: "light", Mode: "auto"} }
+func (f *fakeAPI) Status() Status {
+	return Status{Version: Version, State: "light", Mode: "auto", Targets: f.targets}
+}
 
 func (f *fakeAPI) Force(ctx context.Context, st state.State, until time.Time) (Status, error) {
 	if f.block != nil {
@@ -399,5 +404,44 @@ func TestChownGroupDoesNotFollowSymlinks(t *testing.T) {
 	li, _ := os.Lstat(link)
 	if gid := li.Sys().(*syscall.Stat_t).Gid; gid != 65534 {
 		t.Errorf("the link has group %d, want 65534", gid)
+	}
+}
+
+// TestClientReadsTheLargestStatus: the status of as many targets as a
+// config may have (profiles.MaxTargets), each down with a long error, is
+// read by the client whole (status, check and force all read it).
+func TestClientReadsTheLargestStatus(t *testing.T) {
+	f := &fakeAPI{}
+	long := strings.Repeat("VCC-compiler failed: Symbol not found: 'x' ", 48)
+	for i := range profiles.MaxTargets {
+		f.targets = append(f.targets, TargetStatus{Admin: fmt.Sprintf("192.0.2.%d:%d", i%250, 6082+i), ActiveVCL: "gearshift-heavy-0123456789abcdef", Error: long})
+	}
+	path := serveSocket(t, f)
+	c := NewClient(path)
+	s, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatalf("Status of %d targets: %v", profiles.MaxTargets, err)
+	}
+	if len(s.Targets) != profiles.MaxTargets || s.Targets[profiles.MaxTargets-1].Error != long {
+		t.Fatalf("Status has %d targets", len(s.Targets))
+	}
+	s, err = c.Force(context.Background(), state.Heavy, 0)
+	if err != nil || len(s.Targets) != profiles.MaxTargets {
+		t.Fatalf("Force: %v", err)
+	}
+}
+
+// TestClientRefusesAnOversizedAnswer: an answer beyond the client's cap is
+// a clear error, not memory without bound.
+func TestClientRefusesAnOversizedAnswer(t *testing.T) {
+	defer func(n int64) { maxAnswer = n }(maxAnswer)
+	maxAnswer = 4 << 10
+	f := &fakeAPI{}
+	for i := range 100 {
+		f.targets = append(f.targets, TargetStatus{Admin: fmt.Sprintf("127.0.0.1:%d", 7000+i), Error: strings.Repeat("x", 100)})
+	}
+	_, err := NewClient(serveSocket(t, f)).Status(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "answer is larger than 4 KiB") {
+		t.Fatalf("Status = %v, want the size named", err)
 	}
 }

@@ -215,6 +215,8 @@ hysteresis: { down_traffic_ratio: 1.5 }`, []string{
 			"varnish.targets[1].name: www is already varnish.targets[0].name: its traffic would count twice (line 1)"}},
 		{"out of range on a source's signal", base + "states: { moderate: { enter: { apache_busy_ratio: 1.5 }, stay: { apache_busy_ratio: 0.5 } } }", []string{
 			"states.moderate.enter.apache_busy_ratio: must be above 0 and at most 1, got 1.5 (line 2)"}},
+		{"too many targets", "varnish: { targets: [" + manyTargets(MaxTargets+1) + "] }", []string{
+			"varnish.targets: 1025 targets, more than the 1024 one gearshift drives (line 1)"}},
 		{"no targets", "varnish: { targets: [] }", []string{"varnish.targets: at least one Varnish target is needed (line 1)"}},
 		{"bad admin addresses", "varnish: { targets: [ { admin: localhost, secret_file: '{{secret}}' }, { admin: ':6082', secret_file: '{{secret}}' }, { admin: 'h:99999', secret_file: '{{secret}}' } ] }", []string{
 			`varnish.targets[0].admin: "localhost" is not host:port (e.g. 127.0.0.1:6082) (line 1)`,
@@ -564,5 +566,24 @@ func TestOffline(t *testing.T) {
 	other := errors.New("read config: permission denied")
 	if cfg, err := Offline(other); cfg != nil || err != other {
 		t.Errorf("Offline(a read error) = %v, %v; want the error back", cfg, err)
+	}
+}
+
+// manyTargets returns n flow-style targets on distinct ports.
+func manyTargets(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "{ admin: '127.0.0.1:%d', secret_file: '{{secret}}' }", 10000+i)
+	}
+	return b.String()
+}
+
+func TestParseMaxTargets(t *testing.T) {
+	r := fixture(t)
+	if _, err := Parse([]byte(r.Replace("varnish: { targets: [" + manyTargets(MaxTargets) + "] }"))); err != nil {
+		t.Fatalf("Parse of %d targets: %v", MaxTargets, err)
 	}
 }

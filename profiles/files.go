@@ -12,6 +12,11 @@ import (
 // and /dev/zero given by mistake must not fill the memory.
 const MaxConfigSize = 1 << 20
 
+// MaxTargets bounds varnish.targets: every target is polled and switched
+// by one loop, and the status of them all must fit the control client's
+// answer cap (controller's maxAnswer, 64 KiB a target).
+const MaxTargets = 1024
+
 // readConfigFile reads path, refusing more than MaxConfigSize bytes.
 func readConfigFile(path string) ([]byte, error) {
 	f, err := os.Open(path)

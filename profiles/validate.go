@@ -95,6 +95,8 @@ func (c *Config) validateSettings(v *validator) {
 	}
 	if len(c.Varnish.Targets) == 0 {
 		v.add("varnish.targets", "at least one Varnish target is needed")
+	} else if n := len(c.Varnish.Targets); n > MaxTargets {
+		v.add("varnish.targets", "%d targets, more than the %d one gearshift drives", n, MaxTargets)
 	}
 	seen, names := map[string]int{}, map[string]int{}
 	for i, t := range c.Varnish.Targets {
