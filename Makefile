@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build test bench demo deps deps-if-missing clean man deb install uninstall
+.PHONY: all build test fuzz bench demo deps deps-if-missing clean man deb install uninstall
 
 all: build
 
@@ -16,6 +16,24 @@ build:
 test: deps-if-missing
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz
+
+# A short run of each fuzz target (go test fuzzes one target at a time);
+# the seed corpora and every past finding are under testdata/fuzz/ and
+# also run as plain tests above. FUZZTIME=2m fuzzes longer.
+FUZZTIME ?= 8s
+FUZZ_TARGETS := \
+	FuzzReadResponse:./controller/varnishadm \
+	FuzzParseSettings:./profiles \
+	FuzzParse:./controller/state/trace \
+	FuzzForceBody:./controller \
+	FuzzPrint:./controller/logging
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) $${t#*:}; \
+	done
 
 deps-if-missing:
 	@command -v varnishd >/dev/null 2>&1 || bash scripts/install-deps.sh
