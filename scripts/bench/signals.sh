@@ -1,0 +1,512 @@
+#!/usr/bin/env bash
+# The signals benchmark: what Varnish's traffic, Apache's workers and the
+# backend's latency change against the load alone, on the demo's stack
+# (scripts/demo/lib.sh: Apache + mod_php, a private varnishd, `gearshift
+# run`), everything on loopback ports that were free, under one temporary
+# directory. Each case starts a fresh daemon with its own config and log,
+# in light (on_exit: light puts Varnish back there between cases), after
+# the machine's Load1 has settled; gears are timed from the daemon's own
+# record (`gearshift logs --transitions --json`, `status --json`):
+#
+#   workers   "idle CPU, busy workers": Apache with SIG_WORKERS workers and
+#             mod_status, /slow.php sleeping SIG_SLOW_MS like a slow
+#             database, wrk -c SIG_SLOW_CONNS through Varnish; rules on
+#             apache_busy_ratio and backend_ttfb_ms (probe of / on Apache)
+#             beside the load rule: does it reach heavy, on which signal,
+#             and what was load_per_cpu
+#   race      the demo's wrk surge (scripts/demo/surge.lua, 24 connections)
+#             until heavy (SIG_RACE_MAX s at most), twice: the load rule
+#             alone, then with `states.heavy.enter.client_rps:
+#             SIG_RPS_ENTER` (varnish.targets[].name set): seconds from the
+#             surge's start to heavy
+#   cpu       every source on (Varnish's traffic, a cgroup, mod_status, the
+#             probe, an inject file) at poll_interval 1s, no traffic: the
+#             daemon's CPU from /proc/PID/stat over SIG_CPU s, its own
+#             (utime+stime) and its children's (cutime+cstime: varnishstat)
+#   guard     the demo's surge for SIG_SURGE s and SIG_TAIL s after it,
+#             twice, with the traffic guard off (down_traffic_ratio 0) and
+#             on (the default 0.6), down_window SIG_DOWN_WINDOW and
+#             min_dwell SIG_MIN_DWELL (short, like the demo's, so a bounce
+#             can show): transitions up and down, re-entries while wrk ran
+#
+# The load thresholds are the demo's (moderate 1.5/1.0, heavy 3.0/2.0 per
+# CPU; STACK_{MODERATE,HEAVY}_{ENTER,STAY}). A benchmark measures: no number
+# fails the run; a case that could not be measured (the daemon was not in
+# light when the surge began, say) says so in the table.
+#
+# Writes SIG_OUT/signals.md (the tables) and, beside it, each case's config,
+# log, per-half-second status trace and wrk report. SIG_DOC=FILE also
+# writes the tables there. SIG_CASES picks cases (default "workers race
+# cpu guard"). About 5-6 minutes.
+#
+# Knobs (environment, defaults in brackets): SIG_CASES, SIG_RPS_ENTER [30]
+# SIG_RPS_STAY [15] SIG_RACE_MAX [20] SIG_SURGE [30] SIG_TAIL [30]
+# SIG_DOWN_WINDOW [10s] SIG_MIN_DWELL [10s] SIG_WORKERS [8] SIG_SLOW_MS [500]
+# SIG_SLOW_CONNS [16] SIG_SLOW [30] SIG_CPU [60] SIG_SETTLE_LOAD [1.0 per
+# CPU] SIG_SETTLE_MAX [40] SIG_OUT SIG_DOC GEARSHIFT.
+set -euo pipefail
+STACK_NAME=signals
+STACK_ACCESS_LOG=0
+# shellcheck source=scripts/demo/lib.sh
+. "$(dirname "$0")/../demo/lib.sh"
+
+SIG_CASES=${SIG_CASES:-workers race cpu guard}
+SIG_RPS_ENTER=${SIG_RPS_ENTER:-30}
+SIG_RPS_STAY=${SIG_RPS_STAY:-15}
+SIG_RACE_MAX=${SIG_RACE_MAX:-20}
+SIG_SURGE_CONNS=${SIG_SURGE_CONNS:-48}
+SIG_SURGE_DELAY_MS=${SIG_SURGE_DELAY_MS:-100}
+SIG_SURGE=${SIG_SURGE:-30}
+SIG_TAIL=${SIG_TAIL:-30}
+SIG_DOWN_WINDOW=${SIG_DOWN_WINDOW:-10s}
+SIG_MIN_DWELL=${SIG_MIN_DWELL:-10s}
+SIG_WORKERS=${SIG_WORKERS:-8}
+SIG_SLOW_MS=${SIG_SLOW_MS:-500}
+SIG_SLOW_CONNS=${SIG_SLOW_CONNS:-16}
+SIG_SLOW=${SIG_SLOW:-30}
+SIG_CPU=${SIG_CPU:-60}
+SIG_SETTLE_LOAD=${SIG_SETTLE_LOAD:-${STACK_MODERATE_STAY:-1.0}}
+SIG_SETTLE_MAX=${SIG_SETTLE_MAX:-40}
+SIG_OUT=${SIG_OUT:-${TMPDIR:-/tmp}/gearshift-bench-signals}
+SIG_DOC=${SIG_DOC:-}
+MOD_ENTER=${STACK_MODERATE_ENTER:-1.5}
+MOD_STAY=${STACK_MODERATE_STAY:-1.0}
+HEAVY_ENTER=${STACK_HEAVY_ENTER:-3.0}
+HEAVY_STAY=${STACK_HEAVY_STAY:-2.0}
+CPUS=$(nproc)
+
+need_cmds go apache2 varnishd varnishstat curl wrk jq
+mkdir -p "$SIG_OUT"
+rm -f "$SIG_OUT"/{signals.md,*.yaml,*.log,*.trace.tsv,*.wrk.txt}
+
+signals_down() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stack_down
+	exit "$rc"
+}
+trap signals_down EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- helpers ------------------------------------------------------------
+
+now() { date +%s.%N; }
+# calc EXPR: awk arithmetic, printed with up to two decimals.
+calc() { awk "BEGIN { v = $1; printf \"%.2f\", v }"; }
+# lt A B: true when the number A is below B.
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
+load1() { awk '{ print $1 }' /proc/loadavg; }
+has_case() { case " $SIG_CASES " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# settle waits until Load1 per CPU is below SIG_SETTLE_LOAD, SIG_SETTLE_MAX
+# seconds at most (others' work on a shared machine may keep it above).
+settle() {
+	local i
+	for ((i = 0; i < SIG_SETTLE_MAX; i++)); do
+		lt "$(calc "$(load1) / $CPUS")" "$SIG_SETTLE_LOAD" && break
+		sleep 1
+	done
+	say "signals: load average $(load1) after settling ${i}s"
+}
+
+# apache_lines [small]: mod_status on /server-status for loopback, the slow
+# page's delay and, with "small", a prefork of SIG_WORKERS workers.
+apache_lines() {
+	cat <<EOF
+LoadModule status_module /usr/lib/apache2/modules/mod_status.so
+LoadModule authz_host_module /usr/lib/apache2/modules/mod_authz_host.so
+<Location "/server-status">
+    SetHandler server-status
+    Require local
+</Location>
+SetEnv DEMO_SLOW_MS $SIG_SLOW_MS
+EOF
+	if [ "${1:-}" = small ]; then
+		cat <<EOF
+StartServers            $SIG_WORKERS
+MinSpareServers         1
+MaxSpareServers         $SIG_WORKERS
+ServerLimit             $SIG_WORKERS
+MaxRequestWorkers       $SIG_WORKERS
+EOF
+	fi
+}
+
+# apache_restart [small]: Apache again on the same port with other lines.
+apache_restart() {
+	local keep=() p
+	if [ -n "${APACHE_PID:-}" ]; then
+		stop_pid "$APACHE_PID"
+		for p in "${STACK_PIDS[@]}"; do [ "$p" = "$APACHE_PID" ] || keep+=("$p"); done
+		STACK_PIDS=("${keep[@]}")
+	fi
+	apache_lines "${1:-}" >"$STACK_DIR/signals-apache.conf"
+	STACK_SITE_LINES="Include $STACK_DIR/signals-apache.conf"
+	stack_apache
+	curl -sf -o /dev/null --max-time 5 "$ORIGIN/server-status?auto" || die "mod_status does not answer on $ORIGIN/server-status"
+}
+
+# The config of one case, from CFG_* set by the caller: CFG_NAME=1 names the
+# target (Varnish's traffic signals), CFG_HEAVY_ENTER / CFG_HEAVY_STAY add
+# rules to heavy's, CFG_SENSOR is a sensor: block, CFG_GUARD the guard's ratio.
+stack_gearshift_config() {
+	local name_line="" guard=""
+	if [ "${CFG_NAME:-0}" = 1 ]; then name_line="      name: $STACK_DIR/varnish"; fi
+	if [ -n "${CFG_GUARD:-}" ]; then guard=", down_traffic_ratio: $CFG_GUARD"; fi
+	cat >"$GS_CONFIG" <<EOF
+# gearshift config of the signals benchmark, case $CASE (scripts/bench/signals.sh).
+poll_interval: 1s
+fast_window: 10s
+varnish:
+  timeout: 5s
+  targets:
+    - admin: 127.0.0.1:$ADMIN_PORT
+      secret_file: $STACK_DIR/secret
+$name_line
+backend: { host: 127.0.0.1, port: $APACHE_PORT }
+${CFG_SENSOR:-}
+states:
+  moderate: { enter: { load_per_cpu: $MOD_ENTER }, stay: { load_per_cpu: $MOD_STAY } }
+  heavy:    { enter: { load_per_cpu: $HEAVY_ENTER${CFG_HEAVY_ENTER:+, $CFG_HEAVY_ENTER} }, stay: { load_per_cpu: $HEAVY_STAY${CFG_HEAVY_STAY:+, $CFG_HEAVY_STAY} } }
+hysteresis: { up_confirm: 3, down_window: ${CFG_DOWN_WINDOW:-20s}, min_dwell: ${CFG_MIN_DWELL:-15s}$guard }
+on_exit: light
+control: { socket: $STACK_DIR/gs-$CASE.sock }
+log: { file: $SIG_OUT/$CASE.log, level: info }
+pid_file: $STACK_DIR/gs-$CASE.pid
+EOF
+}
+
+# daemon_start CASE: a fresh `gearshift run` with this case's config (CFG_*),
+# once Varnish serves one of its profiles; START_STATE is its gear then.
+daemon_start() {
+	CASE=$1
+	GS_CONFIG="$SIG_OUT/$CASE.yaml"
+	stack_gearshift "$STACK_DIR/gs-$CASE.stderr"
+	sleep 3 # a baseline for the rates: two samples at least
+	START_STATE=$(gs status --json | jq -r .state)
+}
+
+daemon_stop() {
+	local keep=() p
+	stop_pid "$GS_PID"
+	for p in "${STACK_PIDS[@]}"; do [ "$p" = "$GS_PID" ] || keep+=("$p"); done
+	STACK_PIDS=("${keep[@]}")
+	CFG_NAME=0 CFG_HEAVY_ENTER="" CFG_HEAVY_STAY="" CFG_SENSOR="" CFG_GUARD="" CFG_DOWN_WINDOW="" CFG_MIN_DWELL=""
+}
+
+# trace_line T0: one line of `status --json` to the case's trace, seconds
+# since T0 first; prints the state.
+TRACE_COLS="t_s	state	load_per_cpu	client_rps	apache_busy_ratio	backend_ttfb_ms	reason"
+trace_line() {
+	local t
+	t=$(calc "$(now) - $1")
+	gs status --json 2>/dev/null | jq -r --arg t "$t" '[$t, .state, .sample.load_per_cpu,
+		.sample.client_rps, .sample.apache_busy_ratio, .sample.backend_ttfb_ms, .reason]
+		| map(if . == null then "-" else tostring end) | @tsv' | tee -a "$SIG_OUT/$CASE.trace.tsv" | cut -f2
+}
+
+# transitions T0: the case's state changes as TSV: seconds since T0, from,
+# to, load_per_cpu, client_rps, apache_busy_ratio, backend_ttfb_ms, reason.
+transitions() {
+	gs logs --transitions --json -n 1000 2>/dev/null | jq -r --argjson t0 "$1" '
+		def epoch: (sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601)
+			+ ((capture("(?<f>\\.[0-9]+)Z$").f // "0") | tonumber);
+		select(.msg == "state change")
+		| [((.ts | epoch) - $t0 | . * 10 | round / 10), .from, .to, .load_per_cpu, .client_rps,
+		   .apache_busy_ratio, .backend_ttfb_ms, .reason]
+		| map(if . == null then "-" else tostring end) | @tsv'
+}
+
+# surge_start SECONDS CONNS OUT [DELAY_MS]: the demo's wrk surge (its mix,
+# each connection pausing DELAY_MS, default SIG_SURGE_DELAY_MS, between
+# requests) in the background.
+surge_start() {
+	DEMO_SESSIONS="$SESSIONS" DEMO_STATICS="/style.css /logo.png" DEMO_NEWS=/news.php \
+		DEMO_SURGE_DELAY_MS="${4:-$SIG_SURGE_DELAY_MS}" \
+		wrk -t2 -c"$2" -d"$1s" --timeout 10s --latency -s "$DEMO_SRC/surge.lua" "$SITE/" >"$3" 2>&1 &
+	SURGE_PID=$!
+	STACK_PIDS+=("$SURGE_PID")
+}
+
+surge_stop() {
+	local keep=() p
+	stop_pid "$SURGE_PID"
+	for p in "${STACK_PIDS[@]}"; do [ "$p" = "$SURGE_PID" ] || keep+=("$p"); done
+	STACK_PIDS=("${keep[@]}")
+}
+
+wrk_rps() { awk '/Requests\/sec/ { print $2 }' "$1"; }
+
+# gear_rank NAME: light 0, moderate 1, heavy 2.
+gear_rank() { case $1 in light) echo 0 ;; moderate) echo 1 ;; heavy) echo 2 ;; *) echo -1 ;; esac; }
+
+# ---- the cases ----------------------------------------------------------
+
+RESULTS_WORKERS="" RESULTS_RACE=() RESULT_CPU="" RESULTS_GUARD=()
+
+# race LABEL [DELAY_MS]: the surge until heavy, SIG_RACE_MAX s at most.
+race() {
+	local label=$1 delay=${2:-$SIG_SURGE_DELAY_MS} t0 load0 st="" i tr heavy secs reason lpc rps maxr
+	settle
+	CFG_NAME=1
+	daemon_start "race-${label//[^a-z0-9]/_}-${delay}ms"
+	load0=$(load1)
+	printf '%s\n' "$TRACE_COLS" >"$SIG_OUT/$CASE.trace.tsv"
+	t0=$(now)
+	surge_start "$SIG_RACE_MAX" "$SIG_SURGE_CONNS" "$SIG_OUT/$CASE.wrk.txt" "$delay"
+	for ((i = 0; i < SIG_RACE_MAX * 2; i++)); do
+		st=$(trace_line "$t0")
+		[ "$st" != heavy ] || break
+		alive "$SURGE_PID" || break
+		sleep 0.5
+	done
+	surge_stop
+	tr=$(transitions "$t0")
+	heavy=$(printf '%s\n' "$tr" | awk -F'\t' '$3 == "heavy" && $1 >= 0 { print; exit }')
+	reason="-" lpc="-" rps="-"
+	if [ "$START_STATE" != light ]; then
+		secs="n/a: in $START_STATE before the surge (machine load)"
+	elif [ -z "$heavy" ]; then
+		secs="not within ${SIG_RACE_MAX} s"
+	else
+		secs=$(printf '%s' "$heavy" | cut -f1)
+		lpc=$(printf '%s' "$heavy" | cut -f4)
+		rps=$(printf '%s' "$heavy" | cut -f5)
+		reason=$(printf '%s' "$heavy" | cut -f8)
+	fi
+	maxr=$(awk -F'\t' 'NR > 1 && $4 != "-" && $4 + 0 > m { m = $4 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
+	daemon_stop
+	RESULTS_RACE+=("$label	$delay	$load0	$secs	$lpc	$rps	$maxr	$reason")
+	say "signals: race $label (pause ${delay} ms): heavy after: $secs ($reason)"
+}
+
+case_race() {
+	race "load rule alone"
+	CFG_HEAVY_ENTER="client_rps: $SIG_RPS_ENTER" CFG_HEAVY_STAY="client_rps: $SIG_RPS_STAY"
+	race "client_rps >= $SIG_RPS_ENTER"
+	# The demo's own pause: a keep-alive client back within Varnish's
+	# timeout_linger keeps its worker, whose counters reach MAIN.client_req
+	# only when the connection closes.
+	if [ "$SIG_SURGE_DELAY_MS" != 10 ]; then
+		CFG_HEAVY_ENTER="client_rps: $SIG_RPS_ENTER" CFG_HEAVY_STAY="client_rps: $SIG_RPS_STAY"
+		race "client_rps >= $SIG_RPS_ENTER" 10
+	fi
+}
+
+case_workers() {
+	local t0 load0 out i st tr heavy secs="" reason="-" lpc="-" maxl maxb maxt verdict rps
+	apache_restart small
+	settle
+	CFG_NAME=1
+	CFG_SENSOR="sensor:
+  apache_status: $ORIGIN/server-status?auto
+  probe: { url: $ORIGIN/, timeout: 1s }"
+	CFG_HEAVY_ENTER="apache_busy_ratio: 0.9, backend_ttfb_ms: 400"
+	CFG_HEAVY_STAY="apache_busy_ratio: 0.5, backend_ttfb_ms: 200"
+	daemon_start workers
+	load0=$(load1)
+	out="$SIG_OUT/$CASE.wrk.txt"
+	printf '%s\n' "$TRACE_COLS" >"$SIG_OUT/$CASE.trace.tsv"
+	t0=$(now)
+	wrk -t2 -c"$SIG_SLOW_CONNS" -d"${SIG_SLOW}s" --timeout 10s "$SITE/slow.php" >"$out" 2>&1 &
+	SURGE_PID=$!
+	STACK_PIDS+=("$SURGE_PID")
+	for ((i = 0; i < SIG_SLOW * 2; i++)); do
+		st=$(trace_line "$t0")
+		alive "$SURGE_PID" || break
+		sleep 0.5
+	done
+	surge_stop
+	tr=$(transitions "$t0")
+	heavy=$(printf '%s\n' "$tr" | awk -F'\t' '$3 == "heavy" && $1 >= 0 { print; exit }')
+	if [ "$START_STATE" != light ]; then
+		secs="n/a: in $START_STATE before the load (machine load)"
+	elif [ -z "$heavy" ]; then
+		secs="not within ${SIG_SLOW} s"
+	else
+		secs=$(printf '%s' "$heavy" | cut -f1)
+		lpc=$(printf '%s' "$heavy" | cut -f4)
+		reason=$(printf '%s' "$heavy" | cut -f8)
+	fi
+	# The highest figures of the trace while wrk ran (the trace's own columns).
+	maxl=$(awk -F'\t' 'NR > 1 && $3 != "-" && $3 + 0 > m { m = $3 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
+	maxb=$(awk -F'\t' 'NR > 1 && $5 != "-" && $5 + 0 > m { m = $5 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
+	maxt=$(awk -F'\t' 'NR > 1 && $6 != "-" && $6 + 0 > m { m = $6 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
+	rps=$(wrk_rps "$out")
+	verdict="not met"
+	if [ -n "$heavy" ] && [ "$START_STATE" = light ] && lt "$lpc" "$HEAVY_ENTER"; then verdict="met"; fi
+	daemon_stop
+	RESULTS_WORKERS="$load0	$secs	$reason	$lpc	$maxl	$maxb	$maxt	${rps:-?}	$verdict"
+	say "signals: workers: heavy after: $secs ($reason), load_per_cpu at most $maxl"
+	apache_restart
+}
+
+case_cpu() {
+	local pid hz a b ticks_self ticks_kids samples0 samples1 nulls inject="$STACK_DIR/injected" cg mnt rel
+	settle
+	echo 0 >"$inject"
+	# The cgroup this script runs in, under the cgroup v2 mount.
+	mnt=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+	rel=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+	cg=""
+	if [ -n "$mnt" ] && [ -n "$rel" ]; then cg="${mnt%/}${rel%/}"; fi
+	[ -n "$cg" ] || cg="$mnt"
+	CFG_NAME=1
+	CFG_SENSOR="sensor:
+  cgroup: ${cg:-\"\"}
+  apache_status: $ORIGIN/server-status?auto
+  probe: { url: $ORIGIN/, timeout: 1s }
+  inject_file: $inject"
+	daemon_start cpu
+	pid=$GS_PID
+	hz=$(getconf CLK_TCK)
+	sleep 2
+	# utime stime cutime cstime: fields 14-17, counted after the ")" of comm.
+	a=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12, $13, $14, $15 }')
+	samples0=$(gs status --json | jq -r .sample.time)
+	sleep "$SIG_CPU"
+	b=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12, $13, $14, $15 }')
+	samples1=$(gs status --json | jq -r .sample.time)
+	nulls=$(gs status --json | jq -r '[.sample | to_entries[] | select(.value == null) | .key] | join(", ")')
+	ticks_self=$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); print (y[1] + y[2]) - (x[1] + x[2]) }')
+	ticks_kids=$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); print (y[3] + y[4]) - (x[3] + x[4]) }')
+	daemon_stop
+	RESULT_CPU=$(awk -v s="$ticks_self" -v k="$ticks_kids" -v hz="$hz" -v d="$SIG_CPU" -v n="${nulls:-none}" -v cg="$cg" '
+		BEGIN { self = s / hz / d * 100; kids = k / hz / d * 100
+		        printf "%d\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t%s\t%s", d, self, kids, self + kids,
+		               (s + k) / hz / d * 1000, ((self + kids) < 0.5 ? "met" : "not met"), n, cg }')
+	say "signals: cpu: $(printf '%s' "$RESULT_CPU" | cut -f4) % of a core (samples $samples0 .. $samples1)"
+}
+
+# guard LABEL RATIO: the demo's surge, SIG_SURGE s, then SIG_TAIL s.
+guard() {
+	local label=$1 ratio=$2 t0 load0 i end tr ups downs reent during seq rps
+	settle
+	CFG_NAME=1 CFG_GUARD=$ratio CFG_DOWN_WINDOW=$SIG_DOWN_WINDOW CFG_MIN_DWELL=$SIG_MIN_DWELL
+	daemon_start "guard-$label"
+	load0=$(load1)
+	printf '%s\n' "$TRACE_COLS" >"$SIG_OUT/$CASE.trace.tsv"
+	t0=$(now)
+	surge_start "$SIG_SURGE" "$SIG_SURGE_CONNS" "$SIG_OUT/$CASE.wrk.txt"
+	while alive "$SURGE_PID"; do
+		trace_line "$t0" >/dev/null
+		sleep 1
+	done
+	end=$(calc "$(now) - $t0")
+	surge_stop
+	for ((i = 0; i < SIG_TAIL; i++)); do
+		trace_line "$t0" >/dev/null
+		sleep 1
+	done
+	tr=$(transitions "$t0")
+	# Ups and downs from the surge's start on; a re-entry is a move up after
+	# a move down while wrk still ran.
+	read -r ups downs during reent < <(printf '%s\n' "$tr" | awk -F'\t' -v end="$end" '
+		function rank(g) { return g == "heavy" ? 2 : g == "moderate" ? 1 : 0 }
+		$1 >= 0 && NF >= 3 {
+			if (rank($3) > rank($2)) { u++; if (down_seen && $1 <= end) r++ }
+			else { d++; if ($1 <= end) { dd++; down_seen = 1 } } }
+		END { print u + 0, d + 0, dd + 0, r + 0 }')
+	seq=$(printf '%s\n' "$tr" | awk -F'\t' '$1 >= 0 && NF >= 3 { printf "%s%s→%s +%ss", (n++ ? ", " : ""), $2, $3, $1 }')
+	rps=$(wrk_rps "$SIG_OUT/$CASE.wrk.txt")
+	if [ "$START_STATE" != light ]; then seq="n/a: in $START_STATE before the surge (machine load); ${seq}"; fi
+	daemon_stop
+	RESULTS_GUARD+=("$label	$ratio	$load0	$ups	$downs	$during	$reent	${seq:-none}	${rps:-?}	$(calc "$end")")
+	say "signals: guard $label: $ups up, $downs down ($during while wrk ran), $reent re-entries: $seq"
+}
+
+case_guard() {
+	guard off 0
+	guard on 0.6
+}
+
+# ---- the run ------------------------------------------------------------
+
+thresholds_note() {
+	if [ "$MOD_ENTER/$MOD_STAY/$HEAVY_ENTER/$HEAVY_STAY" = 1.5/1.0/3.0/2.0 ]; then
+		printf ' (the demo'"'"'s)'
+	else
+		printf ' (set for this run; the demo'"'"'s are 1.5/1.0 and 3.0/2.0)'
+	fi
+}
+
+report() {
+	local commit dirty l r
+	commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	dirty=""
+	if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ]; then dirty=" (working tree with changes)"; fi
+	{
+		echo "## Signals: the request rate, the traffic guard, Apache's workers, the daemon's cost"
+		echo
+		echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`scripts/bench/signals.sh\` at commit $commit$dirty:"
+		echo "$CPUS CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo);" \
+			"$(varnishd -V 2>&1 | head -1 | sed 's/^varnishd //'), $(apache2 -v 2>/dev/null | awk -F': ' '/version/ { print $2 }')."
+		echo "Load average before the run: $LOAD_BEFORE (the machine is shared: others' work counts in load_per_cpu)."
+		echo "The run took $((SECONDS - RUN_START)) s. Load thresholds (load_per_cpu, enter/stay): moderate $MOD_ENTER/$MOD_STAY, heavy $HEAVY_ENTER/$HEAVY_STAY$(thresholds_note); up_confirm 3, poll_interval 1s."
+		echo
+		if [ ${#RESULTS_RACE[@]} -gt 0 ]; then
+			echo "### Seconds from a wrk surge to heavy (goal: ≤ 3 s with the request-rate rule, ~6 s on load)"
+			echo
+			echo "The demo's surge mix (scripts/demo/surge.lua), $SIG_SURGE_CONNS connections each pausing the given ms between requests, until the daemon is in heavy; \`varnish.targets[].name\` set in every row. \`client_rps\` rule: \`states.heavy.enter.client_rps: $SIG_RPS_ENTER\` (stay $SIG_RPS_STAY) beside the load rule."
+			echo
+			echo "| heavy's rule | pause ms | load avg at start | seconds to heavy | load_per_cpu then | client_rps then | client_rps max seen | reason |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---|"
+			for r in "${RESULTS_RACE[@]}"; do
+				printf '%s\n' "$r" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+			done
+			echo
+		fi
+		if [ ${#RESULTS_GUARD[@]} -gt 0 ]; then
+			echo "### Transitions of one ${SIG_SURGE} s surge, without and with the traffic guard (goal: 1 up, 1 down, no re-entry while wrk runs)"
+			echo
+			echo "The demo's surge mix, $SIG_SURGE_CONNS connections pausing $SIG_SURGE_DELAY_MS ms, then ${SIG_TAIL} s without traffic; down_window $SIG_DOWN_WINDOW, min_dwell $SIG_MIN_DWELL. Times from the surge's start."
+			echo
+			echo "| guard | down_traffic_ratio | load avg at start | ups | downs | downs while wrk ran | re-entries while wrk ran | wrk req/s | transitions |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+			for r in "${RESULTS_GUARD[@]}"; do
+				printf '%s\n' "$r" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s (wrk ended +%ss) |\n", $1, $2, $3, $4, $5, $6, $7, $9, $8, $10 }'
+			done
+			echo
+		fi
+		if [ -n "$RESULTS_WORKERS" ]; then
+			echo "### Idle CPU, busy workers (goal: heavy on the workers or the latency, load_per_cpu low)"
+			echo
+			echo "Apache with $SIG_WORKERS workers (prefork) and mod_status; wrk -c$SIG_SLOW_CONNS for ${SIG_SLOW} s of \`/slow.php\` through Varnish, which sleeps $SIG_SLOW_MS ms like a page waiting on its database."
+			echo "Heavy's rule: \`apache_busy_ratio: 0.9, backend_ttfb_ms: 400\` beside the load; the probe is \`/\` on Apache."
+			echo
+			echo "| load avg at start | seconds to heavy | reason | load_per_cpu then | load_per_cpu max | apache_busy_ratio max | backend_ttfb_ms max | wrk req/s | goal |"
+			echo "|---:|---:|---|---:|---:|---:|---:|---:|---|"
+			printf '%s\n' "$RESULTS_WORKERS" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }'
+			echo
+		fi
+		if [ -n "$RESULT_CPU" ]; then
+			echo "### The daemon's CPU with every source on, one sample a second (goal: < 0.5 % of a core)"
+			echo
+			echo "/proc/PID/stat of \`gearshift run\` over the window, no traffic: its own utime+stime and its children's cutime+cstime (varnishstat)."
+			echo
+			echo "| seconds | gearshift % of a core | children % | total % | ms of CPU per sample | goal | signals without a value | cgroup |"
+			echo "|---:|---:|---:|---:|---:|---|---|---|"
+			printf '%s\n' "$RESULT_CPU" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | `%s` |\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+			echo
+		fi
+	} >"$SIG_OUT/signals.md"
+	if [ -n "$SIG_DOC" ]; then cp "$SIG_OUT/signals.md" "$SIG_DOC"; fi
+}
+
+RUN_START=$SECONDS
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+say "signals: load average before: $LOAD_BEFORE; cases: $SIG_CASES; results in $SIG_OUT"
+build_gearshift
+stack_init
+apache_restart
+stack_varnish
+SESSIONS=""
+for u in alice user1 user2 user3 user4 user5 user6 user7 user8 user9; do SESSIONS="$SESSIONS $(login "$u")"; done
+
+! has_case workers || case_workers
+! has_case race || case_race
+! has_case cpu || case_cpu
+! has_case guard || case_guard
+report
+cat "$SIG_OUT/signals.md"
