@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build test fuzz bench demo deps deps-if-missing clean man deb install uninstall
+.PHONY: all build test fuzz bench bench-signals demo deps deps-if-missing clean man deb install uninstall
 
 all: build
 
@@ -43,9 +43,19 @@ deps:
 
 # The surge benchmark: Apache + PHP alone, through Varnish in light, with
 # gearshift in auto and in heavy, plus the switch-cost Go benchmarks; writes
-# BENCHMARKS.md and BENCHMARKS.png (about 15 minutes, loopback only).
+# BENCHMARKS.md and BENCHMARKS.png; then the signals benchmark adds its
+# section to BENCHMARKS.md (about 20 minutes in all, loopback only).
 bench: deps build
 	bash scripts/bench.sh
+	SIG_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" bash scripts/bench/signals.sh
+
+# The signals benchmark on the same stack: seconds to heavy on the request
+# rate vs the load, transitions with and without the traffic guard, heavy on
+# Apache's workers or the backend's latency with idle CPUs, the daemon's CPU
+# with every source on (about 6 minutes, loopback only); its tables go to
+# $SIG_OUT/signals.md (/tmp/gearshift-bench-signals), BENCHMARKS.md untouched.
+bench-signals: deps build
+	bash scripts/bench/signals.sh
 
 # A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
 # all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0; SITE=wordpress

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what gearshift's build, tests, demo and benchmark need, when missing:
-# Debian's varnish, apache2, libapache2-mod-php, wrk, curl and gnuplot-nox
-# (make bench's chart); for the WordPress integration test wordpress, its
-# twentytwentyone theme, mariadb-server and php-mysql; the packaging tools
-# (lintian, man-db, groff); prometheus (promtool, and a server the metrics
-# tests start on their own port); and the Go modules.
+# Debian's varnish, apache2, libapache2-mod-php, wrk, curl, gnuplot-nox
+# (make bench's chart) and jq (the signals benchmark); for the WordPress
+# integration test wordpress, its twentytwentyone theme, mariadb-server and
+# php-mysql; the packaging tools (lintian, man-db, groff); prometheus
+# (promtool, and a server the metrics tests start on their own port); and
+# the Go modules.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ command -v varnishd >/dev/null 2>&1 || [ -x /usr/sbin/varnishd ] || need+=(varni
 dpkg-query -W -f='${Status}' libapache2-mod-php 2>/dev/null | grep -q "ok installed" || need+=(libapache2-mod-php)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v jq >/dev/null 2>&1 || need+=(jq) # the signals benchmark reads status --json
 command -v gnuplot >/dev/null 2>&1 || need+=(gnuplot-nox) # make bench's chart
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 for pkg in wordpress wordpress-theme-twentytwentyone mariadb-server php-mysql; do

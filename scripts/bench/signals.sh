@@ -14,20 +14,24 @@
 #             apache_busy_ratio and backend_ttfb_ms (probe of / on Apache)
 #             beside the load rule: does it reach heavy, on which signal,
 #             and what was load_per_cpu
-#   race      the demo's wrk surge (scripts/demo/surge.lua, 24 connections)
-#             until heavy (SIG_RACE_MAX s at most), twice: the load rule
-#             alone, then with `states.heavy.enter.client_rps:
-#             SIG_RPS_ENTER` (varnish.targets[].name set): seconds from the
-#             surge's start to heavy
+#   race      a wrk surge with the demo's mix (scripts/demo/surge.lua),
+#             SIG_SURGE_CONNS connections pausing SIG_SURGE_DELAY_MS between
+#             requests, until heavy (SIG_RACE_MAX s at most): the load rule
+#             alone, then with `states.heavy.enter.client_rps: SIG_RPS_ENTER`;
+#             then the request-rate rule again under the demo's own 10 ms
+#             pause, which Varnish does not count until the connections
+#             close (a keep-alive client back within timeout_linger keeps
+#             its worker thread, whose counters reach MAIN.client_req only
+#             when it lets go). varnish.targets[].name is set in every run.
 #   cpu       every source on (Varnish's traffic, a cgroup, mod_status, the
 #             probe, an inject file) at poll_interval 1s, no traffic: the
 #             daemon's CPU from /proc/PID/stat over SIG_CPU s, its own
 #             (utime+stime) and its children's (cutime+cstime: varnishstat)
-#   guard     the demo's surge for SIG_SURGE s and SIG_TAIL s after it,
+#   guard     the same surge for SIG_SURGE s and SIG_TAIL s after it,
 #             twice, with the traffic guard off (down_traffic_ratio 0) and
 #             on (the default 0.6), down_window SIG_DOWN_WINDOW and
 #             min_dwell SIG_MIN_DWELL (short, like the demo's, so a bounce
-#             can show): transitions up and down, re-entries while wrk ran
+#             can show): climbs, moves up and down, re-entries while wrk ran
 #
 # The load thresholds are the demo's (moderate 1.5/1.0, heavy 3.0/2.0 per
 # CPU; STACK_{MODERATE,HEAVY}_{ENTER,STAY}). A benchmark measures: no number
@@ -36,14 +40,18 @@
 #
 # Writes SIG_OUT/signals.md (the tables) and, beside it, each case's config,
 # log, per-half-second status trace and wrk report. SIG_DOC=FILE also
-# writes the tables there. SIG_CASES picks cases (default "workers race
-# cpu guard"). About 5-6 minutes.
+# writes the tables there, SIG_APPEND=FILE adds them at its end (make bench:
+# BENCHMARKS.md). SIG_CASES picks cases (default "workers race cpu guard").
+# About 6 minutes, more while others' work keeps the load up (each settle
+# waits SIG_SETTLE_MAX s at most).
 #
-# Knobs (environment, defaults in brackets): SIG_CASES, SIG_RPS_ENTER [30]
-# SIG_RPS_STAY [15] SIG_RACE_MAX [20] SIG_SURGE [30] SIG_TAIL [30]
-# SIG_DOWN_WINDOW [10s] SIG_MIN_DWELL [10s] SIG_WORKERS [8] SIG_SLOW_MS [500]
-# SIG_SLOW_CONNS [16] SIG_SLOW [30] SIG_CPU [60] SIG_SETTLE_LOAD [1.0 per
-# CPU] SIG_SETTLE_MAX [40] SIG_OUT SIG_DOC GEARSHIFT.
+# Knobs (environment, defaults in brackets): SIG_CASES SIG_RPS_ENTER [30]
+# SIG_RPS_STAY [15] SIG_SURGE_CONNS [48] SIG_SURGE_DELAY_MS [100]
+# SIG_RACE_MAX [20] SIG_SURGE [30] SIG_TAIL [30] SIG_DOWN_WINDOW [10s]
+# SIG_MIN_DWELL [10s] SIG_WORKERS [8] SIG_SLOW_MS [500] SIG_SLOW_CONNS [16]
+# SIG_SLOW [30] SIG_CPU [60] SIG_SETTLE_LOAD [1.0 per CPU] SIG_SETTLE_MAX
+# [40] SIG_OUT [/tmp/gearshift-bench-signals] SIG_DOC SIG_APPEND
+# STACK_{MODERATE,HEAVY}_{ENTER,STAY} GEARSHIFT.
 set -euo pipefail
 STACK_NAME=signals
 STACK_ACCESS_LOG=0
@@ -69,6 +77,7 @@ SIG_SETTLE_LOAD=${SIG_SETTLE_LOAD:-${STACK_MODERATE_STAY:-1.0}}
 SIG_SETTLE_MAX=${SIG_SETTLE_MAX:-40}
 SIG_OUT=${SIG_OUT:-${TMPDIR:-/tmp}/gearshift-bench-signals}
 SIG_DOC=${SIG_DOC:-}
+SIG_APPEND=${SIG_APPEND:-}
 MOD_ENTER=${STACK_MODERATE_ENTER:-1.5}
 MOD_STAY=${STACK_MODERATE_STAY:-1.0}
 HEAVY_ENTER=${STACK_HEAVY_ENTER:-3.0}
@@ -247,7 +256,7 @@ RESULTS_WORKERS="" RESULTS_RACE=() RESULT_CPU="" RESULTS_GUARD=()
 
 # race LABEL [DELAY_MS]: the surge until heavy, SIG_RACE_MAX s at most.
 race() {
-	local label=$1 delay=${2:-$SIG_SURGE_DELAY_MS} t0 load0 st="" i tr heavy secs reason lpc rps maxr
+	local label=$1 delay=${2:-$SIG_SURGE_DELAY_MS} t0 load0 st="" i tr heavy secs reason lpc rps maxr goal
 	settle
 	CFG_NAME=1
 	daemon_start "race-${label//[^a-z0-9]/_}-${delay}ms"
@@ -276,8 +285,14 @@ race() {
 		reason=$(printf '%s' "$heavy" | cut -f8)
 	fi
 	maxr=$(awk -F'\t' 'NR > 1 && $4 != "-" && $4 + 0 > m { m = $4 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
+	goal="reference"
+	case $label in client_rps*)
+		goal="not met"
+		if [ -n "$heavy" ] && [ "$START_STATE" = light ] && ! lt 3 "$secs"; then goal="met"; fi
+		;;
+	esac
 	daemon_stop
-	RESULTS_RACE+=("$label	$delay	$load0	$secs	$lpc	$rps	$maxr	$reason")
+	RESULTS_RACE+=("$label	$delay	$load0	$secs	$lpc	$rps	$maxr	$reason	$goal")
 	say "signals: race $label (pause ${delay} ms): heavy after: $secs ($reason)"
 }
 
@@ -381,7 +396,7 @@ case_cpu() {
 
 # guard LABEL RATIO: the demo's surge, SIG_SURGE s, then SIG_TAIL s.
 guard() {
-	local label=$1 ratio=$2 t0 load0 i end tr ups downs reent during seq rps
+	local label=$1 ratio=$2 t0 load0 i end tr ups downs reent during climbs seq rps goal
 	settle
 	CFG_NAME=1 CFG_GUARD=$ratio CFG_DOWN_WINDOW=$SIG_DOWN_WINDOW CFG_MIN_DWELL=$SIG_MIN_DWELL
 	daemon_start "guard-$label"
@@ -402,17 +417,20 @@ guard() {
 	tr=$(transitions "$t0")
 	# Ups and downs from the surge's start on; a re-entry is a move up after
 	# a move down while wrk still ran.
-	read -r ups downs during reent < <(printf '%s\n' "$tr" | awk -F'\t' -v end="$end" '
+	# A climb is a run of moves up (light→moderate→heavy is one).
+	read -r ups downs during reent climbs < <(printf '%s\n' "$tr" | awk -F'\t' -v end="$end" '
 		function rank(g) { return g == "heavy" ? 2 : g == "moderate" ? 1 : 0 }
 		$1 >= 0 && NF >= 3 {
-			if (rank($3) > rank($2)) { u++; if (down_seen && $1 <= end) r++ }
-			else { d++; if ($1 <= end) { dd++; down_seen = 1 } } }
-		END { print u + 0, d + 0, dd + 0, r + 0 }')
+			if (rank($3) > rank($2)) { u++; if (!up_last) c++; up_last = 1; if (down_seen && $1 <= end) r++ }
+			else { d++; up_last = 0; if ($1 <= end) { dd++; down_seen = 1 } } }
+		END { print u + 0, d + 0, dd + 0, r + 0, c + 0 }')
+	goal="not met"
+	if [ "$START_STATE" = light ] && [ "$climbs" = 1 ] && [ "$during" = 0 ] && [ "$downs" -ge 1 ]; then goal="met"; fi
 	seq=$(printf '%s\n' "$tr" | awk -F'\t' '$1 >= 0 && NF >= 3 { printf "%s%s→%s +%ss", (n++ ? ", " : ""), $2, $3, $1 }')
 	rps=$(wrk_rps "$SIG_OUT/$CASE.wrk.txt")
 	if [ "$START_STATE" != light ]; then seq="n/a: in $START_STATE before the surge (machine load); ${seq}"; fi
 	daemon_stop
-	RESULTS_GUARD+=("$label	$ratio	$load0	$ups	$downs	$during	$reent	${seq:-none}	${rps:-?}	$(calc "$end")")
+	RESULTS_GUARD+=("$label	$ratio	$load0	$climbs	$ups	$downs	$during	$reent	${seq:-none}	${rps:-?}	$(calc "$end")	$goal")
 	say "signals: guard $label: $ups up, $downs down ($during while wrk ran), $reent re-entries: $seq"
 }
 
@@ -450,10 +468,10 @@ report() {
 			echo
 			echo "The demo's surge mix (scripts/demo/surge.lua), $SIG_SURGE_CONNS connections each pausing the given ms between requests, until the daemon is in heavy; \`varnish.targets[].name\` set in every row. \`client_rps\` rule: \`states.heavy.enter.client_rps: $SIG_RPS_ENTER\` (stay $SIG_RPS_STAY) beside the load rule."
 			echo
-			echo "| heavy's rule | pause ms | load avg at start | seconds to heavy | load_per_cpu then | client_rps then | client_rps max seen | reason |"
-			echo "|---|---:|---:|---:|---:|---:|---:|---|"
+			echo "| heavy's rule | pause ms | load avg at start | seconds to heavy | load_per_cpu then | client_rps then | client_rps max seen | reason | goal ≤ 3 s |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---|---|"
 			for r in "${RESULTS_RACE[@]}"; do
-				printf '%s\n' "$r" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+				printf '%s\n' "$r" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }'
 			done
 			echo
 		fi
@@ -462,11 +480,13 @@ report() {
 			echo
 			echo "The demo's surge mix, $SIG_SURGE_CONNS connections pausing $SIG_SURGE_DELAY_MS ms, then ${SIG_TAIL} s without traffic; down_window $SIG_DOWN_WINDOW, min_dwell $SIG_MIN_DWELL. Times from the surge's start."
 			echo
-			echo "| guard | down_traffic_ratio | load avg at start | ups | downs | downs while wrk ran | re-entries while wrk ran | wrk req/s | transitions |"
-			echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+			echo "| guard | down_traffic_ratio | load avg at start | climbs | moves up | moves down | down while wrk ran | re-entries while wrk ran | wrk req/s | transitions | goal |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 			for r in "${RESULTS_GUARD[@]}"; do
-				printf '%s\n' "$r" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s (wrk ended +%ss) |\n", $1, $2, $3, $4, $5, $6, $7, $9, $8, $10 }'
+				printf '%s\n' "$r" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (wrk ended +%ss) | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $10, $9, $11, $12 }'
 			done
+			echo
+			echo "A climb is a run of moves up (light→moderate→heavy is one); the goal is met by one climb, no move down while wrk ran and one after it."
 			echo
 		fi
 		if [ -n "$RESULTS_WORKERS" ]; then
@@ -492,6 +512,7 @@ report() {
 		fi
 	} >"$SIG_OUT/signals.md"
 	if [ -n "$SIG_DOC" ]; then cp "$SIG_OUT/signals.md" "$SIG_DOC"; fi
+	if [ -n "$SIG_APPEND" ]; then { echo; cat "$SIG_OUT/signals.md"; } >>"$SIG_APPEND"; fi
 }
 
 RUN_START=$SECONDS
