@@ -26,7 +26,8 @@
 #   cpu       every source on (Varnish's traffic, a cgroup, mod_status, the
 #             probe, an inject file) at poll_interval 1s, no traffic: the
 #             daemon's CPU from /proc/PID/stat over SIG_CPU s, its own
-#             (utime+stime) and its children's (cutime+cstime: varnishstat)
+#             (utime+stime) and its children's (cutime+cstime: varnishstat);
+#             then SIG_CPU_BASE s of a daemon without any optional source
 #   guard     the same surge for SIG_SURGE s and SIG_TAIL s after it,
 #             twice, with the traffic guard off (down_traffic_ratio 0) and
 #             on (the default 0.6), down_window SIG_DOWN_WINDOW and
@@ -51,7 +52,7 @@
 # SIG_RPS_STAY [15] SIG_SURGE_CONNS [48] SIG_SURGE_DELAY_MS [100]
 # SIG_RACE_MAX [20] SIG_SURGE [30] SIG_TAIL [30] SIG_DOWN_WINDOW [10s]
 # SIG_MIN_DWELL [10s] SIG_WORKERS [8] SIG_SLOW_MS [500] SIG_SLOW_CONNS [16]
-# SIG_SLOW [30] SIG_CPU [60] SIG_SHIFT [0] SIG_SETTLE_LOAD [moderate's
+# SIG_SLOW [30] SIG_CPU [60] SIG_CPU_BASE [30] SIG_SHIFT [0] SIG_SETTLE_LOAD [moderate's
 # stay] SIG_SETTLE_MAX
 # [40] SIG_OUT [/tmp/gearshift-bench-signals] SIG_DOC SIG_APPEND
 # STACK_{MODERATE,HEAVY}_{ENTER,STAY} GEARSHIFT.
@@ -76,6 +77,7 @@ SIG_SLOW_MS=${SIG_SLOW_MS:-500}
 SIG_SLOW_CONNS=${SIG_SLOW_CONNS:-16}
 SIG_SLOW=${SIG_SLOW:-30}
 SIG_CPU=${SIG_CPU:-60}
+SIG_CPU_BASE=${SIG_CPU_BASE:-30}
 SIG_SETTLE_MAX=${SIG_SETTLE_MAX:-40}
 SIG_OUT=${SIG_OUT:-${TMPDIR:-/tmp}/gearshift-bench-signals}
 SIG_DOC=${SIG_DOC:-}
@@ -200,19 +202,31 @@ EOF
 
 # daemon_start CASE: a fresh `gearshift run` with this case's config (CFG_*),
 # once Varnish serves one of its profiles; START_STATE is its gear then.
+# A daemon that others' work on the machine has shifted up by then is
+# stopped (back to light) and started once more after another settle.
 daemon_start() {
 	CASE=$1
 	GS_CONFIG="$SIG_OUT/$CASE.yaml"
 	stack_gearshift "$STACK_DIR/gs-$CASE.stderr"
 	sleep 3 # a baseline for the rates: two samples at least
 	START_STATE=$(gs status --json | jq -r .state)
+	if [ "$START_STATE" != light ] && [ "${2:-}" != again ]; then
+		say "signals: $CASE began in $START_STATE (load average $(load1)): once more after settling"
+		gs_stop
+		settle
+		daemon_start "$1" again
+	fi
 }
 
-daemon_stop() {
+gs_stop() {
 	local keep=() p
 	stop_pid "$GS_PID"
 	for p in "${STACK_PIDS[@]}"; do [ "$p" = "$GS_PID" ] || keep+=("$p"); done
 	STACK_PIDS=("${keep[@]}")
+}
+
+daemon_stop() {
+	gs_stop
 	CFG_NAME=0 CFG_HEAVY_ENTER="" CFG_HEAVY_STAY="" CFG_SENSOR="" CFG_GUARD="" CFG_DOWN_WINDOW="" CFG_MIN_DWELL=""
 }
 
@@ -257,6 +271,12 @@ surge_stop() {
 	STACK_PIDS=("${keep[@]}")
 }
 
+# trace_max COLUMN UNTIL: the highest number in a column of the case's
+# trace, over the rows up to UNTIL seconds.
+trace_max() {
+	awk -F'\t' -v c="$1" -v u="$2" 'NR > 1 && $1 + 0 <= u + 0 && $c != "-" && $c + 0 > m { m = $c + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv"
+}
+
 wrk_rps() { awk '/Requests\/sec/ { print $2 }' "$1"; }
 
 # gear_rank NAME: light 0, moderate 1, heavy 2.
@@ -264,7 +284,7 @@ gear_rank() { case $1 in light) echo 0 ;; moderate) echo 1 ;; heavy) echo 2 ;; *
 
 # ---- the cases ----------------------------------------------------------
 
-RESULTS_WORKERS="" RESULTS_RACE=() RESULT_CPU="" RESULTS_GUARD=()
+RESULTS_WORKERS="" RESULTS_RACE=() RESULTS_CPU=() RESULTS_GUARD=() CPU_GOAL="" CPU_CGROUP=""
 
 # race LABEL [DELAY_MS]: the surge until heavy, SIG_RACE_MAX s at most.
 race() {
@@ -322,7 +342,7 @@ case_race() {
 }
 
 case_workers() {
-	local t0 load0 out i st tr heavy secs="" reason="-" lpc="-" maxl maxb maxt verdict rps
+	local t0 load0 out i st tr heavy secs="" reason="-" lpc="-" maxl maxb maxt verdict rps until nob
 	apache_restart small
 	settle
 	CFG_NAME=1
@@ -356,54 +376,68 @@ case_workers() {
 		lpc=$(printf '%s' "$heavy" | cut -f4)
 		reason=$(printf '%s' "$heavy" | cut -f8)
 	fi
-	# The highest figures of the trace while wrk ran (the trace's own columns).
-	maxl=$(awk -F'\t' 'NR > 1 && $3 != "-" && $3 + 0 > m { m = $3 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
-	maxb=$(awk -F'\t' 'NR > 1 && $5 != "-" && $5 + 0 > m { m = $5 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
-	maxt=$(awk -F'\t' 'NR > 1 && $6 != "-" && $6 + 0 > m { m = $6 + 0 } END { print m + 0 }' "$SIG_OUT/$CASE.trace.tsv")
+	# The highest figures of the trace from the load's start until heavy (all
+	# of it when heavy did not come), and how often mod_status had no answer.
+	until=$(printf '%s' "$heavy" | cut -f1)
+	maxl=$(trace_max 3 "${until:-1e9}")
+	maxb=$(trace_max 5 "${until:-1e9}")
+	maxt=$(trace_max 6 "${until:-1e9}")
+	nob=$(awk -F'\t' -v u="${until:-1e9}" 'NR > 1 && $1 + 0 <= u + 0 { n++; if ($5 == "-") z++ } END { printf "%d of %d", z, n }' "$SIG_OUT/$CASE.trace.tsv")
 	rps=$(wrk_rps "$out")
 	verdict="not met"
 	if [ -n "$heavy" ] && [ "$START_STATE" = light ] && lt "$lpc" "$HEAVY_ENTER"; then verdict="met"; fi
 	daemon_stop
-	RESULTS_WORKERS="$load0	$secs	$reason	$lpc	$maxl	$maxb	$maxt	${rps:-?}	$verdict"
+	RESULTS_WORKERS="$load0	$secs	$reason	$lpc	$maxl	$maxb	$nob	$maxt	${rps:-?}	$verdict"
 	say "signals: workers: heavy after: $secs ($reason), load_per_cpu at most $maxl"
 	apache_restart
 }
 
+# cpu_window LABEL SECONDS: the running daemon's CPU over SECONDS, from
+# /proc/PID/stat: utime stime cutime cstime are fields 14-17, counted here
+# after the ")" that ends comm. Appends a row to RESULTS_CPU.
+cpu_window() {
+	local label=$1 secs=$2 hz a b t0 t1 nulls
+	hz=$(getconf CLK_TCK)
+	sleep 2 # past the start: the profiles loaded, the first samples taken
+	a=$(sed 's/.*) //' "/proc/$GS_PID/stat" | awk '{ print $12, $13, $14, $15 }')
+	t0=$(now)
+	sleep "$secs"
+	b=$(sed 's/.*) //' "/proc/$GS_PID/stat" | awk '{ print $12, $13, $14, $15 }')
+	t1=$(now)
+	nulls=$(gs status --json | jq -r '[.sample | to_entries[] | select(.value == null) | .key] | join(", ")')
+	RESULTS_CPU+=("$(awk -v a="$a" -v b="$b" -v hz="$hz" -v d="$(calc "$t1 - $t0")" -v l="$label" -v n="${nulls:-none}" '
+		BEGIN { split(a, x); split(b, y)
+		        self = ((y[1] + y[2]) - (x[1] + x[2])) / hz; kids = ((y[3] + y[4]) - (x[3] + x[4])) / hz
+		        printf "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%s", l, d, self / d * 100, kids / d * 100,
+		               (self + kids) / d * 100, (self + kids) / d * 1000, n }')")
+}
+
 case_cpu() {
-	local pid hz a b ticks_self ticks_kids samples0 samples1 nulls inject="$STACK_DIR/injected" cg mnt rel
+	local inject="$STACK_DIR/injected" mnt rel total
 	settle
 	echo 0 >"$inject"
 	# The cgroup this script runs in, under the cgroup v2 mount.
 	mnt=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
 	rel=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
-	cg=""
-	if [ -n "$mnt" ] && [ -n "$rel" ]; then cg="${mnt%/}${rel%/}"; fi
-	[ -n "$cg" ] || cg="$mnt"
+	CPU_CGROUP=""
+	if [ -n "$mnt" ]; then CPU_CGROUP="${mnt%/}${rel%/}"; fi
 	CFG_NAME=1
 	CFG_SENSOR="sensor:
-  cgroup: ${cg:-\"\"}
+  cgroup: ${CPU_CGROUP:-\"\"}
   apache_status: $ORIGIN/server-status?auto
   probe: { url: $ORIGIN/, timeout: 1s }
   inject_file: $inject"
 	daemon_start cpu
-	pid=$GS_PID
-	hz=$(getconf CLK_TCK)
-	sleep 2
-	# utime stime cutime cstime: fields 14-17, counted after the ")" of comm.
-	a=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12, $13, $14, $15 }')
-	samples0=$(gs status --json | jq -r .sample.time)
-	sleep "$SIG_CPU"
-	b=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12, $13, $14, $15 }')
-	samples1=$(gs status --json | jq -r .sample.time)
-	nulls=$(gs status --json | jq -r '[.sample | to_entries[] | select(.value == null) | .key] | join(", ")')
-	ticks_self=$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); print (y[1] + y[2]) - (x[1] + x[2]) }')
-	ticks_kids=$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y); print (y[3] + y[4]) - (x[3] + x[4]) }')
+	cpu_window "every source on" "$SIG_CPU"
 	daemon_stop
-	RESULT_CPU=$(awk -v s="$ticks_self" -v k="$ticks_kids" -v hz="$hz" -v d="$SIG_CPU" -v n="${nulls:-none}" -v cg="$cg" '
-		BEGIN { self = s / hz / d * 100; kids = k / hz / d * 100
-		        printf "%d\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t%s\t%s", d, self, kids, self + kids,
-		               (s + k) / hz / d * 1000, ((self + kids) < 0.5 ? "met" : "not met"), n, cg }')
-	say "signals: cpu: $(printf '%s' "$RESULT_CPU" | cut -f4) % of a core (samples $samples0 .. $samples1)"
+	total=$(printf '%s' "${RESULTS_CPU[0]}" | cut -f5)
+	CPU_GOAL="not met"
+	if lt "$total" 0.5; then CPU_GOAL="met"; fi
+	# The same daemon without any optional source: what the loop costs alone.
+	daemon_start cpu-base
+	cpu_window "no optional source" "$SIG_CPU_BASE"
+	daemon_stop
+	say "signals: cpu: $total % of a core with every source on; $(printf '%s' "${RESULTS_CPU[1]}" | cut -f5) % without"
 }
 
 # guard LABEL RATIO: the demo's surge, SIG_SURGE s, then SIG_TAIL s.
@@ -509,19 +543,24 @@ report() {
 			echo "Apache with $SIG_WORKERS workers (prefork) and mod_status; wrk -c$SIG_SLOW_CONNS for ${SIG_SLOW} s of \`/slow.php\` through Varnish, which sleeps $SIG_SLOW_MS ms like a page waiting on its database."
 			echo "Heavy's rule: \`apache_busy_ratio: 0.9, backend_ttfb_ms: 400\` beside the load; the probe is \`/\` on Apache."
 			echo
-			echo "| load avg at start | seconds to heavy | reason | load_per_cpu then | load_per_cpu max | apache_busy_ratio max | backend_ttfb_ms max | wrk req/s | goal |"
-			echo "|---:|---:|---|---:|---:|---:|---:|---:|---|"
-			printf '%s\n' "$RESULTS_WORKERS" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }'
+			echo "| load avg at start | seconds to heavy | reason | load_per_cpu then | load_per_cpu max | apache_busy_ratio max | apache_busy_ratio unavailable | backend_ttfb_ms max | wrk req/s | goal |"
+			echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"
+			printf '%s\n' "$RESULTS_WORKERS" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
+			echo
+			echo "Maxima and unavailable readings (of the half-second status polls) are from the load's start until heavy. The goal counts as met when heavy came with load_per_cpu below heavy's load threshold."
 			echo
 		fi
-		if [ -n "$RESULT_CPU" ]; then
+		if [ ${#RESULTS_CPU[@]} -gt 0 ]; then
 			echo "### The daemon's CPU with every source on, one sample a second (goal: < 0.5 % of a core)"
 			echo
-			echo "/proc/PID/stat of \`gearshift run\` over the window, no traffic: its own utime+stime and its children's cutime+cstime (varnishstat)."
+			echo "\`gearshift run\` with no traffic: its own utime+stime and its children's cutime+cstime (varnishstat), from /proc/PID/stat over the window."
+			echo "Every source: \`varnish.targets[].name\`, \`sensor.cgroup: ${CPU_CGROUP:-none}\`, \`apache_status\`, \`probe\` (\`/\` on Apache), \`inject_file\`. Goal: **$CPU_GOAL**."
 			echo
-			echo "| seconds | gearshift % of a core | children % | total % | ms of CPU per sample | goal | signals without a value | cgroup |"
-			echo "|---:|---:|---:|---:|---:|---|---|---|"
-			printf '%s\n' "$RESULT_CPU" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | `%s` |\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+			echo "| daemon | seconds | gearshift % of a core | children % | total % | ms of CPU per sample | signals without a value |"
+			echo "|---|---:|---:|---:|---:|---:|---|"
+			for r in "${RESULTS_CPU[@]}"; do
+				printf '%s\n' "$r" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }'
+			done
 			echo
 		fi
 	} >"$SIG_OUT/signals.md"
