@@ -36,8 +36,8 @@
 #
 # The load thresholds are the demo's (moderate 1.5/1.0, heavy 3.0/2.0 per
 # CPU; STACK_{MODERATE,HEAVY}_{ENTER,STAY}), raised by SIG_SHIFT (a number,
-# or auto: the load per CPU before the run, rounded up to 0.5) on a machine
-# that others' work keeps busy. A benchmark measures: no number
+# or auto: for each case the load per CPU at its start, rounded up to 0.5)
+# on a machine that others' work keeps busy. A benchmark measures: no number
 # fails the run; a case that could not be measured (the daemon was not in
 # light when the surge began, say) says so in the table.
 #
@@ -48,8 +48,8 @@
 # About 6 minutes, more while others' work keeps the load up (each settle
 # waits SIG_SETTLE_MAX s at most).
 #
-# Knobs (environment, defaults in brackets): SIG_CASES SIG_RPS_ENTER [30]
-# SIG_RPS_STAY [15] SIG_SURGE_CONNS [48] SIG_SURGE_DELAY_MS [100]
+# Knobs (environment, defaults in brackets): SIG_CASES SIG_RPS_ENTER [10]
+# SIG_RPS_STAY [5] SIG_SURGE_CONNS [48] SIG_SURGE_DELAY_MS [100]
 # SIG_RACE_MAX [20] SIG_SURGE [30] SIG_TAIL [30] SIG_DOWN_WINDOW [10s]
 # SIG_MIN_DWELL [10s] SIG_WORKERS [8] SIG_SLOW_MS [500] SIG_SLOW_CONNS [16]
 # SIG_SLOW [30] SIG_CPU [60] SIG_CPU_BASE [30] SIG_SHIFT [0] SIG_SETTLE_LOAD [moderate's
@@ -63,8 +63,8 @@ STACK_ACCESS_LOG=0
 . "$(dirname "$0")/../demo/lib.sh"
 
 SIG_CASES=${SIG_CASES:-workers race cpu guard}
-SIG_RPS_ENTER=${SIG_RPS_ENTER:-30}
-SIG_RPS_STAY=${SIG_RPS_STAY:-15}
+SIG_RPS_ENTER=${SIG_RPS_ENTER:-10}
+SIG_RPS_STAY=${SIG_RPS_STAY:-5}
 SIG_RACE_MAX=${SIG_RACE_MAX:-20}
 SIG_SURGE_CONNS=${SIG_SURGE_CONNS:-48}
 SIG_SURGE_DELAY_MS=${SIG_SURGE_DELAY_MS:-100}
@@ -84,18 +84,24 @@ SIG_DOC=${SIG_DOC:-}
 SIG_APPEND=${SIG_APPEND:-}
 SIG_SHIFT=${SIG_SHIFT:-0}
 CPUS=$(nproc)
-# SIG_SHIFT=auto: the load per CPU before the run, rounded up to 0.5, is
-# added to every load threshold, so that others' work on a shared machine
-# does not shift the gear before a case begins: the rules then measure
-# what the case adds to the load.
-if [ "$SIG_SHIFT" = auto ]; then
-	SIG_SHIFT=$(awk -v c="$CPUS" '{ v = $1 / c; n = int(v * 2); if (n < v * 2) n++; printf "%.1f", n / 2 }' /proc/loadavg)
-fi
+# SIG_SHIFT=auto: at the start of each case, the load per CPU then, rounded
+# up to 0.5, is added to every load threshold, so that others' work on a
+# shared machine does not shift the gear before the case begins: the rules
+# then measure what the case adds to the load. (+N) in the tables.
+SHIFT_AUTO=0
+shift_now() { awk -v c="$CPUS" '{ v = $1 / c; n = int(v * 2); if (n < v * 2) n++; printf "%.1f", n / 2 }' /proc/loadavg; }
 shifted() { awk -v v="$1" -v s="$SIG_SHIFT" 'BEGIN { printf "%.1f", v + s }'; }
-MOD_ENTER=$(shifted "${STACK_MODERATE_ENTER:-1.5}")
-MOD_STAY=$(shifted "${STACK_MODERATE_STAY:-1.0}")
-HEAVY_ENTER=$(shifted "${STACK_HEAVY_ENTER:-3.0}")
-HEAVY_STAY=$(shifted "${STACK_HEAVY_STAY:-2.0}")
+set_thresholds() {
+	if [ "$SHIFT_AUTO" = 1 ]; then SIG_SHIFT=$(shift_now); fi
+	MOD_ENTER=$(shifted "${STACK_MODERATE_ENTER:-1.5}")
+	MOD_STAY=$(shifted "${STACK_MODERATE_STAY:-1.0}")
+	HEAVY_ENTER=$(shifted "${STACK_HEAVY_ENTER:-3.0}")
+	HEAVY_STAY=$(shifted "${STACK_HEAVY_STAY:-2.0}")
+}
+shift_tag() { if [ "$SHIFT_AUTO" = 1 ]; then printf ' (+%s)' "$SIG_SHIFT"; fi; }
+if [ "$SIG_SHIFT" = auto ]; then SHIFT_AUTO=1; fi
+set_thresholds
+# Settling aims below moderate's stay as it stands at the start of the run.
 SIG_SETTLE_LOAD=${SIG_SETTLE_LOAD:-$MOD_STAY}
 
 need_cmds go apache2 varnishd varnishstat curl wrk jq
@@ -207,6 +213,7 @@ EOF
 daemon_start() {
 	CASE=$1
 	GS_CONFIG="$SIG_OUT/$CASE.yaml"
+	set_thresholds
 	stack_gearshift "$STACK_DIR/gs-$CASE.stderr"
 	sleep 3 # a baseline for the rates: two samples at least
 	START_STATE=$(gs status --json | jq -r .state)
@@ -292,7 +299,7 @@ race() {
 	settle
 	CFG_NAME=1
 	daemon_start "race-${label//[^a-z0-9]/_}-${delay}ms"
-	load0=$(load1)
+	load0="$(load1)$(shift_tag)"
 	printf '%s\n' "$TRACE_COLS" >"$SIG_OUT/$CASE.trace.tsv"
 	t0=$(now)
 	surge_start "$SIG_RACE_MAX" "$SIG_SURGE_CONNS" "$SIG_OUT/$CASE.wrk.txt" "$delay"
@@ -352,7 +359,7 @@ case_workers() {
 	CFG_HEAVY_ENTER="apache_busy_ratio: 0.9, backend_ttfb_ms: 400"
 	CFG_HEAVY_STAY="apache_busy_ratio: 0.5, backend_ttfb_ms: 200"
 	daemon_start workers
-	load0=$(load1)
+	load0="$(load1)$(shift_tag)"
 	out="$SIG_OUT/$CASE.wrk.txt"
 	printf '%s\n' "$TRACE_COLS" >"$SIG_OUT/$CASE.trace.tsv"
 	t0=$(now)
@@ -446,7 +453,7 @@ guard() {
 	settle
 	CFG_NAME=1 CFG_GUARD=$ratio CFG_DOWN_WINDOW=$SIG_DOWN_WINDOW CFG_MIN_DWELL=$SIG_MIN_DWELL
 	daemon_start "guard-$label"
-	load0=$(load1)
+	load0="$(load1)$(shift_tag)"
 	printf '%s\n' "$TRACE_COLS" >"$SIG_OUT/$CASE.trace.tsv"
 	t0=$(now)
 	surge_start "$SIG_SURGE" "$SIG_SURGE_CONNS" "$SIG_OUT/$CASE.wrk.txt"
@@ -488,12 +495,13 @@ case_guard() {
 # ---- the run ------------------------------------------------------------
 
 thresholds_note() {
-	if [ "$MOD_ENTER/$MOD_STAY/$HEAVY_ENTER/$HEAVY_STAY" = 1.5/1.0/3.0/2.0 ]; then
-		printf ' (the demo'"'"'s)'
-	elif [ "$SIG_SHIFT" != 0 ] && [ -z "${STACK_MODERATE_ENTER:-}${STACK_MODERATE_STAY:-}${STACK_HEAVY_ENTER:-}${STACK_HEAVY_STAY:-}" ]; then
-		printf ' (the demo'"'"'s 1.5/1.0 and 3.0/2.0 raised by %s, the load per CPU before the run rounded up: SIG_SHIFT)' "$SIG_SHIFT"
+	if [ "$SHIFT_AUTO" = 1 ]; then
+		printf ' for each case the demo'"'"'s (moderate %s/%s, heavy %s/%s) raised by the load per CPU at its start, rounded up to 0.5: the (+N) beside its load average (SIG_SHIFT=auto)' \
+			"${STACK_MODERATE_ENTER:-1.5}" "${STACK_MODERATE_STAY:-1.0}" "${STACK_HEAVY_ENTER:-3.0}" "${STACK_HEAVY_STAY:-2.0}"
+	elif [ "$MOD_ENTER/$MOD_STAY/$HEAVY_ENTER/$HEAVY_STAY" = 1.5/1.0/3.0/2.0 ]; then
+		printf ' moderate 1.5/1.0, heavy 3.0/2.0 (the demo'"'"'s)'
 	else
-		printf ' (set for this run; the demo'"'"'s are 1.5/1.0 and 3.0/2.0)'
+		printf ' moderate %s/%s, heavy %s/%s (set for this run; the demo'"'"'s are 1.5/1.0 and 3.0/2.0)' "$MOD_ENTER" "$MOD_STAY" "$HEAVY_ENTER" "$HEAVY_STAY"
 	fi
 }
 
@@ -509,7 +517,7 @@ report() {
 		echo "$CPUS CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo);" \
 			"$(varnishd -V 2>&1 | head -1 | sed 's/^varnishd //'), $(apache2 -v 2>/dev/null | awk -F': ' '/version/ { print $2 }')."
 		echo "Load average before the run: $LOAD_BEFORE (the machine is shared: others' work counts in load_per_cpu)."
-		echo "The run took $((SECONDS - RUN_START)) s. Load thresholds (load_per_cpu, enter/stay): moderate $MOD_ENTER/$MOD_STAY, heavy $HEAVY_ENTER/$HEAVY_STAY$(thresholds_note); up_confirm 3, poll_interval 1s."
+		echo "The run took $((SECONDS - RUN_START)) s. Load thresholds (load_per_cpu, enter/stay):$(thresholds_note); up_confirm 3, poll_interval 1s."
 		echo
 		if [ ${#RESULTS_RACE[@]} -gt 0 ]; then
 			echo "### Seconds from a wrk surge to heavy (goal: ≤ 3 s with the request-rate rule, ~6 s on load)"
