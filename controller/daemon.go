@@ -74,10 +74,11 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 		return err
 	}
 
-	if err := pidfile.Write(cfg.PIDFile); err != nil {
+	pid, err := pidfile.Write(cfg.PIDFile)
+	if err != nil {
 		return cannotStart(err)
 	}
-	defer pidfile.Remove(cfg.PIDFile)
+	defer pid.Remove()
 
 	notifier := sdnotify.New(opts.Detached)
 	notify := func(state ...string) {

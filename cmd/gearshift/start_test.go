@@ -28,10 +28,8 @@ func opsRun(tb testing.TB, args ...string) (code int, stdout, stderr string) {
 
 // opsKillDaemon kills whatever daemon the pid file names, for a test's cleanup.
 func opsKillDaemon(pidFile string) {
-	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pidfile.IsGearshift(pid) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
+	if pid, err := pidfile.Running(pidFile); err == nil && pid > 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 
@@ -243,5 +241,74 @@ func waitLogged(tb testing.TB, path, msg string) {
 	})
 	if found != nil {
 		tb.Fatalf("no %q entry in %s: %v", msg, path, err)
+	}
+}
+
+// A pid file with garbage, or naming a live gearshift process that is not
+// the daemon (a `logs -f`), is stale: only a daemon holds it locked. stop
+// says not running and signals nothing, check --restart restarts, start
+// starts.
+func TestStalePidFileIsNotTheDaemon(t *testing.T) {
+	v := varnishtest.Start(t, varnishtest.Config{})
+	path, cfg := testConfig(t, v, func(c *profiles.Config) {
+		c.Hysteresis.UpConfirm = 1000
+		if os.Geteuid() == 0 {
+			c.Control.Group = "nogroup"
+		}
+	})
+	t.Cleanup(func() {
+		opsKillDaemon(cfg.PIDFile)
+		if t.Failed() {
+			b, _ := os.ReadFile(cfg.Log.File)
+			t.Logf("daemon log:\n%s", b)
+		}
+	})
+	gs := func(args ...string) (int, string, string) {
+		t.Helper()
+		return opsRun(t, append(args, "--config", path)...)
+	}
+	os.WriteFile(cfg.Log.File, nil, 0o640)
+	logs := exec.Command(gearshiftBin, "logs", "-f", "--config", path)
+	if err := logs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { logs.Process.Kill(); logs.Wait() }()
+
+	for _, tc := range []struct{ name, text string }{
+		{"garbage", "\x00\x7fnot a pid\n"},
+		{"a live gearshift logs -f", strconv.Itoa(logs.Process.Pid) + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stale := func() {
+				t.Helper()
+				if err := os.WriteFile(cfg.PIDFile, []byte(tc.text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stale()
+			if code, out, errOut := gs("stop"); code != 0 || !strings.Contains(out, "not running") {
+				t.Errorf("stop: exit %d, %q %q; want 0 and not running", code, out, errOut)
+			}
+			if code, out, errOut := gs("check", "--restart", "--timeout", "30s"); code != 1 || !strings.HasPrefix(out, "GEARSHIFT WARNING - restarted") {
+				t.Fatalf("check --restart: exit %d, %q %q; want the daemon restarted", code, out, errOut)
+			}
+			if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 || !strings.Contains(out, "gearshift stopped") {
+				t.Fatalf("stop: exit %d, %q %q", code, out, errOut)
+			}
+			stale()
+			if code, out, errOut := gs("start"); code != 0 || !strings.HasPrefix(out, "gearshift started (pid ") {
+				t.Fatalf("start: exit %d, %q %q", code, out, errOut)
+			}
+			pid, err := pidfile.Running(cfg.PIDFile)
+			if err != nil || pid == 0 || pid == logs.Process.Pid {
+				t.Errorf("after start the pid file names %d, %v", pid, err)
+			}
+			if code, out, errOut := gs("stop", "--timeout", "60s"); code != 0 || !strings.Contains(out, "gearshift stopped") {
+				t.Fatalf("stop: exit %d, %q %q", code, out, errOut)
+			}
+			if !pidfile.Alive(logs.Process.Pid) {
+				t.Fatal("the logs -f process was signalled")
+			}
+		})
 	}
 }

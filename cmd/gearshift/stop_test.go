@@ -14,12 +14,13 @@ import (
 	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
-// stub starts a process that passes for gearshift (its argv[0] says so)
-// running script in bash, and writes its pid file; config names that file.
+// stub starts a process that passes for the gearshift daemon: it holds
+// the pid file named by config locked, with its pid in it, and runs script
+// in bash.
 func stub(t *testing.T, script string) (config string, pid int) {
 	t.Helper()
 	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
-	cmd := exec.Command("bash", "-c", `exec -a gearshift-stub bash -c "$0"`, script)
+	cmd := exec.Command("bash", "-c", `exec 9>gearshift.pid; flock -x 9; echo $$ >&9; `+script)
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -31,17 +32,15 @@ func stub(t *testing.T, script string) (config string, pid int) {
 		<-exited
 	})
 	pid = cmd.Process.Pid
-	// Wait until the exec has happened, so the process is recognised.
-	for deadline := time.Now().Add(5 * time.Second); !pidfile.IsGearshift(pid); {
-		if time.Now().After(deadline) {
-			t.Fatal("the stub never looked like gearshift")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if p, _ := pidfile.Running(filepath.Join(dir, "gearshift.pid")); p == pid {
+			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the stub never held its pid file")
+		}
 	}
 	time.Sleep(50 * time.Millisecond) // and until its traps are set
-	if err := os.WriteFile(filepath.Join(dir, "gearshift.pid"), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	return config, pid
 }
 
@@ -140,16 +139,15 @@ func TestPidCheckIgnoresArguments(t *testing.T) {
 	pidFile := filepath.Join(dir, "gearshift.pid")
 	os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 
-	if pidfile.IsGearshift(pid) {
-		t.Errorf("pidfile.isGearshift(%d) = true for a shell with gearshift as an argument", pid)
+	if p, err := pidfile.Running(pidFile); p != 0 || err != nil {
+		t.Errorf("pidfile.Running = %d, %v for a shell with gearshift as an argument; want 0", p, err)
 	}
 	if code, stdout, stderr := runMain(t, "stop", "--config", config); code != 0 || !strings.Contains(stdout, "not running") {
 		t.Errorf("stop: exit %d, %q %q; want not running", code, stdout, stderr)
 	}
-	if err := pidfile.Write(pidFile); err != nil {
+	pf, err := pidfile.Write(pidFile)
+	if err != nil {
 		t.Errorf("pidfile.Write over the stale file: %v", err)
 	}
-	if !pidfile.IsGearshift(os.Getpid()) {
-		t.Error("IsGearshift does not recognise this very binary")
-	}
+	pf.Remove()
 }

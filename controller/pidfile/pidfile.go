@@ -1,5 +1,7 @@
-// Package pidfile is the daemon's pid file: written at start, removed at
-// exit, and read by the commands that find, signal or wait for the daemon.
+// Package pidfile is the daemon's pid file: written at start, locked for
+// the daemon's lifetime, removed at exit, and read by the commands that
+// find, signal or wait for the daemon. The lock, not the process name, says
+// a daemon runs: a pid file nobody holds is stale, whatever it contains.
 package pidfile
 
 import (
@@ -14,77 +16,131 @@ import (
 	"time"
 )
 
-// read returns the pid in the file at path; 0 when the file is empty
-// (being written).
-func read(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return 0, nil
-	}
-	pid, err := strconv.Atoi(s)
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("pid file %s does not hold a process id: %q", path, s)
-	}
-	return pid, nil
+// lockWait bounds how long Write waits for a lock held by a reader's brief
+// probe (Running) rather than by a daemon.
+const lockWait = 500 * time.Millisecond
+
+// File is the pid file of the running daemon: locked (flock) from Write
+// until Remove, so that readers can tell it from a stale one.
+type File struct {
+	path string
+	f    *os.File
 }
 
-// Write writes this process's pid to path, creating its directory. It fails
-// when the file names another live gearshift process. An empty path is no
-// pid file.
-func Write(path string) error {
-	if path == "" {
-		return nil
+// parse returns the pid in a pid file's text; 0 for an empty or garbage
+// text, which start-stop-daemon also takes for stale.
+func parse(b []byte) int {
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
 	}
-	if pid, err := Running(path); err == nil && pid > 0 && pid != os.Getpid() {
-		return fmt.Errorf("gearshift is already running (pid %d, pid file %s)", pid, path)
+	return pid
+}
+
+// Write creates or takes over the pid file at path, creating its
+// directory, locks it for this process's lifetime and writes this
+// process's pid into it. It fails when a live daemon holds the file. An
+// empty path is no pid file (a nil *File).
+func Write(path string) (*File, error) {
+	if path == "" {
+		return nil, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create pid file directory: %w", err)
+		return nil, fmt.Errorf("create pid file directory: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		return fmt.Errorf("write pid file: %w", err)
+	deadline := time.Now().Add(lockWait)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open pid file: %w", err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b, _ := os.ReadFile(path)
+			f.Close()
+			if time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if pid := parse(b); pid > 0 {
+				return nil, fmt.Errorf("gearshift is already running (pid %d, pid file %s)", pid, path)
+			}
+			return nil, fmt.Errorf("gearshift is already running (pid file %s is locked)", path)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock pid file %s: %w", path, err)
+		}
+		// A daemon exiting meanwhile removes the file it held: the lock is
+		// then on a file no one else will find. Start again on the new one.
+		if !samePath(f, path) {
+			f.Close()
+			continue
+		}
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("write pid file: %w", err)
+		}
+		if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("write pid file: %w", err)
+		}
+		return &File{path: path, f: f}, nil
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write pid file: %w", err)
-	}
-	return nil
 }
 
-// Remove removes path if it still holds this process's pid.
-func Remove(path string) {
-	if path == "" {
+// samePath tells whether the open file f is still the one at path.
+func samePath(f *os.File, path string) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	pi, err := os.Stat(path)
+	return err == nil && os.SameFile(fi, pi)
+}
+
+// Remove removes the pid file and releases its lock. A nil File is none.
+func (p *File) Remove() {
+	if p == nil {
 		return
 	}
-	if pid, err := read(path); err == nil && pid == os.Getpid() {
-		os.Remove(path)
+	if samePath(p.f, p.path) {
+		os.Remove(p.path)
 	}
+	p.f.Close()
 }
 
-// Running returns the pid of the gearshift daemon named by the pid file,
-// or 0 when none runs (no file, or a stale one whose process is gone or is
-// not gearshift: the pid may have been reused).
+// Running returns the pid of the gearshift daemon holding the pid file,
+// or 0 when none runs: no file, or a stale one that no process holds
+// locked (its daemon is gone; the pid in it may have been reused, it may
+// hold garbage). A held file that is still empty (being written) is 0 too.
 func Running(path string) (int, error) {
-	pid, err := read(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
-	var pe *os.PathError
-	if errors.As(err, &pe) {
+	if err != nil {
 		return 0, fmt.Errorf("read pid file: %w", err)
 	}
-	if err != nil || pid == 0 {
-		return 0, err
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if err == nil {
+		return 0, nil // nobody holds it: stale
 	}
-	if !IsGearshift(pid) {
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return 0, fmt.Errorf("probe the lock of pid file %s: %w", path, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read pid file: %w", err)
+	}
+	if pid := parse(b); pid > 0 && Alive(pid) {
+		return pid, nil
+	}
+	if strings.TrimSpace(string(b)) == "" {
 		return 0, nil
 	}
-	return pid, nil
+	return 0, fmt.Errorf("pid file %s is held by a running daemon but names no live process (%q): was it edited?", path, strings.TrimSpace(string(b)))
 }
 
 // Signal sends sig to the daemon named by the pid file and returns its pid;
@@ -135,34 +191,6 @@ func Alive(pid int) bool {
 		return b[i+2] != 'Z'
 	}
 	return true
-}
-
-// IsGearshift tells whether process pid is alive and is a gearshift
-// daemon: it runs this very binary (also once replaced by an upgrade), or
-// its executable's or argv[0]'s name says gearshift. Other arguments do not
-// count, so a pid reused by, say, a shell given "gearshift" as an argument
-// is not taken for the daemon. When /proc cannot tell, the answer is no:
-// nothing is signalled, and a second daemon is still refused by the
-// control socket.
-func IsGearshift(pid int) bool {
-	if !Alive(pid) {
-		return false
-	}
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
-		exe = strings.TrimSuffix(exe, " (deleted)")
-		if self, err := os.Executable(); err == nil && exe == self {
-			return true
-		}
-		if strings.Contains(filepath.Base(exe), "gearshift") {
-			return true
-		}
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return false // gone meanwhile
-	}
-	argv0, _, _ := strings.Cut(string(b), "\x00")
-	return strings.Contains(filepath.Base(argv0), "gearshift")
 }
 
 func sigName(sig syscall.Signal) string {

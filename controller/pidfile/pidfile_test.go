@@ -2,7 +2,9 @@ package pidfile
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -12,46 +14,76 @@ func TestWriteRunningRemove(t *testing.T) {
 	if pid, err := Running(path); pid != 0 || err != nil {
 		t.Fatalf("no file: Running = %d, %v; want 0, nil", pid, err)
 	}
-	if err := Write(path); err != nil {
+	f, err := Write(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// This very binary counts as gearshift.
 	if pid, err := Running(path); pid != os.Getpid() || err != nil {
 		t.Errorf("Running = %d, %v; want %d", pid, err, os.Getpid())
 	}
-	if err := Write(path); err != nil {
-		t.Errorf("rewriting its own pid file: %v", err)
+	if _, err := Write(path); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("second Write while held: %v; want already running", err)
 	}
-	Remove(path)
+	f.Remove()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("pid file still there after Remove: %v", err)
 	}
+	if pid, err := Running(path); pid != 0 || err != nil {
+		t.Errorf("after Remove: Running = %d, %v; want 0, nil", pid, err)
+	}
+	var none *File
+	none.Remove() // no pid file configured
 }
 
-func TestRunningReadsOnlyPids(t *testing.T) {
+// A pid file no process holds locked is stale whatever it says: garbage,
+// a dead pid, or the pid of a live process that calls itself gearshift.
+func TestRunningIgnoresUnlockedFiles(t *testing.T) {
 	dir := t.TempDir()
-	for _, tc := range []struct {
-		name, text string
-		wantErr    string
-	}{
-		{"empty: being written", "", ""},
-		{"a dead pid is stale", "999999999\n", ""},
-		{"not a number", "gearshift\n", "does not hold a process id"},
+	impostor := exec.Command("bash", "-c", "exec -a gearshift sleep 60")
+	if err := impostor.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { impostor.Process.Kill(); impostor.Wait() }()
+	for _, tc := range []struct{ name, text string }{
+		{"empty", ""},
+		{"garbage", "gearshift\n"},
+		{"binary garbage", "\x00\xff\x01"},
+		{"negative", "-1\n"},
+		{"a dead pid", "999999999\n"},
+		{"a live gearshift that is not the daemon", strconv.Itoa(impostor.Process.Pid) + "\n"},
+		{"this very process, not holding it", strconv.Itoa(os.Getpid()) + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, "p.pid")
 			if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			pid, err := Running(path)
-			if pid != 0 || (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("Running = %d, %v; want 0 and error %q", pid, err, tc.wantErr)
+			if pid, err := Running(path); pid != 0 || err != nil {
+				t.Errorf("Running = %d, %v; want 0, nil (stale)", pid, err)
 			}
-			// Remove leaves a file that is not this process's.
-			Remove(path)
-			if _, err := os.Stat(path); err != nil {
-				t.Errorf("Remove deleted another process's pid file: %v", err)
+			f, err := Write(path)
+			if err != nil {
+				t.Fatalf("Write over the stale file: %v", err)
 			}
+			if pid, err := Running(path); pid != os.Getpid() || err != nil {
+				t.Errorf("after Write: Running = %d, %v; want %d", pid, err, os.Getpid())
+			}
+			f.Remove()
 		})
+	}
+}
+
+// A file held by a live daemon but edited to garbage is an error to
+// report, not a daemon that is not running.
+func TestRunningHeldGarbage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.pid")
+	f, err := Write(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Remove()
+	os.WriteFile(path, []byte("junk\n"), 0o644)
+	if pid, err := Running(path); pid != 0 || err == nil || !strings.Contains(err.Error(), "names no live process") {
+		t.Errorf("Running = %d, %v; want an error naming the edit", pid, err)
 	}
 }
