@@ -34,6 +34,9 @@ type Target interface {
 	VCLLabel(ctx context.Context, label, vcl string) error
 	VCLDiscard(ctx context.Context, name string) error
 	VCLList(ctx context.Context) ([]VCL, error)
+	// ChildState is the cache child's state as the manager reports it:
+	// "running", or "stopped" when nothing is served.
+	ChildState(ctx context.Context) (string, error)
 	// Sessions counts the admin sessions opened so far: a new one means
 	// the connection was lost and re-dialled (a manager restart, say).
 	Sessions() int64

@@ -152,6 +152,10 @@ type TargetStatus struct {
 	LabelVCL     string  `json:"label_vcl"`
 	InSync       bool    `json:"in_sync"`
 	LastSwitchMS float64 `json:"last_switch_ms"`
+	// Child is the state of Varnish's cache child: "running", "stopped"
+	// (nothing is served), a passing state, or "" while unknown
+	// (unreachable).
+	Child string `json:"child"`
 	// ForeignVCLAt is when gearshift last found its VCL changed by someone
 	// else (the active VCL in active mode, the label in label mode).
 	ForeignVCLAt *time.Time `json:"foreign_vcl_at"`

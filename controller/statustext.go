@@ -69,6 +69,9 @@ func (s *Status) WriteText(w io.Writer, th *state.Config, now time.Time) {
 		if t.LastSwitchMS > 0 {
 			line += fmt.Sprintf(", last switch %.2f ms", t.LastSwitchMS)
 		}
+		if t.Reachable && t.Child != "" && t.Child != "running" {
+			line += ", CHILD " + strings.ToUpper(oneLine(t.Child)) + ": nothing is served (varnishadm start)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\n", label, line)
 	}
 	if len(s.Targets) == 0 {

@@ -63,6 +63,7 @@ func TestStatusGolden(t *testing.T) {
 			s.ConfigError = "reload config: states.heavy.enter.load_per_cpu: must be > states.moderate.enter.load_per_cpu"
 			s.Targets = append(s.Targets,
 				TargetStatus{Admin: "10.0.0.2:6082", Error: "connect to varnish admin 10.0.0.2:6082: connection refused"},
+				TargetStatus{Admin: "10.0.0.4:6082", Reachable: true, InSync: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", Child: "stopped"},
 				TargetStatus{Admin: "10.0.0.3:6082", Reachable: true, ActiveVCL: "boot",
 					Error: "load profile gearshift-heavy-0badc0de into 10.0.0.3:6082: vcl.inline on 10.0.0.3:6082: varnish cli status 106: Message from VCC-compiler:\nExpected ';' got 'sub'\n('<vcl.inline>' Line 12 Pos 1)\nRunning VCC-compiler failed, exited with 2\nVCL compilation failed"})
 			return s

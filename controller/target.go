@@ -66,6 +66,7 @@ type target struct {
 	reconnected bool
 	sessions    int64 // t.conn.Sessions() at the last list
 	reachable   bool
+	child       string // the cache child's state; "" while unknown
 	inSync      bool
 	contacted   bool
 	lastSwitch  float64 // ms
@@ -150,6 +151,7 @@ func (t *target) statusNow(want string) TargetStatus {
 		ActiveVCL:    t.active,
 		InSync:       t.inSync && t.active == want,
 		LastSwitchMS: t.lastSwitch,
+		Child:        t.child,
 		Error:        err,
 	}
 	if t.mode == profiles.ModeLabel {
@@ -246,6 +248,9 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, 
 		}
 	}
 	t.active = active
+	if err := t.checkChild(ctx); err != nil {
+		return 0, false, err
+	}
 
 	missing := 0
 	for _, p := range set {
@@ -389,6 +394,31 @@ func (t *target) list(ctx context.Context) ([]VCL, error) {
 	return vcls, nil
 }
 
+// checkChild records the cache child's state, logging when it stops
+// serving and when it serves again. gearshift does not start a child an
+// operator stopped; status and check report it. A manager that does not
+// understand the question leaves the state unknown.
+func (t *target) checkChild(ctx context.Context) error {
+	cctx, cancel := t.cmdCtx(ctx, false)
+	defer cancel()
+	child, err := t.conn.ChildState(cctx)
+	if err != nil {
+		if !isCommandError(err) {
+			return fmt.Errorf("ask the child's state on %s: %w", t.addr, err)
+		}
+		child = ""
+	}
+	switch {
+	case child == t.child:
+	case child == "running" && t.child != "":
+		t.log.Info("varnish child running again")
+	case child != "running" && child != "":
+		t.log.Warn("varnish child not running: nothing is served (varnishadm start)", zap.String("child", child))
+	}
+	t.child = child
+	return nil
+}
+
 func (t *target) load(ctx context.Context, p Profile) error {
 	cctx, cancel := t.cmdCtx(ctx, true)
 	defer cancel()
@@ -418,7 +448,7 @@ func (t *target) fail(now time.Time, err error) {
 	t.err = err.Error()
 	if !isCommandError(err) {
 		t.reachable = false
-		t.active, t.label = "", ""
+		t.active, t.label, t.child = "", "", ""
 	}
 	if logWorthy(t.failures) {
 		t.log.Error("varnish target failing", zap.Error(err), zap.Int("failures", t.failures),

@@ -112,6 +112,12 @@ func (a *adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
 	return vcls, nil
 }
 
+func (a *adminTarget) ChildState(ctx context.Context) (string, error) {
+	c := a.client()
+	st, err := c.ChildState(ctx)
+	return st, a.done(c, err)
+}
+
 // Sessions counts the sessions of every client this target has had.
 func (a *adminTarget) Sessions() int64 {
 	a.mu.Lock()

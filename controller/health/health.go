@@ -280,6 +280,9 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 				}
 				add(Critical, "target %s not in sync (active VCL %s)", t.Admin, active)
 			}
+			if t.Reachable && t.Child != "" && t.Child != "running" {
+				add(Critical, "target %s: varnish child %s, nothing is served (varnishadm start)", t.Admin, t.Child)
+			}
 			if at := t.ForeignVCLAt; at != nil && now.Sub(*at) < ForeignWindow {
 				ago := profiles.Duration(max(0, now.Sub(*at)).Round(time.Second)).String()
 				if st.VarnishMode == profiles.ModeLabel {
@@ -373,7 +376,12 @@ func Perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 	for _, t := range st.Targets {
 		sw = max(sw, t.LastSwitchMS)
 	}
-	p = append(p, fmt.Sprintf("'switch_ms'=%sms;;;0", formatNum(sw, 2)))
+	if sw > 0 {
+		p = append(p, fmt.Sprintf("'switch_ms'=%sms;;;0", formatNum(sw, 2)))
+	} else {
+		// No switch yet: unknown, as the plugin guidelines write it, not 0.
+		p = append(p, "'switch_ms'=U;;;0")
+	}
 	if s := st.Sample; s != nil {
 		p = append(p, fmt.Sprintf("'sample_age'=%ss;;%s;0", formatNum(max(0, now.Sub(s.Time).Seconds()), 1), formatNum(maxAge.Seconds(), 1)))
 	}

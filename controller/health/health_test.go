@@ -35,7 +35,7 @@ func healthyStatus() *controller.Status {
 			},
 		},
 		Targets: []controller.TargetStatus{{
-			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41,
+			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41, Child: "running",
 		}},
 		UptimeSeconds: 3600,
 	}
@@ -178,7 +178,12 @@ func TestCheckGolden(t *testing.T) {
 		{name: "ok no sample yet just started", edit: func(st *controller.Status) {
 			st.Sample, st.UptimeSeconds, st.State, st.Reason = nil, 1, "light", "starting"
 			st.Since = checkNow.Add(-time.Second)
+			st.Targets[0].LastSwitchMS = 0
 		}, code: 0, golden: "ok-starting"},
+		{name: "critical varnish child stopped", edit: func(st *controller.Status) {
+			st.Targets = append(st.Targets, controller.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: st.Targets[0].ActiveVCL, InSync: true, Child: "running"})
+			st.Targets[0].Child = "stopped"
+		}, code: 2, golden: "critical-child-stopped"},
 		{name: "warning restarted", err: errRefused, opts: Options{Restart: true}, code: 1, golden: "warning-restarted"},
 		{name: "restart left to systemd", err: errRefused, opts: Options{Restart: true}, setup: func(c *Checker, _ *fakeDaemon) {
 			c.Systemd = func(context.Context) (bool, error) { return true, nil }

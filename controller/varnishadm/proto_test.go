@@ -371,3 +371,25 @@ func TestParseVCLListErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestParseChildState(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		wantErr        bool
+	}{
+		{"running", "Child in state running", "running", false},
+		{"stopped, with a newline", "Child in state stopped\n", "stopped", false},
+		{"passing state", "Child in state stopping", "stopping", false},
+		{"empty", "", "", true},
+		{"no state", "Child in state ", "", true},
+		{"something else", "PONG 1700000000 1.0", "", true},
+		{"more words", "Child in state running now", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseChildState(tc.in)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("parseChildState(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

@@ -279,3 +279,19 @@ sub vcl_synth {
 		t.Fatalf("synthetic body through varnish:\n got %q\nwant %q", body, payload)
 	}
 }
+
+// ChildState follows `stop` and `start` of the cache child.
+func TestVarnishChildState(t *testing.T) {
+	v, c := startVarnish(t)
+	ctx := testCtx(t, 30*time.Second)
+	for _, step := range []struct{ cmd, want string }{{"", "running"}, {"stop", "stopped"}, {"start", "running"}} {
+		if step.cmd != "" {
+			if out, err := v.Adm(step.cmd); err != nil {
+				t.Fatalf("varnishadm %s: %v %s", step.cmd, err, out)
+			}
+		}
+		if got, err := c.ChildState(ctx); got != step.want || err != nil {
+			t.Errorf("after %q: ChildState = %q, %v; want %q", step.cmd, got, err, step.want)
+		}
+	}
+}

@@ -20,6 +20,30 @@ func (c *Client) Status(ctx context.Context) (string, error) {
 	return strings.TrimSpace(body), err
 }
 
+// ChildState returns the state of the cache child as the manager reports
+// it: "running" while Varnish serves, "stopped" after `varnishadm stop`
+// (nothing is served), or a passing state ("starting", "stopping", …).
+func (c *Client) ChildState(ctx context.Context) (string, error) {
+	body, err := c.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	return parseChildState(body)
+}
+
+// parseChildState reads the answer to `status`: "Child in state running".
+func parseChildState(body string) (string, error) {
+	const prefix = "Child in state "
+	s, ok := strings.CutPrefix(strings.TrimSpace(body), prefix)
+	if !ok || s == "" || strings.ContainsAny(s, " \t\n") {
+		if len(body) > 80 {
+			body = body[:80] + "…"
+		}
+		return "", fmt.Errorf("status: unexpected answer %q", body)
+	}
+	return s, nil
+}
+
 // Banner returns the CLI banner: platform, storage and Varnish version.
 func (c *Client) Banner(ctx context.Context) (string, error) {
 	return c.Run(ctx, "banner")
