@@ -77,8 +77,16 @@ type Options struct {
 	Build  BuildFunc        // required: renders the profiles of Config and of every reload
 	// LoadConfig re-reads the config for a reload; nil refuses reloads.
 	LoadConfig func() (*profiles.Config, error)
-	Logger     *zap.Logger      // zap.NewNop() when nil
-	Now        func() time.Time // time.Now when nil
+	Logger     *zap.Logger // zap.NewNop() when nil
+	// Now is the wall clock, read only for what is shown (status since,
+	// forced_until, the foreign VCL time); time.Now when nil.
+	Now func() time.Time
+	// Mono is the monotonic clock: the time elapsed since a fixed origin.
+	// Every duration (min_dwell, down_window, up_confirm, the EWMA's dt,
+	// a force's deadline, backoff) is measured on it, so a jump of the
+	// wall clock moves none of them. When nil it is Now's elapsed time
+	// since New, which Go measures on the monotonic clock for time.Now.
+	Mono func() time.Duration
 	// OnChange is called by the loop after every transition, once the gear
 	// is applied (systemd STATUS=).
 	OnChange func(Status)
@@ -117,8 +125,9 @@ const defaultSyncWait = 10 * time.Second
 type Controller struct {
 	opts    Options
 	log     *zap.Logger
-	now     func() time.Time
-	started time.Time
+	now     func() time.Time // the wall clock (display)
+	epoch   time.Time        // the wall clock at Mono's origin, as New saw it
+	started time.Time        // on the loop's clock (see clock)
 
 	// Owned by the loop goroutine.
 	cfg         *profiles.Config
@@ -177,6 +186,10 @@ func New(opts Options) (*Controller, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Mono == nil {
+		origin, now := opts.Now(), opts.Now
+		opts.Mono = func() time.Duration { return now().Sub(origin) }
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
@@ -203,10 +216,12 @@ func New(opts Options) (*Controller, error) {
 	}
 	c.hooks = newHookRunner(c.log)
 	c.metrics = opts.Metrics
-	c.started = c.now()
+	// Round(0): the epoch's own monotonic reading is not the loop's clock.
+	c.epoch = opts.Now().Round(0).Add(-opts.Mono())
+	c.started = c.clock()
 	c.setRules(opts.Config)
 	c.metrics.watch(c.Status, func() state.Config { return *c.rules.Load() })
-	c.metrics.reloaded(true, c.started)
+	c.metrics.reloaded(true, c.now())
 	c.targets, _ = c.makeTargets(opts.Config, nil)
 	c.publish()
 	return c, nil
@@ -274,7 +289,7 @@ func (c *Controller) notify(state ...string) {
 // Tick runs one poll: sample, decide, apply to every target, record.
 // It must not run concurrently with Run.
 func (c *Controller) Tick(ctx context.Context) {
-	now := c.now()
+	now := c.clock()
 	d := c.machine.Current()
 	d.Changed = false // already reported
 	if !c.resumed {
@@ -455,7 +470,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 // an earlier call, finishes in the background (see finish) and is synced
 // again by the next poll.
 func (c *Controller) syncAll(ctx context.Context, want state.State, wait time.Duration) float64 {
-	now := c.now()
+	now := c.clock()
 	set := c.set
 	started := map[*target]bool{}
 	for _, t := range c.targets {
@@ -516,10 +531,16 @@ func (c *Controller) waitIdle() {
 }
 
 func (c *Controller) handle(ctx context.Context, r request) response {
-	now := c.now()
+	now := c.clock()
 	switch r.kind {
 	case reqForce:
-		d := c.machine.Force(now, r.state, r.until)
+		var until time.Time
+		if !r.until.IsZero() {
+			// The deadline's distance, measured as time.Now measures it
+			// (monotonic), then kept on the loop's clock.
+			until = now.Add(r.until.Sub(c.now()))
+		}
+		d := c.machine.Force(now, r.state, until)
 		c.apply(ctx, d)
 	case reqAuto:
 		d := c.machine.Auto(now)
@@ -570,10 +591,25 @@ func (c *Controller) Reload(ctx context.Context) (Status, error) {
 	return c.call(ctx, request{kind: reqReload})
 }
 
+// clock is the loop's time: the monotonic clock, read as a time.Time
+// that starts at the wall time of New. The state machine and the targets
+// run on it; wall tells the time it shows.
+func (c *Controller) clock() time.Time { return c.epoch.Add(c.opts.Mono()) }
+
+// wall turns a time of the loop's clock into the wall clock's time for
+// display: as long before (or after) the wall clock's now as it is before
+// the loop's now.
+func (c *Controller) wall(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return c.now().Round(0).Add(t.Sub(c.clock()))
+}
+
 // Status returns the status as of the last tick or request.
 func (c *Controller) Status() Status {
 	s := *c.snap.Load()
-	s.UptimeSeconds = int64(c.now().Sub(c.started) / time.Second)
+	s.UptimeSeconds = int64(c.clock().Sub(c.started) / time.Second)
 	if c.opts.LogHealth != nil {
 		s.LogError, s.LogWriteErrors = c.opts.LogHealth()
 	}
@@ -587,7 +623,7 @@ func (c *Controller) publish() Status {
 		Version:     Version,
 		State:       d.State.String(),
 		Mode:        "auto",
-		Since:       d.Since,
+		Since:       c.wall(d.Since),
 		Reason:      d.Reason,
 		Transitions: d.Transitions,
 		Targets:     make([]TargetStatus, 0, len(c.targets)),
@@ -595,12 +631,12 @@ func (c *Controller) publish() Status {
 		VarnishMode: c.cfg.Varnish.Mode,
 	}
 	if s.Since.IsZero() {
-		s.Since = c.started
+		s.Since = c.wall(c.started)
 	}
 	if d.Forced {
 		s.Mode = "forced"
 		if !d.ForcedUntil.IsZero() {
-			u := d.ForcedUntil
+			u := c.wall(d.ForcedUntil)
 			s.ForcedUntil = &u
 		}
 	}
@@ -628,7 +664,12 @@ func (c *Controller) publish() Status {
 		}
 	}
 	for _, t := range c.targets {
-		s.Targets = append(s.Targets, t.status(c.set[d.State].Name))
+		ts := t.status(c.set[d.State].Name)
+		if at := ts.ForeignVCLAt; at != nil {
+			w := c.wall(*at)
+			ts.ForeignVCLAt = &w
+		}
+		s.Targets = append(s.Targets, ts)
 	}
 	c.snap.Store(s)
 	return c.Status()

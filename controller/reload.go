@@ -72,7 +72,7 @@ func (c *Controller) tryReload(ctx context.Context) error {
 		}
 		// An unreachable target is a runtime fault, not a bad config: it
 		// gets the new profiles when it comes back, like on first contact.
-		t.fail(c.now(), err)
+		t.fail(c.clock(), err)
 	}
 	if loadErr != nil {
 		for t, names := range loaded {
