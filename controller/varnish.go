@@ -112,9 +112,13 @@ func (a *adminTarget) VCLList(ctx context.Context) ([]VCL, error) {
 	return vcls, nil
 }
 
+// ChildState is "" (unknown) when the manager's answer names no state.
 func (a *adminTarget) ChildState(ctx context.Context) (string, error) {
 	c := a.client()
 	st, err := c.ChildState(ctx)
+	if errors.Is(err, varnishadm.ErrChildState) {
+		return "", nil
+	}
 	return st, a.done(c, err)
 }
 

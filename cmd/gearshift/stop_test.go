@@ -19,7 +19,8 @@ import (
 // in bash.
 func stub(t *testing.T, script string) (config string, pid int) {
 	t.Helper()
-	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
+	// A socket of its own: no daemon on the default one may answer for the stub.
+	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\ncontrol: { socket: $DIR/gearshift.sock }\n")
 	cmd := exec.Command("bash", "-c", `exec 9>gearshift.pid; flock -x 9; echo $$ >&9; `+script)
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {

@@ -3,6 +3,7 @@ package varnishadm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -31,6 +32,9 @@ func (c *Client) ChildState(ctx context.Context) (string, error) {
 	return parseChildState(body)
 }
 
+// ErrChildState is the error of an answer to `status` that names no state.
+var ErrChildState = errors.New("status: the answer names no child state")
+
 // parseChildState reads the answer to `status`: "Child in state running".
 func parseChildState(body string) (string, error) {
 	const prefix = "Child in state "
@@ -39,7 +43,7 @@ func parseChildState(body string) (string, error) {
 		if len(body) > 80 {
 			body = body[:80] + "…"
 		}
-		return "", fmt.Errorf("status: unexpected answer %q", body)
+		return "", fmt.Errorf("%w: %q", ErrChildState, body)
 	}
 	return s, nil
 }
