@@ -43,19 +43,18 @@ deps:
 
 # The surge benchmark: Apache + PHP alone, through Varnish in light, with
 # gearshift in auto and in heavy, plus the switch-cost Go benchmarks; writes
-# BENCHMARKS.md and BENCHMARKS.png; then the signals benchmark adds its
-# section to BENCHMARKS.md (about 20 minutes in all, loopback only).
+# BENCHMARKS.md and BENCHMARKS.png (about 14 minutes, loopback only).
 bench: deps build
 	bash scripts/bench.sh
-	SIG_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" bash scripts/bench/signals.sh
 
 # The signals benchmark on the same stack: seconds to heavy on the request
 # rate vs the load, transitions with and without the traffic guard, heavy on
 # Apache's workers or the backend's latency with idle CPUs, the daemon's CPU
-# with every source on (about 6 minutes, loopback only); its tables go to
-# $SIG_OUT/signals.md (/tmp/gearshift-bench-signals), BENCHMARKS.md untouched.
+# with every source on (about 8 minutes, loopback only); its tables go to
+# $SIG_OUT/signals.md (/tmp/gearshift-bench-signals) and are added at the end
+# of BENCHMARKS.md (run it after make bench, which rewrites that file).
 bench-signals: deps build
-	bash scripts/bench/signals.sh
+	SIG_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" bash scripts/bench/signals.sh
 
 # A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
 # all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0; SITE=wordpress
