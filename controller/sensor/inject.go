@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // maxInjectFile is the most an injected value's file may hold: a number
@@ -22,9 +23,11 @@ type InjectFile struct {
 }
 
 // Read returns the file's number. A missing file is no value (nil), not an
-// error: whoever writes it has not yet, or has withdrawn it.
+// error: whoever writes it has not yet, or has withdrawn it. Anything but
+// a regular file (a FIFO, a device, a directory) is an error, found without
+// blocking: the open does not wait for a FIFO's writer.
 func (f InjectFile) Read() (*float64, error) {
-	fh, err := os.Open(f.Path)
+	fh, err := os.OpenFile(f.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -32,6 +35,13 @@ func (f InjectFile) Read() (*float64, error) {
 		return nil, fmt.Errorf("read injected value: %w", err)
 	}
 	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read injected value: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("injected value %s: not a regular file (%s); point sensor.inject_file at a file", f.Path, fileKind(st.Mode()))
+	}
 	b, err := io.ReadAll(io.LimitReader(fh, maxInjectFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("read injected value: %w", err)
@@ -44,6 +54,22 @@ func (f InjectFile) Read() (*float64, error) {
 		return nil, fmt.Errorf("injected value %s: %w", f.Path, err)
 	}
 	return &v, nil
+}
+
+// fileKind names what a non-regular file is, for the error.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "mode " + m.String()
+	}
 }
 
 // parseInjected parses the file's text: one decimal number, white space

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestInjectFile(t *testing.T) {
@@ -33,7 +35,8 @@ func TestInjectFile(t *testing.T) {
 		{name: "NaN", path: write("i", "NaN\n"), wantErr: `"NaN" is not a number`},
 		{name: "infinite", path: write("j", "+Inf\n"), wantErr: `"+Inf" is not a number`},
 		{name: "too big", path: write("k", strings.Repeat("9", maxInjectFile+1)), wantErr: "more than 4096 bytes"},
-		{name: "a directory", path: dir, wantErr: "read injected value"},
+		{name: "a directory", path: dir, wantErr: "not a regular file (a directory)"},
+		{name: "a device", path: "/dev/null", wantErr: "not a regular file (a device)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,5 +51,38 @@ func TestInjectFile(t *testing.T) {
 				t.Errorf("Read = %s, %v; want %s", fmtF(got), err, fmtF(tc.want))
 			}
 		})
+	}
+}
+
+// TestInjectFileFIFO: a FIFO at the path is refused at once, without
+// waiting for a writer (a blocking open would hold the sample, and with it
+// the loop, until the watchdog).
+func TestInjectFileFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pressure")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	type result struct {
+		v   *float64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := InjectFile{Path: p}.Read()
+		done <- result{v, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		// Release the blocked open so the test ends, then fail.
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		t.Fatal("Read of a FIFO blocked waiting for a writer")
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "not a regular file (a FIFO)") {
+		t.Fatalf("Read = %s, %v; want an error naming a FIFO", fmtF(r.v), r.err)
 	}
 }
