@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/controller/sdnotify"
 )
 
 // Bounds of the on_change hooks.
@@ -133,7 +135,8 @@ func (h *hookRunner) run(ev hookEvent) {
 	ctx, cancel := context.WithTimeout(h.ctx, ev.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ev.argv[0], ev.argv[1:]...)
-	cmd.Env = append(os.Environ(),
+	// Not the daemon's systemd variables: a hook must not speak for it.
+	cmd.Env = append(sdnotify.ChildEnv(os.Environ()),
 		HookEnvFrom+"="+ev.from, HookEnvTo+"="+ev.to, HookEnvReason+"="+ev.reason, HookEnvMode+"="+ev.mode)
 	cmd.Dir = "/"
 	out := &cappedBuffer{max: maxHookOutput}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -222,5 +223,48 @@ func TestWebhookExampleHook(t *testing.T) {
 	if body["from"] != "light" || body["to"] != "heavy" || body["mode"] != "forced" || body["reason"] != reason ||
 		!strings.Contains(body["text"], "light -> heavy (forced): "+reason) {
 		t.Errorf("webhook body = %v", body)
+	}
+}
+
+// TestHookDoesNotInheritSystemdEnv: under systemd (or `gearshift start`) the
+// daemon holds NOTIFY_SOCKET, the watchdog's and socket activation's
+// variables; a hook must not get them, or it could tell systemd READY=1 or
+// WATCHDOG=1 for the daemon.
+func TestHookDoesNotInheritSystemdEnv(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range sdnotify.EnvNames {
+		t.Setenv(name, filepath.Join(dir, "systemd-"+name))
+	}
+	out := filepath.Join(dir, "env")
+	r := newRig(t, func(cfg *profiles.Config) {
+		cfg.Hooks.OnChange = []string{hookScript(t, "env.sh"), out}
+	})
+	r.tick(t) // light
+	r.sensor.set(3)
+	r.tick(t) // light → heavy: the hook runs
+	eventually(t, "the hook run", func() bool { return r.logged("hook ran") == 1 })
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(string(b), "\n")
+	has := func(env []string, name string) bool {
+		for _, kv := range env {
+			if strings.HasPrefix(kv, name+"=") {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(env, HookEnvTo) || !has(env, "PATH") {
+		t.Fatalf("hook environment lacks %s or PATH: %q", HookEnvTo, env)
+	}
+	for _, name := range sdnotify.EnvNames {
+		if os.Getenv(name) == "" {
+			t.Errorf("daemon environment lacks %s", name)
+		}
+		if has(env, name) {
+			t.Errorf("hook inherited %s", name)
+		}
 	}
 }

@@ -98,8 +98,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		WorkDir:     "/",
 		Umask:       0o027,
 		Args:        args,
-		Env: append(withoutEnv(os.Environ(), "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC", "WATCHDOG_PID"),
-			ready.Env()),
+		Env:         append(sdnotify.ChildEnv(os.Environ()), ready.Env()),
 	}
 	var logOffset int64
 	if fi, err := os.Stat(cfg.Log.File); err == nil {

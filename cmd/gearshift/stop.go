@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"time"
 
@@ -47,19 +46,4 @@ func (a *app) stop(ctx context.Context, timeout time.Duration) (int, error) {
 	}
 	fmt.Fprintf(a.stdout, "gearshift stopped (pid %d)\n", pid)
 	return exitOK, nil
-}
-
-func withoutEnv(env []string, names ...string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		drop := false
-		for _, n := range names {
-			drop = drop || name == n
-		}
-		if !drop {
-			out = append(out, kv)
-		}
-	}
-	return out
 }

@@ -129,3 +129,16 @@ func TestListener(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+func TestChildEnv(t *testing.T) {
+	env := []string{"PATH=/usr/bin", "NOTIFY_SOCKET=/run/x", "WATCHDOG_USEC=1000", "WATCHDOG_PID=7",
+		"LISTEN_FDS=1", "LISTEN_PID=7", "LISTEN_FDNAMES=ctl", "NOTIFY_SOCKETX=kept", "HOME=/root"}
+	orig := append([]string(nil), env...)
+	got := strings.Join(ChildEnv(env), " ")
+	if want := "PATH=/usr/bin NOTIFY_SOCKETX=kept HOME=/root"; got != want {
+		t.Errorf("ChildEnv = %q, want %q", got, want)
+	}
+	if strings.Join(env, " ") != strings.Join(orig, " ") {
+		t.Errorf("ChildEnv changed its argument: %q", env)
+	}
+}
