@@ -6,12 +6,15 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/promtest"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -168,5 +171,53 @@ func TestMetricsFollowTheLoop(t *testing.T) {
 	}
 	if strings.Contains(out, `gearshift_target_errors_total{target="`+dead+`"} 0`) {
 		t.Errorf("the dead target's failures are not counted:\n%s", out)
+	}
+}
+
+// A reload that is refused leaves no series behind for a target only the
+// refused config named; a good one drops the series of a target it no
+// longer names.
+func TestMetricsRefusedReloadAddsNoTarget(t *testing.T) {
+	m := NewMetrics()
+	r := newRig(t, nil, withMetrics(m))
+	r.tick(t)
+	ctx := context.Background()
+	added := varnishtest.FreeAddr(t)
+	bad := filepath.Join(t.TempDir(), "bad.vcl")
+	if err := os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withAdded := func(vcl string) func() (*profiles.Config, error) {
+		return func() (*profiles.Config, error) {
+			cfg := testConfig(r.v)
+			if vcl != "" {
+				cfg.Profiles.Heavy.VCLFile = vcl
+			}
+			cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: added, SecretFile: r.v.SecretFile})
+			return cfg, nil
+		}
+	}
+	series := `{target="` + added + `"}`
+	r.next = withAdded(bad)
+	if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err == nil {
+		t.Fatalf("reload with a broken profile = %+v, want refused", resp.status)
+	}
+	if out := scrape(t, m.Handler()); strings.Contains(out, series) || !strings.Contains(out, "gearshift_config_last_reload_successful 0\n") {
+		t.Fatalf("after a refused reload that added %s, metrics:\n%s", added, out)
+	}
+	// The same target, accepted, gets its series; dropped, loses them.
+	r.next = withAdded("")
+	if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil {
+		t.Fatalf("reload adding %s: %v", added, resp.err)
+	}
+	if out := scrape(t, m.Handler()); !strings.Contains(out, "gearshift_target_errors_total"+series) {
+		t.Fatalf("after a reload that added %s, metrics lack its errors series:\n%s", added, out)
+	}
+	r.next = func() (*profiles.Config, error) { return testConfig(r.v), nil }
+	if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil {
+		t.Fatalf("reload dropping %s: %v", added, resp.err)
+	}
+	if out := scrape(t, m.Handler()); strings.Contains(out, series) {
+		t.Fatalf("after a reload that dropped %s, metrics:\n%s", added, out)
 	}
 }

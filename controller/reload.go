@@ -78,16 +78,14 @@ func (c *Controller) tryReload(ctx context.Context) error {
 		for t, names := range loaded {
 			t.unload(ctx, names)
 		}
+		// The targets only the refused config named go, and their series
+		// with them (unless a running target shares the address).
+		c.drop(targets, c.targets)
 		return loadErr
 	}
 
 	// Switch.
-	for _, old := range c.targets {
-		if !contains(targets, old) {
-			old.close()
-			c.metrics.forget(old.addr)
-		}
-	}
+	c.drop(c.targets, targets)
 	applyTimeouts()
 	c.cfg, c.set, c.targets = cfg, set, targets
 	c.machine.SetConfig(cfg.StateConfig(), time.Duration(cfg.FastWindow))
@@ -108,6 +106,25 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	d.Changed = false
 	c.apply(ctx, d)
 	return nil
+}
+
+// drop closes the targets of from that are not in keep and forgets their
+// metric series, but not those of an address a kept target still uses
+// (the same admin address with another secret file).
+func (c *Controller) drop(from, keep []*target) {
+	for _, t := range from {
+		if contains(keep, t) {
+			continue
+		}
+		t.close()
+		shared := false
+		for _, k := range keep {
+			shared = shared || k.addr == t.addr
+		}
+		if !shared {
+			c.metrics.forget(t.addr)
+		}
+	}
 }
 
 func contains(ts []*target, t *target) bool {
