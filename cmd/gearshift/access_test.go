@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gearshift/gearshift/internal/testenv"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -53,12 +54,7 @@ func openToOthers(tb testing.TB, paths ...string) {
 // control.admin_group), judged by the kernel's word on the peer
 // (SO_PEERCRED). A check that may not open the socket is UNKNOWN.
 func TestControlAccessByPeer(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("this test runs commands as nobody and needs root")
-		}
-		t.Skip("needs root to run commands as nobody")
-	}
+	testenv.RequireRoot(t, "running commands as nobody")
 	d := startDaemon(t, func(cfg *profiles.Config) { cfg.Control.Group = "nogroup" })
 	openToOthers(t, gearshiftBin, d.configPath, d.cfg.Control.Socket)
 	nb := func(args ...string) (string, string, int) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testenv"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -275,13 +276,7 @@ func TestInstallScript(t *testing.T) {
 // The unit passes systemd's own checks. systemd-analyze comes with Debian's
 // systemd; in CI its absence fails the test rather than skipping it.
 func TestServiceUnitVerifies(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("systemd-analyze not installed (Debian package systemd)")
-		}
-		t.Skip("systemd-analyze not installed")
-	}
+	analyze := testenv.Need(t, "systemd-analyze", "systemd")
 	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "gearshift.service"))
 	if err != nil {
 		t.Fatal(err)

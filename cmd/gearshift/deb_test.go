@@ -18,6 +18,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 // run runs a program and returns its combined output; a non-zero exit is
@@ -261,21 +262,13 @@ func leftovers() []string {
 // It installs a real package, so it runs as root (CI) and only where no
 // gearshift is installed.
 func TestDebInstallRoundTrip(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the package round trip needs root (dpkg -i)")
-		}
-		t.Skip("the package round trip needs root (dpkg -i)")
-	}
+	testenv.RequireRoot(t, "the package round trip (dpkg -i)")
 	deb := theDeb(t)
 	v := varnishtest.Start(t, varnishtest.Config{})
 	dpkgLock(t)
 	// Never over a real installation: a developer's machine is left alone,
 	// and CI, which runs on a fresh machine, says what is in the way.
-	notHere := t.Skipf
-	if os.Getenv("CI") != "" {
-		notHere = t.Fatalf
-	}
+	notHere := func(format string, args ...any) { t.Helper(); testenv.Unavailable(t, format, args...) }
 	if out, _ := run(t, nil, "dpkg-query", "-W", "-f=${db:Status-Abbrev}", "gearshift"); strings.HasPrefix(out, "i") || strings.HasPrefix(out, "r") {
 		notHere("a gearshift package is installed on this machine (dpkg -P gearshift removes it): not touching it")
 	}

@@ -8,22 +8,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 // needTool returns the path of a program the test needs. When it is
 // missing the test fails in CI and is skipped elsewhere, naming the package.
 func needTool(tb testing.TB, name, pkg string) string {
 	tb.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	msg := name + " not installed: run scripts/install-deps.sh (Debian package " + pkg + ")"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
-	return ""
+	return testenv.Need(tb, name, pkg)
 }
 
 // renderMan formats a page as man(1) would show it, in plain text with

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 func TestParseApacheStatus(t *testing.T) {
@@ -145,17 +146,7 @@ func TestApacheStatusBounds(t *testing.T) {
 // skips it elsewhere.
 func apacheBinary(tb testing.TB) string {
 	tb.Helper()
-	for _, p := range []string{"apache2", "/usr/sbin/apache2"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	const msg = "apache2 not found: run scripts/install-deps.sh (Debian package apache2)"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
-	return ""
+	return testenv.Need(tb, "apache2", "apache2")
 }
 
 // startApache starts a private prefork Apache on a free loopback port with

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 func TestParseVarnishstat(t *testing.T) {
@@ -230,17 +230,7 @@ cat `+fixture)},
 // missing program fails the test in CI and skips it elsewhere.
 func varnishstatBinary(tb testing.TB) string {
 	tb.Helper()
-	for _, p := range []string{"varnishstat", "/usr/bin/varnishstat"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	const msg = "varnishstat not found: run scripts/install-deps.sh (Debian package varnish)"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
-	return ""
+	return testenv.Need(tb, "varnishstat", "varnish")
 }
 
 func TestVarnishstatAgainstVarnish(t *testing.T) {

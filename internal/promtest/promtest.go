@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 // Tool returns the path of the Prometheus tool name (promtool,
@@ -25,15 +27,7 @@ import (
 // environment) and skips it elsewhere, saying why.
 func Tool(tb testing.TB, name string) string {
 	tb.Helper()
-	if path, err := exec.LookPath(name); err == nil {
-		return path
-	}
-	msg := name + " not found: run scripts/install-deps.sh (Debian package prometheus)"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
-	return ""
+	return testenv.Need(tb, name, "prometheus")
 }
 
 // Promtool runs promtool with args and stdin, and returns its combined

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 // need returns the path of each program, or fails the test in CI (CI set)
@@ -27,33 +28,15 @@ func need(t testing.TB, progs ...string) map[string]string {
 	paths := map[string]string{}
 	var missing []string
 	for _, p := range progs {
-		if strings.HasPrefix(p, "/") {
-			if _, err := os.Stat(p); err != nil {
-				missing = append(missing, p)
-			}
-			paths[p] = p
-			continue
-		}
-		path, err := exec.LookPath(p)
-		if err != nil {
-			for _, dir := range []string{"/usr/sbin", "/usr/bin"} {
-				if _, err2 := os.Stat(filepath.Join(dir, p)); err2 == nil {
-					path, err = filepath.Join(dir, p), nil
-				}
-			}
-		}
-		if err != nil {
+		path, ok := testenv.Lookup(p)
+		if !ok {
 			missing = append(missing, p)
 			continue
 		}
 		paths[p] = path
 	}
 	if len(missing) > 0 {
-		msg := fmt.Sprintf("%s not found: run scripts/install-deps.sh (Debian packages wordpress, wordpress-theme-twentytwentyone, mariadb-server, php-mysql, apache2, libapache2-mod-php)", strings.Join(missing, ", "))
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Unavailable(t, "%s not found: run scripts/install-deps.sh (Debian packages wordpress, wordpress-theme-twentytwentyone, mariadb-server, php-mysql, apache2, libapache2-mod-php)", strings.Join(missing, ", "))
 	}
 	return paths
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 // DefaultVCL is the boot program used when Config.VCL is empty: no backend,
@@ -50,17 +52,7 @@ type Varnish struct {
 // CI (CI set in the environment) and is skipped elsewhere, saying why.
 func Binary(tb testing.TB) string {
 	tb.Helper()
-	for _, p := range []string{"varnishd", "/usr/sbin/varnishd"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	const msg = "varnishd not found: run scripts/install-deps.sh (Debian package varnish)"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
-	return ""
+	return testenv.Need(tb, "varnishd", "varnish")
 }
 
 // Start starts varnishd and registers its stop with tb.Cleanup. It returns

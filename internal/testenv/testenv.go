@@ -1,0 +1,70 @@
+// Package testenv holds the tests' policy for what the machine must
+// provide: a missing program (or root) fails the test in CI (CI set in the
+// environment, as on the fresh machine CI runs on) and skips it elsewhere,
+// saying what to install.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// CI tells whether the tests run in CI, where nothing may be skipped for
+// want of a tool.
+func CI() bool { return os.Getenv("CI") != "" }
+
+// Unavailable ends the test for want of something the machine lacks: a
+// failure in CI, a skip elsewhere. msg says what is missing and how to get
+// it.
+func Unavailable(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if CI() {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
+
+// Lookup finds the program prog: on $PATH, else in /usr/sbin, /usr/bin or
+// /sbin (a non-root $PATH often lacks the sbin directories). An absolute
+// prog is taken as it is, if it exists.
+func Lookup(prog string) (string, bool) {
+	if filepath.IsAbs(prog) {
+		_, err := os.Stat(prog)
+		return prog, err == nil
+	}
+	if path, err := exec.LookPath(prog); err == nil {
+		return path, true
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/bin", "/sbin"} {
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// Need returns the path of the program prog (or the file, when prog is an
+// absolute path); missing, the test fails in CI and is skipped elsewhere,
+// naming debPackage, the Debian package that provides it.
+func Need(tb testing.TB, prog, debPackage string) string {
+	tb.Helper()
+	if path, ok := Lookup(prog); ok {
+		return path
+	}
+	Unavailable(tb, "%s not found: run scripts/install-deps.sh (Debian package %s)", prog, debPackage)
+	return ""
+}
+
+// RequireRoot ends the test unless it runs as root (a failure in CI, a
+// skip elsewhere); why says what needs root.
+func RequireRoot(tb testing.TB, why string) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(tb, "%s needs root", why)
+	}
+}
