@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gearshift/gearshift/controller/sdnotify"
+	"github.com/gearshift/gearshift/internal/capbuf"
 )
 
 // Bounds of the on_change hooks.
@@ -139,7 +140,7 @@ func (h *hookRunner) run(ev hookEvent) {
 	cmd.Env = append(sdnotify.ChildEnv(os.Environ()),
 		HookEnvFrom+"="+ev.from, HookEnvTo+"="+ev.to, HookEnvReason+"="+ev.reason, HookEnvMode+"="+ev.mode)
 	cmd.Dir = "/"
-	out := &cappedBuffer{max: maxHookOutput}
+	out := &capbuf.Buffer{Max: maxHookOutput}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that a timeout takes whatever the hook
 	// started (curl under a shell script) with it.
@@ -154,7 +155,7 @@ func (h *hookRunner) run(ev hookEvent) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind
 	}
 	fields := []zap.Field{zap.Float64("duration_ms", round(float64(elapsed.Microseconds())/1000, 1)),
-		zap.String("output", out.String())}
+		zap.String("output", hookOutput(out))}
 	var exitErr *exec.ExitError
 	switch {
 	case ctx.Err() != nil && h.ctx.Err() != nil:
@@ -170,32 +171,12 @@ func (h *hookRunner) run(ev hookEvent) {
 	}
 }
 
-// cappedBuffer keeps the first max bytes written to it and counts the rest.
-type cappedBuffer struct {
-	mu      sync.Mutex
-	b       []byte
-	max     int
-	dropped int
-}
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	room := c.max - len(c.b)
-	if room > len(p) {
-		room = len(p)
-	}
-	c.b = append(c.b, p[:room]...)
-	c.dropped += len(p) - room
-	return len(p), nil
-}
-
-func (c *cappedBuffer) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := strings.TrimRight(strings.ToValidUTF8(string(c.b), "\uFFFD"), "\n")
-	if c.dropped > 0 {
-		s += "\n… (" + strconv.Itoa(c.dropped) + " more bytes)"
+// hookOutput is what a hook wrote, for the log: valid UTF-8, without the
+// trailing newline, and how much more there was past the cap.
+func hookOutput(c *capbuf.Buffer) string {
+	s := strings.TrimRight(strings.ToValidUTF8(c.String(), "\uFFFD"), "\n")
+	if n := c.Dropped(); n > 0 {
+		s += "\n… (" + strconv.Itoa(n) + " more bytes)"
 	}
 	return s
 }

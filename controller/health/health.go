@@ -19,6 +19,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -361,12 +362,12 @@ func Perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 			}
 			limits := ""
 			if !math.IsInf(sig.Min, -1) { // a signal with no lower bound (injected) leaves min empty
-				limits = formatNum(sig.Min, sig.Precision)
+				limits = numfmt.Trim(sig.Min, sig.Precision)
 			}
 			if sig.Bounded() {
-				limits += ";" + formatNum(sig.Max, sig.Precision)
+				limits += ";" + numfmt.Trim(sig.Max, sig.Precision)
 			}
-			p = append(p, fmt.Sprintf("'%s'=%s%s;;;%s", sig.Label(), formatNum(v, sig.Precision), sig.PerfUOM, limits))
+			p = append(p, fmt.Sprintf("'%s'=%s%s;;;%s", sig.Label(), numfmt.Trim(v, sig.Precision), sig.PerfUOM, limits))
 		}
 	}
 	if gear, err := state.Parse(st.State); err == nil {
@@ -377,24 +378,15 @@ func Perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 		sw = max(sw, t.LastSwitchMS)
 	}
 	if sw > 0 {
-		p = append(p, fmt.Sprintf("'switch_ms'=%sms;;;0", formatNum(sw, 2)))
+		p = append(p, fmt.Sprintf("'switch_ms'=%sms;;;0", numfmt.Trim(sw, 2)))
 	} else {
 		// No switch yet: unknown, as the plugin guidelines write it, not 0.
 		p = append(p, "'switch_ms'=U;;;0")
 	}
 	if s := st.Sample; s != nil {
-		p = append(p, fmt.Sprintf("'sample_age'=%ss;;%s;0", formatNum(max(0, now.Sub(s.Time).Seconds()), 1), formatNum(maxAge.Seconds(), 1)))
+		p = append(p, fmt.Sprintf("'sample_age'=%ss;;%s;0", numfmt.Trim(max(0, now.Sub(s.Time).Seconds()), 1), numfmt.Trim(maxAge.Seconds(), 1)))
 	}
 	return p
-}
-
-// formatNum formats v with at most prec decimals, without trailing zeros.
-func formatNum(v float64, prec int) string {
-	s := fmt.Sprintf("%.*f", prec, v)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }
 
 func firstProblem(err error) string {

@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/internal/numfmt"
 )
 
 // Messages and fields that readers of the log (`gearshift logs`) look for.
@@ -293,7 +295,7 @@ func (p *Formatter) Print(line []byte) {
 			b.WriteString("  " + r)
 		}
 		if ms, ok := e[FieldSwitchMS].(float64); ok {
-			fmt.Fprintf(&b, "  (switch %s ms)", formatNum(ms, 2))
+			fmt.Fprintf(&b, "  (switch %s ms)", numfmt.Trim(ms, 2))
 		}
 		if errS := e.Str(FieldError); errS != "" {
 			b.WriteString("  error: " + errS)
@@ -346,15 +348,6 @@ func Escape(s string) string {
 		s = s[n:]
 	}
 	return b.String()
-}
-
-// formatNum formats v with at most prec decimals, without trailing zeros.
-func formatNum(v float64, prec int) string {
-	s := strconv.FormatFloat(v, 'f', prec, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }
 
 // LastError returns what the log at path says went wrong after offset (where it

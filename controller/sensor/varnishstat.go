@@ -1,7 +1,6 @@
 package sensor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/gearshift/gearshift/internal/capbuf"
 )
 
 // varnishstatFields are the counters Varnishstat asks for, in the order of
@@ -85,13 +86,13 @@ func (v *Varnishstat) run(ctx context.Context) ([]byte, error) {
 		args = append(args, "-f", f)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
-	stdout := &cappedBuffer{max: limit, overflow: cancel}
-	stderr := &cappedBuffer{max: 4 << 10}
+	stdout := &capbuf.Buffer{Max: limit, Overflow: cancel}
+	stderr := &capbuf.Buffer{Max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	switch {
-	case stdout.overflowed:
+	case stdout.Overflowed():
 		return nil, fmt.Errorf("run varnishstat -n %s: output exceeds %d bytes", v.Name, limit)
 	case ctx.Err() == context.DeadlineExceeded:
 		return nil, fmt.Errorf("run varnishstat -n %s: no answer within %s", v.Name, timeout)
@@ -211,35 +212,6 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 
 // Reset forgets the baseline; the next Update primes it again.
 func (r *CounterRates) Reset() { *r = CounterRates{} }
-
-// cappedBuffer keeps at most max bytes. Past that, with an overflow func, it
-// calls it (to stop the writer) and refuses further writes; without one it
-// drops the excess quietly.
-type cappedBuffer struct {
-	buf        bytes.Buffer // not embedded: io.Copy would use its ReadFrom, bypassing the cap
-	max        int
-	overflow   func()
-	overflowed bool
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if b.overflowed {
-		return 0, errors.New("output too large")
-	}
-	if b.buf.Len()+len(p) > b.max {
-		b.buf.Write(p[:b.max-b.buf.Len()])
-		if b.overflow == nil {
-			return len(p), nil
-		}
-		b.overflowed = true
-		b.overflow()
-		return 0, errors.New("output too large")
-	}
-	return b.buf.Write(p)
-}
-
-func (b *cappedBuffer) Bytes() []byte  { return b.buf.Bytes() }
-func (b *cappedBuffer) String() string { return b.buf.String() }
 
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
