@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,13 +233,20 @@ func TestWebhookExampleHook(t *testing.T) {
 // WATCHDOG=1 for the daemon.
 func TestHookDoesNotInheritSystemdEnv(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range sdnotify.EnvNames {
-		t.Setenv(name, filepath.Join(dir, "systemd-"+name))
-	}
 	out := filepath.Join(dir, "env")
 	r := newRig(t, func(cfg *profiles.Config) {
 		cfg.Hooks.OnChange = []string{hookScript(t, "env.sh"), out}
 	})
+	// Set after the rig's varnishd started: only the daemon has them.
+	pid := strconv.Itoa(os.Getpid())
+	for _, name := range sdnotify.EnvNames {
+		value := map[string]string{"NOTIFY_SOCKET": filepath.Join(dir, "notify.sock"), "WATCHDOG_USEC": "30000000",
+			"WATCHDOG_PID": pid, "LISTEN_FDS": "1", "LISTEN_PID": pid, "LISTEN_FDNAMES": "control"}[name]
+		if value == "" {
+			t.Fatalf("no value for %s", name)
+		}
+		t.Setenv(name, value)
+	}
 	r.tick(t) // light
 	r.sensor.set(3)
 	r.tick(t) // light → heavy: the hook runs
