@@ -91,19 +91,16 @@ func NewMetrics() *Metrics {
 }
 
 // buildInfo is gearshift_build_info{version,revision,goversion} 1; the
-// revision is the VCS commit the binary was built from (Revision), "unknown"
-// when the build did not record one.
+// revision is the VCS commit the binary was built from, "unknown" when the
+// build did not record one.
 func buildInfo() prometheus.Collector {
-	revision := Revision
-	if bi, ok := debug.ReadBuildInfo(); ok && revision == "" {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" && s.Value != "" {
 				revision = s.Value
 			}
 		}
-	}
-	if revision == "" {
-		revision = "unknown"
 	}
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "gearshift_build_info",

@@ -144,15 +144,6 @@ func TestDebPackage(t *testing.T) {
 			t.Errorf("%s: want %q in:\n%s", path, want, b)
 		}
 	}
-	// The binary knows the commit it was built from (gearshift_build_info).
-	if rev, err := run(t, nil, "git", "-C", filepath.Join("..", ".."), "rev-parse", "HEAD"); err == nil {
-		bin, _ := os.ReadFile(filepath.Join(tree, "usr/bin/gearshift"))
-		// (-trimpath records no -ldflags: the commit is in the binary only as
-		// the value of controller.Revision.)
-		if rev = strings.TrimSpace(rev); !bytes.Contains(bin, []byte(rev)) {
-			t.Errorf("the packaged binary does not carry its revision %s", rev)
-		}
-	}
 	unit, _ := os.ReadFile(filepath.Join(tree, "lib/systemd/system/gearshift.service"))
 	if !strings.Contains(string(unit), "\nDocumentation=man:gearshift(8)") {
 		t.Errorf("the unit's Documentation= does not name gearshift(8):\n%s", unit)

@@ -36,17 +36,9 @@ trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
 mkdir -p "$root"
 
-# The binary: static (no libc dependency), stripped, reproducible. The
-# commit it is built from is passed in for gearshift_build_info (go build's
-# own VCS stamping is off: it fails outright where git refuses the tree),
-# "-dirty" when the tracked files differ from it.
-revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)
-if [ -n "$revision" ] && ! git -C "$repo" diff --quiet HEAD -- 2>/dev/null; then
-	revision=$revision-dirty
-fi
+# The binary: static (no libc dependency), stripped, reproducible.
 (cd "$repo" && CGO_ENABLED=0 GOOS=linux GOARCH=$goarch go build -trimpath -buildvcs=false \
-	-ldflags "-s -w -buildid= -X github.com/gearshift/gearshift/controller.Revision=$revision" \
-	-o "$root/usr/bin/gearshift" ./cmd/gearshift)
+	-ldflags '-s -w -buildid=' -o "$root/usr/bin/gearshift" ./cmd/gearshift)
 bin=$root/usr/bin/gearshift
 version=$("$bin" version | awk '{print $2}')
 case $version in
