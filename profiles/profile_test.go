@@ -320,6 +320,8 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	other.Profiles.NormalizeHost = false
 	strict := testConfig(o)
 	strict.Profiles.ModerateHeuristicTTL = 0
+	apikey := testConfig(o)
+	apikey.Profiles.PassHeaders = []string{"X-Api-Key"}
 	short := testConfig(down)
 	short.Profiles.HeavyMinTTL = Duration(2 * time.Second)
 	short.Profiles.HeavySessionTTL = Duration(2 * time.Second)
@@ -332,6 +334,7 @@ func TestGearsAgainstVarnish(t *testing.T) {
 		"otherlight":     render(t, other, state.Light),
 		"strictmoderate": render(t, strict, state.Moderate),
 		"shortheavy":     render(t, short, state.Heavy),
+		"apikeyheavy":    render(t, apikey, state.Heavy),
 	})
 
 	for _, s := range state.All {
@@ -362,6 +365,33 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	t.Run("variant", func(t *testing.T) { t.Parallel(); testVariant(t, g, o) })
 	t.Run("heavy/min-ttl-and-grace", func(t *testing.T) { t.Parallel(); testGrace(t, g, down) })
 	t.Run("heavy/5xx-marker", func(t *testing.T) { t.Parallel(); testErrorMarker(t, g, o) })
+	t.Run("heavy/custom-pass_headers-still-pass-Authorization", func(t *testing.T) { t.Parallel(); testPassHeadersAddToAuthorization(t, g, o) })
+}
+
+// testPassHeadersAddToAuthorization: a custom pass_headers list adds to
+// Authorization; a page behind HTTP auth is never cached in heavy, so it
+// is never served to a client without the credentials.
+func testPassHeadersAddToAuthorization(t *testing.T, g *gears, o *origin) {
+	creds := map[string]string{"Authorization": "Basic dTpw"}
+	u := "/g/apikeyheavy/members?auth=Authorization"
+	r := g.do(t, req{gear: "apikeyheavy", path: u, header: creds})
+	r.want(t, "PASS", "hit=1")
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d with credentials, want 200", r.status)
+	}
+	g.do(t, req{gear: "apikeyheavy", path: u, header: creds}).want(t, "PASS", "hit=2")
+	// Another client, without credentials, gets the backend's 401, not
+	// the member's page.
+	if r := g.do(t, req{gear: "apikeyheavy", path: u}); r.status != http.StatusUnauthorized || strings.Contains(r.body, "hit=") {
+		t.Errorf("a client without credentials got status %d, body %q; want the backend's 401", r.status, r.body)
+	}
+	wantCount(t, o, u, 3)
+	// The listed header is passed too.
+	u = "/g/apikeyheavy/api?cc=max-age%3D600"
+	key := map[string]string{"X-Api-Key": "k1"}
+	g.do(t, req{gear: "apikeyheavy", path: u, header: key}).want(t, "PASS", "")
+	g.do(t, req{gear: "apikeyheavy", path: u, header: key}).want(t, "PASS", "")
+	wantCount(t, o, u, 2)
 }
 
 // testCommon: what SPEC section 5 promises whatever the gear.

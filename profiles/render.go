@@ -192,7 +192,14 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 	if d.ModerateHeuristicTTL == "0s" {
 		d.ModerateHeuristicTTL = ""
 	}
-	d.PassHeaders = append(d.PassHeaders, p.PassHeaders...)
+	// Authorization is always passed (SPEC section 5): pass_headers adds
+	// to it, it does not replace it.
+	d.PassHeaders = []string{"Authorization"}
+	for _, h := range p.PassHeaders {
+		if !strings.EqualFold(h, "Authorization") {
+			d.PassHeaders = append(d.PassHeaders, h)
+		}
+	}
 
 	for i, a := range p.PurgeACL {
 		entry, err := aclEntry(a)

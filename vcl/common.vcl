@@ -125,15 +125,13 @@ sub gearshift_recv {
     }
 {{- end}}
     unset req.http.X-Gs-Path;
-{{- if .PassHeaders}}
 
-    # Headers that make the answer user- or request-specific
-    # (profiles.pass_headers): a nonce, a token, credentials.
+    # Headers that make the answer user- or request-specific: credentials
+    # always, and profiles.pass_headers (a nonce, a token).
     if ({{range $i, $h := .PassHeaders}}{{if $i}} ||
         {{end}}req.http.{{$h}}{{end}}) {
         return (pass);
     }
-{{- end}}
 {{- if .StaticRE}}
 
     # Static objects: the same for everyone, cookies are noise.

@@ -141,8 +141,8 @@ sub gearshift_recv {
     }
     unset req.http.X-Gs-Path;
 
-    # Headers that make the answer user- or request-specific
-    # (profiles.pass_headers): a nonce, a token, credentials.
+    # Headers that make the answer user- or request-specific: credentials
+    # always, and profiles.pass_headers (a nonce, a token).
     if (req.http.Authorization ||
         req.http.X-WP-Nonce ||
         req.http.X-CSRF-Token) {
