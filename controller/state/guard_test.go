@@ -138,6 +138,20 @@ func TestTrafficGuard(t *testing.T) {
 			},
 		},
 		{
+			name: "a gear entered without traffic is not guarded", ratio: 0.6,
+			steps: []in{
+				{at: 0, load: 2, rps: 0}, {at: 1 * s, load: 2, rps: 0}, {at: 2 * s, load: 2, rps: 0, wantState: Heavy},
+				{at: 300 * s, load: 0.1, rps: 50, wantState: Moderate},
+			},
+		},
+		{
+			name: "a gear entered below the entry-rate floor is not guarded", ratio: 0.6,
+			steps: []in{
+				{at: 0, load: 2, rps: 0.5}, {at: 1 * s, load: 2, rps: 0.5}, {at: 2 * s, load: 2, rps: 0.5, wantState: Heavy},
+				{at: 300 * s, load: 0.1, rps: 3, wantState: Moderate},
+			},
+		},
+		{
 			name: "a traffic signal that goes missing lets go", ratio: 0.6,
 			steps: []in{
 				{at: 0, load: 2, rps: 520}, {at: 1 * s, load: 2, rps: 520}, {at: 2 * s, load: 2, rps: 520, wantState: Heavy},
