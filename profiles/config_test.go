@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,8 +214,14 @@ hysteresis: { down_traffic_ratio: 1.5 }`, []string{
 			`sensor.inject_file: must be an absolute path, got "pressure" (line 3)`}},
 		{"a varnishd name twice", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}', name: www }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}', name: www } ] }", []string{
 			"varnish.targets[1].name: www is already varnish.targets[0].name: its traffic would count twice (line 1)"}},
-		{"out of range on a source's signal", base + "states: { moderate: { enter: { apache_busy_ratio: 1.5 }, stay: { apache_busy_ratio: 0.5 } } }", []string{
-			"states.moderate.enter.apache_busy_ratio: must be above 0 and at most 1, got 1.5 (line 2)"}},
+		{"rules on signals whose source is not configured", base + "states: { moderate: { enter: { client_rps: 300 }, stay: { client_rps: 200 } }, heavy: { enter: { apache_busy_ratio: 0.9, backend_ttfb_ms: 800, injected: 1 } } }", []string{
+			"states.moderate.enter.client_rps: needs varnish.targets[].name to be set: client_rps comes from there, and without it the rule can never hold (line 2)",
+			"states.moderate.stay.client_rps: needs varnish.targets[].name to be set: client_rps comes from there, and without it the rule can never hold (line 2)",
+			"states.heavy.enter.apache_busy_ratio: needs sensor.apache_status to be set: apache_busy_ratio comes from there, and without it the rule can never hold (line 2)",
+			"states.heavy.enter.backend_ttfb_ms: needs sensor.probe.url to be set: backend_ttfb_ms comes from there, and without it the rule can never hold (line 2)",
+			"states.heavy.enter.injected: needs sensor.inject_file to be set: injected comes from there, and without it the rule can never hold (line 2)"}},
+		{"out of range on a source's signal", base + "sensor: { apache_status: 'http://127.0.0.1:8080/server-status?auto' }\nstates: { moderate: { enter: { apache_busy_ratio: 1.5 }, stay: { apache_busy_ratio: 0.5 } } }", []string{
+			"states.moderate.enter.apache_busy_ratio: must be above 0 and at most 1, got 1.5 (line 3)"}},
 		{"too many targets", "varnish: { targets: [" + manyTargets(MaxTargets+1) + "] }", []string{
 			"varnish.targets: 1025 targets, more than the 1024 one gearshift drives (line 1)"}},
 		{"no targets", "varnish: { targets: [] }", []string{"varnish.targets: at least one Varnish target is needed (line 1)"}},
@@ -533,14 +540,19 @@ func TestOffline(t *testing.T) {
 		}
 		return p
 	}
-	far := "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n" +
-		"profiles: { heavy: { vcl_file: /nonexistent/heavy.vcl } }\nstates: { heavy: { enter: { load_per_cpu: 2.5 } } }\n"
+	elsewhere := "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n" +
+		"profiles: { heavy: { vcl_file: /nonexistent/heavy.vcl } }\n"
+	far := elsewhere + "states: { heavy: { enter: { load_per_cpu: 2.5 } } }\n"
 	for _, tc := range []struct {
 		name, doc string
 		ok        bool
 	}{
 		{"files of another machine", far, true},
 		{"and a bad threshold", far + "cpus: -1\n", false},
+		{"groups of another machine", far + "control: { group: gearshift-no-such-group, admin_group: gearshift-no-such-admins }\n", true},
+		{"a hook of another machine", far + "hooks: { on_change: [/nonexistent/gearshift-hook] }\n", true},
+		{"a rule on a source not configured here", elsewhere + "states: { heavy: { enter: { load_per_cpu: 2.5, client_rps: 300 } } }\n", true},
+		{"a hook named by a relative path", far + "hooks: { on_change: [bin/hook] }\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.doc)
@@ -585,5 +597,20 @@ func TestParseMaxTargets(t *testing.T) {
 	r := fixture(t)
 	if _, err := Parse([]byte(r.Replace("varnish: { targets: [" + manyTargets(MaxTargets) + "] }"))); err != nil {
 		t.Fatalf("Parse of %d targets: %v", MaxTargets, err)
+	}
+}
+
+// Every source a signal names is one the validation knows how to look for.
+func TestSignalSourcesKnown(t *testing.T) {
+	for _, s := range state.Table() {
+		if s.Source != "" && !slices.Contains(sourceKeys, s.Source) {
+			t.Errorf("signal %s names source %q, which SourceConfigured does not know", s.Name, s.Source)
+		}
+	}
+	cfg := Default()
+	for _, key := range sourceKeys {
+		if cfg.SourceConfigured(key) {
+			t.Errorf("the defaults configure %s, yet they set no optional source", key)
+		}
 	}
 }

@@ -19,7 +19,23 @@ type Problem struct {
 	Path string
 	Msg  string
 	Line int // line in the file, 0 when unknown (embedded defaults)
+	Kind Kind
 }
+
+// Kind says what a problem depends on, for commands that use a config away
+// from the server it runs on (see Offline).
+type Kind int
+
+const (
+	// Setting: the config itself is wrong, wherever it is used.
+	Setting Kind = iota
+	// Machine: a file, group or command of this machine is missing or
+	// unfit (an admin secret, a vcl_file, control.group, a hook).
+	Machine
+	// Unsourced: a rule tests a signal whose source is not configured; a
+	// trace replayed offline may carry the signal all the same.
+	Unsourced
+)
 
 func (p Problem) String() string {
 	s := p.Msg
@@ -370,18 +386,20 @@ func LoadLenient(path string) (*Config, error) {
 }
 
 // Offline returns the config that err, an error of Load, is about when
-// every problem it names concerns files or groups of this machine (an
-// admin secret, a vcl_file, control.group): commands that talk to no
-// Varnish and no daemon (simulate, profiles show) use such a config
-// anyway, so thresholds and profiles can be worked on away from the
-// server. Any other problem is returned as err.
+// every problem it names is of kind Machine (files, groups and commands of
+// this machine: an admin secret, a vcl_file, control.group,
+// control.admin_group, hooks.on_change) or Unsourced (a rule on a signal
+// whose source is not configured): commands that talk to no Varnish and
+// no daemon (simulate, profiles show) use such a config anyway, so
+// thresholds and profiles can be worked on away from the server. Any other
+// problem is returned as err.
 func Offline(err error) (*Config, error) {
 	var ce *Error
 	if !errors.As(err, &ce) {
 		return nil, err
 	}
 	for _, p := range ce.Problems {
-		if !strings.HasSuffix(p.Path, ".secret_file") && !strings.HasSuffix(p.Path, ".vcl_file") && p.Path != "control.group" {
+		if p.Kind == Setting {
 			return nil, err
 		}
 	}

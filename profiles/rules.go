@@ -120,6 +120,8 @@ func (c *Config) validateBands(v *validator) {
 		path := "states." + state.State(st).String()
 		validateRule(v, path+".enter", b.Enter)
 		validateRule(v, path+".stay", b.Stay)
+		c.validateSources(v, path+".enter", b.Enter)
+		c.validateSources(v, path+".stay", b.Stay)
 		validateLooser(v, path, b.Enter, b.Stay)
 		if below != nil {
 			validateStricter(v, belowName+".enter.", path+".enter.", below.Enter, b.Enter)
@@ -153,6 +155,44 @@ func validateRule(v *validator, path string, r Rule) {
 		}
 	}
 }
+
+// validateSources refuses a rule on a signal whose source is not
+// configured: the signal would never be available, so the rule could never
+// hold. Such a problem is of kind Unsourced: a trace replayed offline carries
+// the signal whatever the config says.
+func (c *Config) validateSources(v *validator, path string, r Rule) {
+	for _, s := range state.Table() {
+		if _, ok := r[s.Name]; !ok || s.Source == "" || c.SourceConfigured(s.Source) {
+			continue
+		}
+		v.addKind(Unsourced, path+"."+s.Name, "needs %s to be set: %s comes from there, and without it the rule can never hold", s.Source, s.Name)
+	}
+}
+
+// SourceConfigured tells whether the source a signal names (Signal.Source,
+// a config key) is configured. A key it does not know is reported as
+// configured: the signal table and this switch are kept in step by a test.
+func (c *Config) SourceConfigured(key string) bool {
+	switch key {
+	case "varnish.targets[].name":
+		for _, t := range c.Varnish.Targets {
+			if t.Name != "" {
+				return true
+			}
+		}
+		return false
+	case "sensor.apache_status":
+		return c.Sensor.ApacheStatus != ""
+	case "sensor.probe.url":
+		return c.Sensor.Probe.URL != ""
+	case "sensor.inject_file":
+		return c.Sensor.InjectFile != ""
+	}
+	return true
+}
+
+// sourceKeys are the keys SourceConfigured knows.
+var sourceKeys = []string{"varnish.targets[].name", "sensor.apache_status", "sensor.probe.url", "sensor.inject_file"}
 
 // validateLooser checks that the stay rule is looser than the enter rule:
 // the gap is the hysteresis.

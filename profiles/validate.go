@@ -63,7 +63,11 @@ func (c *Config) ValidateSettings() error {
 type validator struct{ problems []Problem }
 
 func (v *validator) add(path, format string, args ...any) {
-	v.problems = append(v.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+	v.addKind(Setting, path, format, args...)
+}
+
+func (v *validator) addKind(k Kind, path, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...), Kind: k})
 }
 
 func (v *validator) err() error {
@@ -285,7 +289,7 @@ func (c *Config) validateFiles(v *validator) {
 			continue
 		}
 		if err := checkReadable(t.SecretFile); err != nil {
-			v.add(fmt.Sprintf("varnish.targets[%d].secret_file", i), "%v", err)
+			v.addKind(Machine, fmt.Sprintf("varnish.targets[%d].secret_file", i), "%v", err)
 		}
 	}
 	for st, src := range c.Profiles.Sources() {
@@ -294,16 +298,16 @@ func (c *Config) validateFiles(v *validator) {
 		}
 		key := "profiles." + state.State(st).String() + ".vcl_file"
 		if err := checkReadable(src.VCLFile); err != nil {
-			v.add(key, "%v", err)
+			v.addKind(Machine, key, "%v", err)
 		} else if err := CheckTrusted(src.VCLFile); err != nil {
-			v.add(key, "%v", err)
+			v.addKind(Machine, key, "%v", err)
 		} else if err := c.checkVCLFile(src.VCLFile, nil); err != nil {
-			v.add(key, "%v", err)
+			v.addKind(Machine, key, "%v", err)
 		}
 	}
 	if len(c.Hooks.OnChange) > 0 && strings.TrimSpace(c.Hooks.OnChange[0]) != "" && hookCommandOK(c.Hooks.OnChange[0]) {
 		if _, err := exec.LookPath(c.Hooks.OnChange[0]); err != nil {
-			v.add("hooks.on_change[0]", "%v", hookCommandProblem(c.Hooks.OnChange[0], err))
+			v.addKind(Machine, "hooks.on_change[0]", "%v", hookCommandProblem(c.Hooks.OnChange[0], err))
 		}
 	}
 	for _, kg := range [][2]string{{"control.group", c.Control.Group}, {"control.admin_group", c.Control.AdminGroup}} {
@@ -312,7 +316,7 @@ func (c *Config) validateFiles(v *validator) {
 			continue
 		}
 		if _, err := user.LookupGroup(g); err != nil {
-			v.add(key, "no group %q on this machine", g)
+			v.addKind(Machine, key, "no group %q on this machine", g)
 		}
 	}
 }

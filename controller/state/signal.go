@@ -31,6 +31,12 @@ type Signal struct {
 	Precision int       // decimals in reasons and status text; status JSON has one more
 	Help      string    // one line for people (README, metrics HELP)
 
+	// Source is the config key that configures where the signal comes
+	// from ("varnish.targets[].name", "sensor.apache_status", …), "" for a
+	// signal that needs none (the host's). A rule on a signal whose source
+	// is not configured could never hold, and is refused.
+	Source string
+
 	// Min and Max bound the signal's values; a threshold must be above Min
 	// and at most Max (math.Inf(1): no upper bound). A trace cell outside
 	// [Min, Max] is refused.
