@@ -87,4 +87,28 @@ func TestControlAccessByPeer(t *testing.T) {
 	if out, errOut, code := nb("check"); code != 3 || !strings.HasPrefix(out, "GEARSHIFT UNKNOWN - ") {
 		t.Errorf("check without access to the socket: exit %d, %q %q; want 3 UNKNOWN", code, out, errOut)
 	}
+
+	// A member of control.admin_group may reload and change the gear,
+	// though the admin secret (0600, root's) is not for it to read.
+	a := startDaemon(t, func(cfg *profiles.Config) {
+		cfg.Control.Group, cfg.Control.AdminGroup = "nogroup", "nogroup"
+	})
+	openToOthers(t, a.configPath, a.cfg.Control.Socket, a.cfg.PIDFile)
+	secret := a.cfg.Varnish.Targets[0].SecretFile
+	if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm()&0o077 != 0 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("admin secret %s: %v, %v; want root's, 0600", secret, fi, err)
+	}
+	na := func(args ...string) (string, string, int) {
+		t.Helper()
+		return runAsNobody(t, append(args, "--config", a.configPath)...)
+	}
+	if out, errOut, code := na("reload"); code != 0 || !strings.HasPrefix(out, "gearshift reloaded (pid ") {
+		t.Errorf("reload as a member of control.admin_group: exit %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := na("force", "moderate"); code != 0 {
+		t.Errorf("force as a member of control.admin_group: exit %d, %q %q", code, out, errOut)
+	}
+	if s, err := a.status(); err != nil || s.State != "moderate" || s.Mode != "forced" {
+		t.Errorf("after the admin's force: %+v, %v", s, err)
+	}
 }

@@ -22,7 +22,8 @@ func newReloadCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "reload",
 		Short: "Make the daemon re-read its config and profiles, and wait for the outcome",
-		Long: `Validate the config, then ask the daemon named by the pid file to reload
+		Long: `Validate the config's settings (the admin secret and other files are
+the daemon's to read), then ask the daemon named by the pid file to reload
 (POST /v1/reload on its control socket, as SIGHUP does) and wait for the
 outcome; a daemon that does not answer on the socket gets SIGHUP through the
 pid file. The daemon loads the new config and profiles into Varnish before
@@ -31,7 +32,10 @@ switching to them; if that fails the old ones stay in force and reload exits
 it first.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
-			cfg, invalid := a.daemonConfig()
+			// Judged on its settings alone: the admin secret is the
+			// daemon's to read (a member of control.admin_group may not),
+			// and the daemon's answer is the verdict.
+			cfg, invalid := a.checkConfig()
 			if invalid != nil {
 				return exitUsage, fmt.Errorf("%w\nnot reloading: the daemon would refuse this config and keep the old one", invalid)
 			}
