@@ -17,8 +17,9 @@ const MaxConfigSize = 1 << 20
 // answer cap (controller's maxAnswer, 64 KiB a target).
 const MaxTargets = 1024
 
-// readConfigFile reads path, refusing more than MaxConfigSize bytes.
-func readConfigFile(path string) ([]byte, error) {
+// ReadConfigFile reads path, refusing more than MaxConfigSize bytes. Its
+// errors wrap the file error (errors.Is(err, os.ErrNotExist) …).
+func ReadConfigFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)

@@ -73,7 +73,7 @@ func (e *Error) Error() string {
 // Unknown keys, values of the wrong type and failed validation are all
 // reported together in an *Error, each naming its key path.
 func Load(path string) (*Config, error) {
-	b, err := readConfigFile(path)
+	b, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +367,7 @@ func describe(n *yaml.Node) string {
 // commands still report what Load says is wrong. It fails only when the
 // file cannot be read or is not YAML.
 func LoadLenient(path string) (*Config, error) {
-	b, err := readConfigFile(path)
+	b, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -100,8 +100,12 @@ func (a *app) check(ctx context.Context, o health.Options) (int, error) {
 // often runs unprivileged (a monitoring agent) and cannot open the admin
 // secret; the daemon reports a reload it refused itself (config_error).
 // A file the check may not read leaves it the defaults, without a warning.
+//
+// reload judges the file the same way before it asks the daemon (whose
+// answer is the verdict): a member of control.admin_group may not read
+// the admin secret either.
 func (a *app) checkConfig() (*profiles.Config, error) {
-	b, err := os.ReadFile(a.configPath)
+	b, err := profiles.ReadConfigFile(a.configPath)
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrNotExist) && !a.configSet:
@@ -109,7 +113,7 @@ func (a *app) checkConfig() (*profiles.Config, error) {
 	case errors.Is(err, os.ErrPermission):
 		return profiles.Default(), nil
 	default:
-		return profiles.Default(), fmt.Errorf("read config: %w", err)
+		return profiles.Default(), err
 	}
 	cfg, err := profiles.ParseSettings(b)
 	if err == nil {

@@ -105,6 +105,15 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
+// A config path that is no config file, endless (/dev/zero), is read only
+// up to the config size bound and reported, not read into memory.
+func TestCheckEndlessConfig(t *testing.T) {
+	code, stdout, stderr := runMain(t, "check", "--config", "/dev/zero")
+	if code == 0 || !strings.Contains(stdout, "config /dev/zero is larger than 1 MiB") {
+		t.Errorf("check --config /dev/zero: exit %d, stdout %q, stderr %q; want the size refusal", code, stdout, stderr)
+	}
+}
+
 func TestCheckBadFlagsAreUnknown(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", "--timeout", "soon"},
