@@ -69,8 +69,8 @@ func TestControlAccessByPeer(t *testing.T) {
 		t.Errorf("check as a member of control.group: exit %d, %q %q", code, out, errOut)
 	}
 	for _, args := range [][]string{{"force", "heavy", "--for", "30m"}, {"auto"}} {
-		if out, errOut, code := nb(args...); code == 0 || !strings.Contains(errOut, "needs root") {
-			t.Errorf("%v as a member of control.group: exit %d, %q %q; want refused", args, code, out, errOut)
+		if out, errOut, code := nb(args...); code != 1 || !strings.Contains(errOut, "needs root") {
+			t.Errorf("%v as a member of control.group: exit %d, %q %q; want refused with exit 1", args, code, out, errOut)
 		}
 	}
 	if s, err := d.status(); err != nil || s.State != "light" || s.Mode != "auto" {

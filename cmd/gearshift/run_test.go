@@ -128,6 +128,24 @@ func TestClientFailureBusyDaemon(t *testing.T) {
 	}
 }
 
+// The daemon's refusals map to SPEC section 7's exit codes: a request it
+// cannot take is a usage error (2), a refusal for want of permission a
+// runtime failure (1).
+func TestClientFailureExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		status, code int
+	}{
+		{http.StatusBadRequest, exitUsage},
+		{http.StatusForbidden, exitFailure},
+		{http.StatusInternalServerError, exitFailure},
+	} {
+		code, err := clientFailure(&controller.APIError{StatusCode: tc.status, Message: "nope"})
+		if code != tc.code || err == nil || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("clientFailure(%d) = %d, %v; want %d and the daemon's message", tc.status, code, err, tc.code)
+		}
+	}
+}
+
 // A SIGHUP or SIGUSR1 sent as soon as the pid file appears (logrotate, a
 // reload right after start) must not kill the daemon.
 func TestRunSignalDuringStartup(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -77,6 +78,11 @@ func clientFailure(err error) (int, error) {
 		return exitFailure, fmt.Errorf("%v (is the daemon running? start it with `gearshift start` or `systemctl start gearshift`)", err)
 	}
 	var ae *controller.APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusForbidden {
+		// A refusal for want of permission is a runtime failure (SPEC
+		// section 7 keeps 2 for usage and config errors).
+		return exitFailure, fmt.Errorf("the daemon refused: %s", ae.Message)
+	}
 	if errors.As(err, &ae) && ae.StatusCode/100 == 4 {
 		return exitUsage, fmt.Errorf("the daemon refused: %s", ae.Message)
 	}
