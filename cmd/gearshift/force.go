@@ -60,7 +60,13 @@ func printApplied(w io.Writer, s *controller.Status) (int, error) {
 	var bad []string
 	for _, t := range s.Targets {
 		if t.InSync {
-			fmt.Fprintf(w, "  %s: %s (%.2f ms)\n", t.Admin, t.ActiveVCL, t.LastSwitchMS)
+			// In label mode the gear is the label's VCL; the active VCL
+			// is the operator's own.
+			vcl := t.ActiveVCL
+			if s.VarnishMode == "label" {
+				vcl = t.LabelVCL
+			}
+			fmt.Fprintf(w, "  %s: %s (%.2f ms)\n", t.Admin, vcl, t.LastSwitchMS)
 			continue
 		}
 		fmt.Fprintf(w, "  %s: NOT IN SYNC: %s\n", t.Admin, cmp.Or(t.Error, "(none)"))

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/internal/golden"
 )
 
@@ -20,5 +21,34 @@ func TestForceAutoHelp(t *testing.T) {
 	_, stdout, _ := runMain(t, "force", "--help")
 	if !strings.Contains(stdout, "--for duration ") {
 		t.Errorf("force --help does not name --for's value a duration:\n%s", stdout)
+	}
+}
+
+// force and auto print each target's gear VCL: the active VCL in active
+// mode, the label's VCL in label mode (the active VCL is the operator's).
+func TestPrintAppliedNamesTheGearVCL(t *testing.T) {
+	for _, tc := range []struct {
+		mode, want, not string
+	}{
+		{"active", "gearshift-heavy-1a2b3c4d", "site-router"},
+		{"label", "gearshift-heavy-1a2b3c4d", "site-router"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			s := &controller.Status{State: "heavy", Mode: "forced", VarnishMode: tc.mode}
+			ts := controller.TargetStatus{Admin: "127.0.0.1:6082", Reachable: true, InSync: true, LastSwitchMS: 0.4}
+			if tc.mode == "label" {
+				ts.ActiveVCL, ts.LabelVCL = "site-router", "gearshift-heavy-1a2b3c4d"
+			} else {
+				ts.ActiveVCL = "gearshift-heavy-1a2b3c4d"
+			}
+			s.Targets = []controller.TargetStatus{ts}
+			var b strings.Builder
+			if code, err := printApplied(&b, s); code != exitOK || err != nil {
+				t.Fatalf("printApplied = %d, %v", code, err)
+			}
+			if out := b.String(); !strings.Contains(out, "127.0.0.1:6082: "+tc.want+" (0.40 ms)") || strings.Contains(out, tc.not) {
+				t.Errorf("%s mode printed %q, want the gear VCL %s", tc.mode, out, tc.want)
+			}
+		})
 	}
 }
