@@ -52,11 +52,21 @@ func TestSimulateTrafficGuard(t *testing.T) {
 	if err := os.WriteFile(off, []byte("hysteresis: { down_traffic_ratio: 0 }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A rule on client_rps with no target name: the daemon would refuse
+	// it (no source), an offline replay takes the trace's column.
+	unsourced := filepath.Join(t.TempDir(), "unsourced.yaml")
+	if err := os.WriteFile(unsourced, []byte("states: { heavy: { enter: { load_per_cpu: 1.5, mem_available_pct: 10, client_rps: 100000 }, stay: { load_per_cpu: 1.0, mem_available_pct: 15, client_rps: 90000 } } }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runMain(t, "config", "check", "--config", unsourced); code != exitUsage || !strings.Contains(stderr, "needs varnish.targets[].name to be set") {
+		t.Errorf("config check of a client_rps rule without a target name: exit %d, %q; want it refused", code, stderr)
+	}
 	tests := []struct {
 		name, trace, config string
 		bounces             bool
 	}{
 		{"load alone", "surge-bounce.csv", "testdata/simulate/defaults.yaml", true},
+		{"with client_rps, a rule on it and no target name", "surge-guarded.csv", unsourced, false},
 		{"with client_rps", "surge-guarded.csv", "testdata/simulate/defaults.yaml", false},
 		{"with client_rps, guard off", "surge-guarded.csv", off, true},
 	}
