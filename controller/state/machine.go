@@ -210,20 +210,20 @@ func (m *Machine) recordEntry(from, to State, sig Signals) {
 	}
 }
 
-// MinEntryRPS is the least client_rps that counts as an entry rate for the
+// minEntryRPS is the least client_rps that counts as an entry rate for the
 // traffic guard. A gear entered below it (no traffic to speak of: the load
 // came from elsewhere) has no entry rate, and the guard is off for it;
 // otherwise any traffic at all would exceed ratio × 0 and hold the gear for
 // ever.
-const MinEntryRPS = 1.0
+const minEntryRPS = 1.0
 
 // trafficGuard tells whether the traffic guard holds st, and why:
 // "client_rps 410 > 0.6 × 520 at entry". It is off without a ratio, in
 // light, without a client_rps now, and for a gear entered without one or
-// below MinEntryRPS.
+// below minEntryRPS.
 func (m *Machine) trafficGuard(st State, sig Signals) (string, bool) {
 	ratio, entry := m.cfg.DownTrafficRatio, m.entryRPS[st]
-	if ratio <= 0 || st == Light || entry == nil || *entry < MinEntryRPS {
+	if ratio <= 0 || st == Light || entry == nil || *entry < minEntryRPS {
 		return "", false
 	}
 	rps, ok := sig.Get(ClientRPS)
