@@ -119,6 +119,10 @@ func (a *app) checkConfig() (*profiles.Config, error) {
 	if err == nil {
 		return cfg, nil
 	}
+	var ce *profiles.Error
+	if errors.As(err, &ce) {
+		ce.File = a.configPath
+	}
 	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
 		return lenient, err
 	}

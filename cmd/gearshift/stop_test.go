@@ -87,7 +87,7 @@ func TestReloadRefusesBadConfig(t *testing.T) {
 	b, _ := os.ReadFile(config)
 	os.WriteFile(config, append(b, "on_exit: never\n"...), 0o644)
 	code, _, stderr := runMain(t, "reload", "--config", config)
-	if code != 2 || !strings.Contains(stderr, "on_exit: must be one of") || !strings.Contains(stderr, "not reloading") {
+	if code != 2 || !strings.Contains(stderr, "config "+config+": on_exit: must be one of") || !strings.Contains(stderr, "not reloading") {
 		t.Errorf("reload with a bad config: exit %d, %q", code, stderr)
 	}
 	time.Sleep(100 * time.Millisecond)
