@@ -153,9 +153,25 @@ func TestDebPackage(t *testing.T) {
 		lintian := needTool(t, "lintian", "lintian")
 		out, err := run(t, nil, lintian, "--pedantic", "--display-info", "--fail-on", "error,warning,info,pedantic", deb)
 		// lintian says so when it runs as root; that is not about the package.
-		out = strings.TrimSpace(strings.ReplaceAll(out, "running with root privileges is not recommended!", ""))
-		if err != nil || out != "" {
-			t.Errorf("lintian: %v\n%s", err, out)
+		out = strings.ReplaceAll(out, "running with root privileges is not recommended!", "")
+		// The override for misspellings read across Go's packed strings is
+		// unused in a build whose strings happen to meet harmlessly: lintian
+		// then says so (and exits non-zero on that alone), which is no
+		// finding about the package.
+		var findings []string
+		for _, line := range strings.Split(out, "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case line == "",
+				strings.HasPrefix(line, "I: gearshift: unused-override spelling-error-in-binary "),
+				// lintian's count of overridden hints, a summary, not a finding
+				strings.HasPrefix(line, "N: ") && strings.Contains(line, "overridden"):
+				continue
+			}
+			findings = append(findings, line)
+		}
+		if len(findings) > 0 || (err != nil && !strings.Contains(out, "unused-override spelling-error-in-binary")) {
+			t.Errorf("lintian: %v\n%s", err, strings.Join(findings, "\n"))
 		}
 	})
 
