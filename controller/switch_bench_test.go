@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ func BenchmarkSyncAll(b *testing.B) {
 					b.Fatalf("target %s not in sync after the run: %s", t.addr, t.err)
 				}
 			}
-			benchLatency(b, lat)
+			varnishtest.ReportLatency(b, lat)
 		})
 	}
 }
@@ -96,7 +95,7 @@ func BenchmarkCompileAtSwitch(b *testing.B) {
 		prev = name
 	}
 	b.StopTimer()
-	benchLatency(b, lat)
+	varnishtest.ReportLatency(b, lat)
 }
 
 // benchConfig is a default config driving vs, with no ticker.
@@ -145,21 +144,4 @@ func benchController(b *testing.B, n int) *Controller {
 		}
 	}
 	return c
-}
-
-// benchLatency reports the p50, p99 and max of lat in microseconds.
-func benchLatency(b *testing.B, lat []time.Duration) {
-	b.Helper()
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		i := int(p*float64(len(lat)) + 0.5)
-		i = min(max(i-1, 0), len(lat)-1)
-		return float64(lat[i].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(pct(0.50), "p50-us")
-	b.ReportMetric(pct(0.99), "p99-us")
-	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds())/1e3, "max-us")
 }

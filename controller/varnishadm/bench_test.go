@@ -3,9 +3,10 @@ package varnishadm
 import (
 	"context"
 	"os/exec"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 )
 
 // The two benchmarks below switch a real varnishd between two loaded, warm
@@ -39,7 +40,7 @@ func BenchmarkVCLUse(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	reportLatency(b, lat)
+	varnishtest.ReportLatency(b, lat)
 }
 
 func BenchmarkVCLUseVarnishadmProcess(b *testing.B) {
@@ -59,23 +60,7 @@ func BenchmarkVCLUseVarnishadmProcess(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	reportLatency(b, lat)
-}
-
-func reportLatency(b *testing.B, lat []time.Duration) {
-	b.Helper()
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		i := int(p*float64(len(lat)) + 0.5)
-		i = min(max(i-1, 0), len(lat)-1)
-		return float64(lat[i].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(pct(0.50), "p50-us")
-	b.ReportMetric(pct(0.99), "p99-us")
-	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds())/1e3, "max-us")
+	varnishtest.ReportLatency(b, lat)
 }
 
 // BenchmarkVCLLabel moves a label between two warm VCLs while the active
@@ -104,5 +89,5 @@ func BenchmarkVCLLabel(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	reportLatency(b, lat)
+	varnishtest.ReportLatency(b, lat)
 }
