@@ -2,19 +2,16 @@ package wordpress
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/lampstack"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -35,13 +32,16 @@ func startStack(t testing.TB) *stack {
 		"/usr/share/wordpress/wp-content/themes/twentytwentyone/style.css")
 	v := varnishtest.Start(t, varnishtest.Config{})
 	dir := t.TempDir()
-	searchable(t, dir)
+	lampstack.Searchable(t, dir)
 
 	start := time.Now()
-	db := startMariaDB(t, dir, bin)
-	st := &stack{v: v, dir: dir, adminPass: randomHex(t, 12)}
+	db := lampstack.StartMariaDB(t, dir, bin)
+	if _, err := db.Query("CREATE DATABASE wordpress"); err != nil {
+		t.Fatal(err)
+	}
+	st := &stack{v: v, dir: dir, adminPass: lampstack.RandomHex(t, 12)}
 	st.site = installWordPress(t, dir, "http://"+v.HTTPAddr, st.adminPass, db, bin)
-	apachePort := freePort(t)
+	apachePort := lampstack.FreePort(t)
 	startApache(t, dir, st.site.root, apachePort, bin)
 	t.Logf("MariaDB, WordPress and Apache up in %s", time.Since(start).Round(time.Millisecond))
 
@@ -55,122 +55,31 @@ func startStack(t testing.TB) *stack {
 // load renders and loads the three profiles of cfg as gs<suffix>-<gear>.
 func (st *stack) load(t testing.TB, cfg *profiles.Config, suffix string) {
 	t.Helper()
-	for _, s := range state.All {
-		text, err := profiles.Render(cfg, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(st.v.Dir, "gs"+suffix+"-"+s.String()+".vcl")
-		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := st.v.Adm("vcl.load", "gs"+suffix+"-"+s.String(), file); err != nil {
-			t.Fatalf("vcl.load %s: %v\n%s", s, err, out)
-		}
-	}
+	lampstack.LoadProfiles(t, st.v, cfg, suffix)
 }
 
 func (st *stack) use(t testing.TB, name string) {
 	t.Helper()
-	if out, err := st.v.Adm("vcl.use", name); err != nil {
-		t.Fatalf("vcl.use %s: %v\n%s", name, err, out)
-	}
+	lampstack.Use(t, st.v, name)
 }
 
-// browser is a client with its own cookie jar, following redirects as a
-// browser does (at most 10: a redirect loop is an error). Its requests
-// carry X-Forwarded-For with the visitor's address, as from a proxy
-// Varnish trusts no more than any client: Apache's mod_remoteip takes the
-// address Varnish appends after it (loopback, trusted), then this one.
-type browser struct {
-	t    *testing.T
-	base string
-	jar  *cookiejar.Jar
-	c    *http.Client
-	ip   string
-}
-
-type page struct {
-	status int
-	header http.Header
-	body   string
-	url    string // after redirects
-}
-
-func (p page) xcache() string { return p.header.Get("X-Cache") }
+type (
+	browser = lampstack.Browser
+	page    = lampstack.Page
+)
 
 func (st *stack) browser(t *testing.T, ip string) *browser {
-	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, base: st.site.url, jar: jar, ip: ip,
-		c: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
+	return lampstack.NewBrowser(t, st.site.url, ip)
 }
 
-func (b *browser) do(method, path string, form url.Values, header map[string]string) page {
-	b.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	u := path
-	if strings.HasPrefix(path, "/") {
-		u = b.base + path
-	}
-	req, err := http.NewRequest(method, u, body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	if b.ip != "" {
-		req.Header.Set("X-Forwarded-For", b.ip)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return page{status: resp.StatusCode, header: resp.Header, body: string(raw), url: resp.Request.URL.String()}
-}
-
-func (b *browser) get(path string) page {
-	b.t.Helper()
-	p := b.do(http.MethodGet, path, nil, nil)
-	if p.status != http.StatusOK {
-		b.t.Fatalf("GET %s: status %d (X-Cache %s) at %s\n%.300s", path, p.status, p.xcache(), p.url, p.body)
-	}
-	return p
-}
-
-func (b *browser) post(path string, form url.Values) page {
-	b.t.Helper()
-	return b.do(http.MethodPost, path, form, nil)
-}
-
-// cookieHeader is the Cookie header the browser sends to the site.
-func (b *browser) cookieHeader() string {
-	u, _ := url.Parse(b.base + "/")
-	var parts []string
-	for _, c := range b.jar.Cookies(u) {
-		parts = append(parts, c.Name+"="+c.Value)
-	}
-	return strings.Join(parts, "; ")
-}
-
-func (b *browser) login(pass string) {
-	b.t.Helper()
-	b.get("/wp-login.php") // sets wordpress_test_cookie
-	p := b.post("/wp-login.php", url.Values{"log": {adminUser}, "pwd": {pass}, "wp-submit": {"Log In"},
-		"redirect_to": {b.base + "/wp-admin/"}, "testcookie": {"1"}})
-	if p.status != http.StatusOK || !strings.Contains(p.body, "Dashboard") {
-		b.t.Fatalf("login: status %d at %s, no dashboard:\n%.500s", p.status, p.url, p.body)
+// login logs b in as the site's admin.
+func login(b *browser, pass string) {
+	b.T.Helper()
+	b.Get("/wp-login.php") // sets wordpress_test_cookie
+	p := b.Post("/wp-login.php", url.Values{"log": {adminUser}, "pwd": {pass}, "wp-submit": {"Log In"},
+		"redirect_to": {b.Base + "/wp-admin/"}, "testcookie": {"1"}})
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Dashboard") {
+		b.T.Fatalf("login: status %d at %s, no dashboard:\n%.500s", p.Status, p.URL, p.Body)
 	}
 }
 
@@ -190,7 +99,7 @@ func TestWordPress(t *testing.T) {
 		st.use(t, "gs-"+gear)
 		ok := t.Run(gear, func(t *testing.T) { testGear(t, st, gear, i) })
 		if !ok {
-			t.Logf("PHP errors:\n%s", lastLines(filepath.Join(filepath.Dir(st.site.root), "php-error.log"), 20))
+			t.Logf("PHP errors:\n%s", lampstack.LastLines(filepath.Join(filepath.Dir(st.site.root), "php-error.log"), 20))
 		}
 	}
 }
@@ -202,11 +111,11 @@ func testGear(t *testing.T, st *stack, gear string, i int) {
 	other := st.browser(t, fmt.Sprintf("192.0.2.%d", 20+i))
 
 	t.Run("no redirect loop on a non-standard port", func(t *testing.T) {
-		p := anon.get("/")
-		if !strings.Contains(p.body, "gearshift test site") || strings.Contains(p.body, adminBar) {
-			t.Errorf("home page: no site title, or an admin bar, for an anonymous visitor:\n%.300s", p.body)
+		p := anon.Get("/")
+		if !strings.Contains(p.Body, "gearshift test site") || strings.Contains(p.Body, adminBar) {
+			t.Errorf("home page: no site title, or an admin bar, for an anonymous visitor:\n%.300s", p.Body)
 		}
-		if h := p.header.Get("X-Gearshift-Profile"); h != gear {
+		if h := p.Header.Get("X-Gearshift-Profile"); h != gear {
 			t.Errorf("X-Gearshift-Profile %q, want %q", h, gear)
 		}
 		// Redirects the site itself makes land: to the canonical path,
@@ -229,73 +138,73 @@ func testGear(t *testing.T, st *stack, gear string, i int) {
 					t.Errorf("GET %s with Host 127.0.0.1: status %d, Location %q; want WordPress's 301 to %s%s", path, resp.StatusCode, resp.Header.Get("Location"), st.site.url, path)
 				}
 			}
-			p := st.browser(t, anon.ip).do(http.MethodGet, path, nil, nil)
-			if p.status != http.StatusOK || !strings.Contains(p.url, post) || !strings.Contains(p.body, "The body of the "+gear+" post.") {
-				t.Errorf("GET %s: status %d at %s; want the post at %s", path, p.status, p.url, post)
+			p := st.browser(t, anon.IP).Do(http.MethodGet, path, nil, nil)
+			if p.Status != http.StatusOK || !strings.Contains(p.URL, post) || !strings.Contains(p.Body, "The body of the "+gear+" post.") {
+				t.Errorf("GET %s: status %d at %s; want the post at %s", path, p.Status, p.URL, post)
 			}
 		}
-		if p := anon.get("/"); cachesPages && p.xcache() != "HIT" {
-			t.Errorf("second anonymous GET /: X-Cache %s, want HIT in %s", p.xcache(), gear)
-		} else if !cachesPages && p.xcache() != "PASS" {
-			t.Errorf("second anonymous GET /: X-Cache %s, want PASS in light", p.xcache())
+		if p := anon.Get("/"); cachesPages && p.XCache() != "HIT" {
+			t.Errorf("second anonymous GET /: X-Cache %s, want HIT in %s", p.XCache(), gear)
+		} else if !cachesPages && p.XCache() != "PASS" {
+			t.Errorf("second anonymous GET /: X-Cache %s, want PASS in light", p.XCache())
 		}
 	})
 
 	t.Run("password-protected post", func(t *testing.T) {
-		if p := anon.get(st.site.secret); strings.Contains(p.body, secretContent) || !strings.Contains(p.body, "post_password") {
-			t.Fatalf("protected post shown without the password, or no form:\n%.300s", p.body)
+		if p := anon.Get(st.site.secret); strings.Contains(p.Body, secretContent) || !strings.Contains(p.Body, "post_password") {
+			t.Fatalf("protected post shown without the password, or no form:\n%.300s", p.Body)
 		}
-		p := anon.do(http.MethodPost, "/wp-login.php?action=postpass", url.Values{"post_password": {postPassword}, "Submit": {"Enter"}},
+		p := anon.Do(http.MethodPost, "/wp-login.php?action=postpass", url.Values{"post_password": {postPassword}, "Submit": {"Enter"}},
 			map[string]string{"Referer": st.site.url + st.site.secret})
-		if p.status != http.StatusOK || !strings.Contains(p.body, secretContent) {
-			t.Errorf("after the password: status %d at %s, content not shown", p.status, p.url)
+		if p.Status != http.StatusOK || !strings.Contains(p.Body, secretContent) {
+			t.Errorf("after the password: status %d at %s, content not shown", p.Status, p.URL)
 		}
-		if p := anon.get(st.site.secret); !strings.Contains(p.body, secretContent) {
+		if p := anon.Get(st.site.secret); !strings.Contains(p.Body, secretContent) {
 			t.Error("the password's cookie does not show the content")
 		}
-		if p := other.get(st.site.secret); strings.Contains(p.body, secretContent) {
-			t.Errorf("another visitor got the unlocked post (X-Cache %s)", p.xcache())
+		if p := other.Get(st.site.secret); strings.Contains(p.Body, secretContent) {
+			t.Errorf("another visitor got the unlocked post (X-Cache %s)", p.XCache())
 		}
 	})
 
 	admin := st.browser(t, fmt.Sprintf("192.0.2.%d", 30+i))
-	admin.login(st.adminPass)
+	login(admin, st.adminPass)
 
 	t.Run("wp-admin never cached", func(t *testing.T) {
 		for n := 0; n < 2; n++ {
-			p := admin.get("/wp-admin/")
-			if !strings.Contains(p.body, "Dashboard") || p.xcache() != "PASS" {
-				t.Errorf("GET /wp-admin/ as the admin: X-Cache %s, dashboard %v; want PASS and the dashboard", p.xcache(), strings.Contains(p.body, "Dashboard"))
+			p := admin.Get("/wp-admin/")
+			if !strings.Contains(p.Body, "Dashboard") || p.XCache() != "PASS" {
+				t.Errorf("GET /wp-admin/ as the admin: X-Cache %s, dashboard %v; want PASS and the dashboard", p.XCache(), strings.Contains(p.Body, "Dashboard"))
 			}
 		}
-		if p := other.do(http.MethodGet, "/wp-admin/", nil, nil); strings.Contains(p.body, "Dashboard") || !strings.Contains(p.url, "wp-login.php") {
-			t.Errorf("an anonymous visitor at /wp-admin/ got %s, not the login form", p.url)
+		if p := other.Do(http.MethodGet, "/wp-admin/", nil, nil); strings.Contains(p.Body, "Dashboard") || !strings.Contains(p.URL, "wp-login.php") {
+			t.Errorf("an anonymous visitor at /wp-admin/ got %s, not the login form", p.URL)
 		}
 	})
 
 	t.Run("admin bar only for the admin", func(t *testing.T) {
 		for n := 0; n < 2; n++ {
-			if p := admin.get("/"); !strings.Contains(p.body, adminBar) {
-				t.Errorf("admin's home page %d without the admin bar (X-Cache %s)", n+1, p.xcache())
+			if p := admin.Get("/"); !strings.Contains(p.Body, adminBar) {
+				t.Errorf("admin's home page %d without the admin bar (X-Cache %s)", n+1, p.XCache())
 			}
 			for _, b := range []*browser{anon, other} {
-				if p := b.get("/"); strings.Contains(p.body, adminBar) {
-					t.Errorf("a visitor got the admin bar (X-Cache %s)", p.xcache())
+				if p := b.Get("/"); strings.Contains(p.Body, adminBar) {
+					t.Errorf("a visitor got the admin bar (X-Cache %s)", p.XCache())
 				}
 			}
 		}
 	})
 
 	t.Run("own comment shows at once", func(t *testing.T) {
-		admin.get(post)
-		admin.get(post) // cached per session in heavy
-		text := "The admin comments in " + gear + " " + randomHex(t, 4)
-		p := admin.post("/wp-comments-post.php", url.Values{"comment": {text}, "comment_post_ID": {fmt.Sprint(st.site.posts[gear])}})
-		if p.status != http.StatusOK || !strings.Contains(p.body, text) {
-			t.Errorf("after posting: status %d at %s (X-Cache %s), own comment missing", p.status, p.url, p.xcache())
+		admin.Get(post)
+		admin.Get(post) // cached per session in heavy
+		text := "The admin comments in " + gear + " " + lampstack.RandomHex(t, 4)
+		p := admin.Post("/wp-comments-post.php", url.Values{"comment": {text}, "comment_post_ID": {fmt.Sprint(st.site.posts[gear])}})
+		if p.Status != http.StatusOK || !strings.Contains(p.Body, text) {
+			t.Errorf("after posting: status %d at %s (X-Cache %s), own comment missing", p.Status, p.URL, p.XCache())
 		}
-		if p := admin.get(post); !strings.Contains(p.body, text) {
-			t.Errorf("GET %s after posting: own comment missing (X-Cache %s)", post, p.xcache())
+		if p := admin.Get(post); !strings.Contains(p.Body, text) {
+			t.Errorf("GET %s after posting: own comment missing (X-Cache %s)", post, p.XCache())
 		}
 		// Approved at once: others see it once their copy expires; the
 		// test does not wait for that.
@@ -303,88 +212,88 @@ func testGear(t *testing.T, st *stack, gear string, i int) {
 
 	t.Run("a visitor's comment waits for approval", func(t *testing.T) {
 		commenter := st.browser(t, fmt.Sprintf("192.0.2.%d", 40+i))
-		commenter.get(post)
-		text := "A visitor comments in " + gear + " " + randomHex(t, 4)
-		p := commenter.post("/wp-comments-post.php", url.Values{"comment": {text}, "author": {"Visitor " + gear},
+		commenter.Get(post)
+		text := "A visitor comments in " + gear + " " + lampstack.RandomHex(t, 4)
+		p := commenter.Post("/wp-comments-post.php", url.Values{"comment": {text}, "author": {"Visitor " + gear},
 			"email": {"visitor-" + gear + "@example.invalid"}, "comment_post_ID": {fmt.Sprint(st.site.posts[gear])}})
-		if p.status != http.StatusOK || !strings.Contains(p.body, text) || !strings.Contains(p.body, "awaiting moderation") {
-			t.Errorf("the author does not see the held comment: status %d at %s (X-Cache %s)", p.status, p.url, p.xcache())
+		if p.Status != http.StatusOK || !strings.Contains(p.Body, text) || !strings.Contains(p.Body, "awaiting moderation") {
+			t.Errorf("the author does not see the held comment: status %d at %s (X-Cache %s)", p.Status, p.URL, p.XCache())
 		}
 		for _, b := range []*browser{anon, other} {
-			if p := b.get(post); strings.Contains(p.body, text) {
-				t.Errorf("another visitor sees the held comment (X-Cache %s)", p.xcache())
+			if p := b.Get(post); strings.Contains(p.Body, text) {
+				t.Errorf("another visitor sees the held comment (X-Cache %s)", p.XCache())
 			}
 		}
 		// mod_remoteip: WordPress saw the visitor's address, not Varnish's.
-		ip, err := st.site.db.query("SELECT comment_author_IP FROM wordpress.wp_comments WHERE comment_content = '" + text + "'")
-		if err != nil || ip != commenter.ip {
-			t.Errorf("comment_author_IP %q (%v), want the visitor's %s", ip, err, commenter.ip)
+		ip, err := st.site.db.Query("SELECT comment_author_IP FROM wordpress.wp_comments WHERE comment_content = '" + text + "'")
+		if err != nil || ip != commenter.IP {
+			t.Errorf("comment_author_IP %q (%v), want the visitor's %s", ip, err, commenter.IP)
 		}
 	})
 
 	t.Run("REST nonce not answered from a cached 401", func(t *testing.T) {
 		for n := 0; n < 2; n++ {
-			if p := admin.do(http.MethodGet, "/wp-json/wp/v2/users/me", nil, nil); p.status != http.StatusUnauthorized {
-				t.Errorf("users/me without a nonce: status %d, want WordPress's 401", p.status)
+			if p := admin.Do(http.MethodGet, "/wp-json/wp/v2/users/me", nil, nil); p.Status != http.StatusUnauthorized {
+				t.Errorf("users/me without a nonce: status %d, want WordPress's 401", p.Status)
 			}
 		}
-		nonce := strings.TrimSpace(admin.get("/wp-admin/admin-ajax.php?action=rest-nonce").body)
+		nonce := strings.TrimSpace(admin.Get("/wp-admin/admin-ajax.php?action=rest-nonce").Body)
 		if !nonceRE.MatchString(nonce) {
 			t.Fatalf("rest-nonce: %q", nonce)
 		}
 		withNonce := map[string]string{"X-WP-Nonce": nonce}
-		p := admin.do(http.MethodGet, "/wp-json/wp/v2/users/me", nil, withNonce)
-		if p.status != http.StatusOK || !strings.Contains(p.body, `"slug":"admin"`) {
-			t.Errorf("users/me with the nonce: status %d (X-Cache %s), want the admin:\n%.200s", p.status, p.xcache(), p.body)
+		p := admin.Do(http.MethodGet, "/wp-json/wp/v2/users/me", nil, withNonce)
+		if p.Status != http.StatusOK || !strings.Contains(p.Body, `"slug":"admin"`) {
+			t.Errorf("users/me with the nonce: status %d (X-Cache %s), want the admin:\n%.200s", p.Status, p.XCache(), p.Body)
 		}
 
-		admin.get(post)
-		admin.get(post)
-		title := "Renamed in " + gear + " " + randomHex(t, 4)
-		req := admin.do(http.MethodPost, fmt.Sprintf("/wp-json/wp/v2/posts/%d", st.site.posts[gear]), url.Values{"title": {title}}, withNonce)
-		if req.status != http.StatusOK || !strings.Contains(req.body, title) {
-			t.Fatalf("REST update: status %d:\n%.300s", req.status, req.body)
+		admin.Get(post)
+		admin.Get(post)
+		title := "Renamed in " + gear + " " + lampstack.RandomHex(t, 4)
+		req := admin.Do(http.MethodPost, fmt.Sprintf("/wp-json/wp/v2/posts/%d", st.site.posts[gear]), url.Values{"title": {title}}, withNonce)
+		if req.Status != http.StatusOK || !strings.Contains(req.Body, title) {
+			t.Fatalf("REST update: status %d:\n%.300s", req.Status, req.Body)
 		}
-		if p := admin.get(post); !strings.Contains(p.body, title) {
-			t.Errorf("GET %s after the REST update: old title (X-Cache %s)", post, p.xcache())
+		if p := admin.Get(post); !strings.Contains(p.Body, title) {
+			t.Errorf("GET %s after the REST update: old title (X-Cache %s)", post, p.XCache())
 		}
 	})
 
 	t.Run("PURGE", func(t *testing.T) {
 		path := "/?purge-test=" + gear
-		visitor := st.browser(t, anon.ip)
-		visitor.get(path)
-		if p := visitor.do("PURGE", path, nil, nil); p.status != http.StatusOK {
-			t.Errorf("PURGE: status %d", p.status)
+		visitor := st.browser(t, anon.IP)
+		visitor.Get(path)
+		if p := visitor.Do("PURGE", path, nil, nil); p.Status != http.StatusOK {
+			t.Errorf("PURGE: status %d", p.Status)
 		}
 		want := "MISS"
 		if !cachesPages {
 			want = "PASS"
 		}
-		if p := visitor.get(path); p.xcache() != want {
-			t.Errorf("after PURGE: X-Cache %s, want %s", p.xcache(), want)
+		if p := visitor.Get(path); p.XCache() != want {
+			t.Errorf("after PURGE: X-Cache %s, want %s", p.XCache(), want)
 		}
 	})
 
 	t.Run("logout logs out the cache", func(t *testing.T) {
-		home := admin.get("/")
-		admin.get("/")
-		m := logoutRE.FindStringSubmatch(home.body)
+		home := admin.Get("/")
+		admin.Get("/")
+		m := logoutRE.FindStringSubmatch(home.Body)
 		if m == nil {
 			t.Fatal("no logout link on the admin's home page")
 		}
-		old := admin.cookieHeader()
-		p := admin.get("/wp-login.php?action=logout&_wpnonce=" + m[1])
-		if !strings.Contains(p.url, "loggedout=true") {
-			t.Errorf("logout ended at %s", p.url)
+		old := admin.CookieHeader("/")
+		p := admin.Get("/wp-login.php?action=logout&_wpnonce=" + m[1])
+		if !strings.Contains(p.URL, "loggedout=true") {
+			t.Errorf("logout ended at %s", p.URL)
 		}
-		if p := admin.get("/"); strings.Contains(p.body, adminBar) {
-			t.Errorf("admin bar after logout (X-Cache %s)", p.xcache())
+		if p := admin.Get("/"); strings.Contains(p.Body, adminBar) {
+			t.Errorf("admin bar after logout (X-Cache %s)", p.XCache())
 		}
 		// The old cookie, replayed: WordPress no longer knows the session.
-		replay := st.browser(t, admin.ip)
-		if p := replay.do(http.MethodGet, "/", nil, map[string]string{"Cookie": old}); p.status != http.StatusOK || strings.Contains(p.body, adminBar) {
-			t.Errorf("old session cookie after logout: status %d, admin bar %v (X-Cache %s)", p.status, strings.Contains(p.body, adminBar), p.xcache())
+		replay := st.browser(t, admin.IP)
+		if p := replay.Do(http.MethodGet, "/", nil, map[string]string{"Cookie": old}); p.Status != http.StatusOK || strings.Contains(p.Body, adminBar) {
+			t.Errorf("old session cookie after logout: status %d, admin bar %v (X-Cache %s)", p.Status, strings.Contains(p.Body, adminBar), p.XCache())
 		}
 	})
 }

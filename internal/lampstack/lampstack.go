@@ -1,0 +1,330 @@
+// Package lampstack starts, for gearshift's integration tests, the servers
+// a PHP site runs on (a private MariaDB, Apache with mod_php) on free
+// loopback ports under a test's temp dir, and drives the site through a
+// test Varnish as browsers with cookie jars do.
+package lampstack
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
+)
+
+// Need returns the path of each program (or file, when absolute), or ends
+// the test as internal/testenv does for a missing tool: a failure in CI, a
+// skip elsewhere, naming packages, the Debian packages to install.
+func Need(tb testing.TB, packages string, progs ...string) map[string]string {
+	tb.Helper()
+	paths := map[string]string{}
+	var missing []string
+	for _, p := range progs {
+		path, ok := testenv.Lookup(p)
+		if !ok {
+			missing = append(missing, p)
+			continue
+		}
+		paths[p] = path
+	}
+	if len(missing) > 0 {
+		testenv.Unavailable(tb, "%s not found: run scripts/install-deps.sh (Debian packages %s)", strings.Join(missing, ", "), packages)
+	}
+	return paths
+}
+
+// Searchable makes every directory from dir up to the temp root
+// searchable, for Apache's and the VCL compiler's unprivileged users.
+func Searchable(tb testing.TB, dir string) {
+	tb.Helper()
+	for d := dir; d != os.TempDir() && d != "/" && d != "."; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	_, p, _ := net.SplitHostPort(varnishtest.FreeAddr(tb))
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Daemon is a server process started by a test, stopped by pid when the
+// test ends.
+type Daemon struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartDaemon starts args in a session of its own, its output appended to
+// logFile, and registers its stop with tb.Cleanup.
+func StartDaemon(tb testing.TB, name, logFile string, args ...string) *Daemon {
+	tb.Helper()
+	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own session: Apache signals its whole process group on SIGTERM.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	d := &Daemon{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); log.Close(); close(d.done) }()
+	tb.Cleanup(d.Stop)
+	return d
+}
+
+// Stop ends the daemon: SIGTERM, then SIGKILL after 30 s.
+func (d *Daemon) Stop() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// Exited tells whether the daemon's process has ended.
+func (d *Daemon) Exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// LastLines returns the last n lines of file, for a failure message.
+func LastLines(file string, n int) string {
+	b, _ := os.ReadFile(file)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WaitFor polls cond every 50ms for up to d.
+func WaitFor(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// WriteFile writes text to path, creating its directory.
+func WriteFile(tb testing.TB, path, text string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// RandomHex returns n random bytes in hex.
+func RandomHex(tb testing.TB, n int) string {
+	tb.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// RepoFile returns the absolute path of rel, a path from the root of
+// gearshift's source tree (the directory holding go.mod), wherever the
+// test runs from.
+func RepoFile(tb testing.TB, rel string) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, rel)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatalf("no go.mod above the test's directory to find %s", rel)
+		}
+		dir = parent
+	}
+}
+
+// MariaDB is a private MariaDB server: its own data directory, socket and
+// loopback port; root without a password.
+type MariaDB struct {
+	Port   int
+	Socket string
+	client string
+}
+
+// MariaDBPrograms are the programs StartMariaDB needs in its bin map.
+var MariaDBPrograms = []string{"mariadbd", "mariadb-install-db", "mariadb"}
+
+// StartMariaDB creates a data directory under dir and starts mariadbd on
+// it; bin maps MariaDBPrograms to their paths (see Need).
+func StartMariaDB(tb testing.TB, dir string, bin map[string]string) *MariaDB {
+	tb.Helper()
+	data := filepath.Join(dir, "mysql")
+	args := []string{bin["mariadb-install-db"], "--no-defaults", "--datadir=" + data,
+		"--auth-root-authentication-method=normal", "--skip-test-db"}
+	var userArgs []string
+	if u, err := user.Current(); err == nil {
+		userArgs = []string{"--user=" + u.Username}
+	}
+	out, err := exec.Command(args[0], append(args[1:], userArgs...)...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	m := &MariaDB{Port: FreePort(tb), Socket: filepath.Join(dir, "mysql.sock"), client: bin["mariadb"]}
+	errLog := filepath.Join(dir, "mariadb.err")
+	d := StartDaemon(tb, "mariadbd", filepath.Join(dir, "mariadb.out"), append([]string{bin["mariadbd"], "--no-defaults",
+		"--datadir=" + data, "--socket=" + m.Socket, "--port=" + strconv.Itoa(m.Port),
+		"--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
+		"--log-error=" + errLog, "--skip-log-bin", "--skip-name-resolve",
+		"--innodb-buffer-pool-size=32M", "--performance-schema=OFF"}, userArgs...)...)
+	if !WaitFor(30*time.Second, func() bool { _, err := m.Query("SELECT 1"); return err == nil || d.Exited() }) || d.Exited() {
+		tb.Fatalf("mariadbd did not start:\n%s", LastLines(errLog, 10))
+	}
+	return m
+}
+
+// Query runs SQL as root with the mariadb client and returns its
+// tab-separated rows.
+func (m *MariaDB) Query(sql string) (string, error) {
+	out, err := exec.Command(m.client, "--no-defaults", "-S", m.Socket, "-u", "root", "-N", "-B", "-e", sql).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("mariadb %q: %v: %s", sql, err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Apache describes a site for StartApache.
+type Apache struct {
+	Dir  string // config, logs and pid file; PHP's errors in Dir/php-error.log
+	Root string // the DocumentRoot
+	Port int    // loopback port to listen on
+	// Directory holds directives for <Directory Root>, after
+	// "Options FollowSymLinks" and "Require all granted".
+	Directory string
+	// Conf is appended to the server's config: aliases, environment,
+	// more <Directory> blocks.
+	Conf string
+	// Probe is a path that answers 200 once the site is served.
+	Probe string
+}
+
+// ApachePrograms are the programs StartApache needs in its bin map.
+var ApachePrograms = []string{"apache2"}
+
+// StartApache serves a.Root with mod_php, mod_rewrite and mod_alias, and
+// gearshift's shipped mod_remoteip snippet (the visitor's address from
+// X-Forwarded-For), and returns once a.Probe answers 200. Apache stops when
+// the test ends.
+func StartApache(tb testing.TB, a Apache, bin map[string]string) {
+	tb.Helper()
+	mods := "/usr/lib/apache2/modules"
+	php, _ := filepath.Glob(filepath.Join(mods, "libphp*.so"))
+	if len(php) == 0 {
+		Need(tb, "apache2, libapache2-mod-php", filepath.Join(mods, "libphp8.2.so"))
+	}
+	users := ""
+	if os.Geteuid() == 0 {
+		users = "User www-data\nGroup www-data"
+	}
+	phpLog := filepath.Join(a.Dir, "php-error.log")
+	WriteFile(tb, phpLog, "")
+	os.Chmod(phpLog, 0o666)
+	conf := fmt.Sprintf(`ServerRoot %[1]q
+ServerName 127.0.0.1
+Listen 127.0.0.1:%[2]d
+PidFile %[1]s/apache.pid
+DefaultRuntimeDir %[1]s
+Mutex file:%[1]s default
+ErrorLog %[1]s/apache-error.log
+LogLevel warn
+%[3]s
+LoadModule mpm_prefork_module %[4]s/mod_mpm_prefork.so
+LoadModule authz_core_module  %[4]s/mod_authz_core.so
+LoadModule mime_module        %[4]s/mod_mime.so
+LoadModule dir_module         %[4]s/mod_dir.so
+LoadModule alias_module       %[4]s/mod_alias.so
+LoadModule env_module         %[4]s/mod_env.so
+LoadModule rewrite_module     %[4]s/mod_rewrite.so
+LoadModule remoteip_module    %[4]s/mod_remoteip.so
+LoadModule php_module         %[5]s
+StartServers 4
+MinSpareServers 2
+MaxSpareServers 8
+MaxRequestWorkers 16
+TypesConfig /etc/mime.types
+DocumentRoot %[6]q
+DirectoryIndex index.php
+LogFormat "%%a %%h \"%%r\" %%>s" visitor
+CustomLog %[1]s/apache-access.log visitor
+Include %[7]q
+<Directory />
+    AllowOverride None
+    Require all denied
+</Directory>
+<Directory %[6]q>
+    Options FollowSymLinks
+    Require all granted
+%[9]s
+</Directory>
+<FilesMatch "\.php$">
+    SetHandler application/x-httpd-php
+</FilesMatch>
+php_admin_flag  display_errors Off
+php_admin_value error_log %[8]q
+%[10]s
+`, a.Dir, a.Port, users, mods, php[0], a.Root, RepoFile(tb, "scripts/wordpress/remoteip.conf"), phpLog, a.Directory, a.Conf)
+	file := filepath.Join(a.Dir, "apache.conf")
+	WriteFile(tb, file, conf)
+	if out, err := exec.Command(bin["apache2"], "-f", file, "-t").CombinedOutput(); err != nil {
+		tb.Fatalf("apache2 -t: %v\n%s", err, out)
+	}
+	d := StartDaemon(tb, "apache2", filepath.Join(a.Dir, "apache.out"), bin["apache2"], "-f", file, "-DFOREGROUND")
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", a.Port, a.Probe)
+	if !WaitFor(20*time.Second, func() bool {
+		r, err := http.Get(url)
+		if err == nil {
+			r.Body.Close()
+		}
+		return (err == nil && r.StatusCode == 200) || d.Exited()
+	}) || d.Exited() {
+		tb.Fatalf("apache did not answer %s:\n%s", url, LastLines(filepath.Join(a.Dir, "apache-error.log"), 10))
+	}
+}
