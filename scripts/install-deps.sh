@@ -3,7 +3,8 @@
 # Debian's varnish, apache2, libapache2-mod-php, wrk, curl, gnuplot-nox
 # (make bench's chart) and jq (the signals benchmark); for the WordPress
 # integration test wordpress, its twentytwentyone theme, mariadb-server and
-# php-mysql; the packaging tools (lintian, man-db, groff); prometheus
+# php-mysql; for the other applications' tests (profiles/apps) mediawiki
+# and phpmyadmin; the packaging tools (lintian, man-db, groff); prometheus
 # (promtool, and a server the metrics tests start on their own port); and
 # the Go modules.
 # Idempotent: a second run changes nothing.
@@ -19,9 +20,14 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v jq >/dev/null 2>&1 || need+=(jq) # the signals benchmark reads status --json
 command -v gnuplot >/dev/null 2>&1 || need+=(gnuplot-nox) # make bench's chart
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
-for pkg in wordpress wordpress-theme-twentytwentyone mariadb-server php-mysql; do
+for pkg in wordpress wordpress-theme-twentytwentyone mariadb-server php-mysql mediawiki phpmyadmin; do
 	installed "$pkg" || need+=("$pkg")
 done
+# phpmyadmin's maintainer scripts would ask to set up a database through
+# dbconfig-common (a running MariaDB) and to configure a web server; the
+# tests give it a config and a database of their own.
+preseed_phpmyadmin=""
+installed phpmyadmin || preseed_phpmyadmin=1
 # The package: build, lint, install and read its manual; systemd-analyze
 # verifies the unit.
 command -v dpkg-deb >/dev/null 2>&1 || need+=(dpkg)
@@ -43,6 +49,12 @@ if [ ${#need[@]} -gt 0 ]; then
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
 	echo "install-deps: installing ${need[*]}"
 	$sudo apt-get update -qq
+	if [ -n "$preseed_phpmyadmin" ]; then
+		printf '%s\n' \
+			'phpmyadmin phpmyadmin/dbconfig-install boolean false' \
+			'phpmyadmin phpmyadmin/reconfigure-webserver multiselect' |
+			$sudo debconf-set-selections
+	fi
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 	# The Debian packages start their services; gearshift's tests and demo
 	# run their own instances on free ports, so the stock ones are not needed.
