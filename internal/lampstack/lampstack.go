@@ -249,10 +249,10 @@ type Apache struct {
 // ApachePrograms are the programs StartApache needs in its bin map.
 var ApachePrograms = []string{"apache2"}
 
-// StartApache serves a.Root with mod_php, mod_rewrite and mod_alias, and
-// gearshift's shipped mod_remoteip snippet (the visitor's address from
-// X-Forwarded-For), and returns once a.Probe answers 200. Apache stops when
-// the test ends.
+// StartApache serves a.Root with mod_php (its sessions in a.Dir),
+// mod_rewrite, mod_alias and mod_env, and gearshift's shipped mod_remoteip
+// snippet (the visitor's address from X-Forwarded-For), and returns once
+// a.Probe answers 200. Apache stops when the test ends.
 func StartApache(tb testing.TB, a Apache, bin map[string]string) {
 	tb.Helper()
 	mods := "/usr/lib/apache2/modules"
@@ -267,6 +267,12 @@ func StartApache(tb testing.TB, a Apache, bin map[string]string) {
 	phpLog := filepath.Join(a.Dir, "php-error.log")
 	WriteFile(tb, phpLog, "")
 	os.Chmod(phpLog, 0o666)
+	// PHP's sessions stay in the test's dir, written by Apache's user.
+	sessions := filepath.Join(a.Dir, "php-sessions")
+	if err := os.MkdirAll(sessions, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	os.Chmod(sessions, 0o1733)
 	conf := fmt.Sprintf(`ServerRoot %[1]q
 ServerName 127.0.0.1
 Listen 127.0.0.1:%[2]d
@@ -309,8 +315,9 @@ Include %[7]q
 </FilesMatch>
 php_admin_flag  display_errors Off
 php_admin_value error_log %[8]q
+php_admin_value session.save_path %[11]q
 %[10]s
-`, a.Dir, a.Port, users, mods, php[0], a.Root, RepoFile(tb, "scripts/wordpress/remoteip.conf"), phpLog, a.Directory, a.Conf)
+`, a.Dir, a.Port, users, mods, php[0], a.Root, RepoFile(tb, "scripts/wordpress/remoteip.conf"), phpLog, a.Directory, a.Conf, sessions)
 	file := filepath.Join(a.Dir, "apache.conf")
 	WriteFile(tb, file, conf)
 	if out, err := exec.Command(bin["apache2"], "-f", file, "-t").CombinedOutput(); err != nil {
