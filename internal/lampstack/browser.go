@@ -49,9 +49,9 @@ func Use(tb testing.TB, v *varnishtest.Varnish, name string) {
 // Varnish trusts no more than any client: Apache's mod_remoteip takes the
 // address Varnish appends after it (loopback, trusted), then this one.
 type Browser struct {
-	T    testing.TB
-	Base string // the site's address, http://host:port, without a slash
-	IP   string // the visitor's address, sent as X-Forwarded-For
+	T    testing.TB // where transport errors and Get's failures go
+	Base string     // the site's address, http://host:port, without a slash
+	IP   string     // the visitor's address, sent as X-Forwarded-For
 	Jar  *cookiejar.Jar
 	c    *http.Client
 }
