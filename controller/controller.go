@@ -444,8 +444,11 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 		}
 		logging.StateChange(c.log, d.From.String(), d.State.String(), d.Reason, fields...)
 	} else {
-		c.log.Debug("no state change", append([]zap.Field{zap.String("state", d.State.String()), zap.String(logging.FieldReason, d.Reason)},
-			signalFields(d.Signals)...)...)
+		fields := []zap.Field{zap.String("state", d.State.String()), zap.String(logging.FieldReason, d.Reason)}
+		if s := c.lastSample; s != nil {
+			fields = append(fields, zap.Float64(logging.FieldRunnable, round(s.Runnable, 2)), zap.Float64(logging.FieldLoad1, s.Load1))
+		}
+		c.log.Debug("no state change", append(fields, signalFields(d.Signals)...)...)
 	}
 	st := c.publish()
 	if d.Changed && c.opts.OnChange != nil {
@@ -647,7 +650,7 @@ func (c *Controller) publish() Status {
 			Load1:    ls.Load1,
 			Load5:    ls.Load5,
 			Load15:   ls.Load15,
-			Runnable: ls.Runnable,
+			Runnable: round(ls.Runnable, 2),
 			CPUs:     ls.CPUs,
 			Signals:  map[string]*float64{},
 		}

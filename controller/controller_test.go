@@ -43,7 +43,7 @@ func (f *fakeSensor) Sample(context.Context) (sensor.Sample, error) {
 		return sensor.Sample{}, f.err
 	}
 	s := sensor.Sample{
-		Time: f.now(), Load1: f.load1, Load5: f.load1, Load15: f.load1, Runnable: int(f.load1), CPUs: 1,
+		Time: f.now(), Load1: f.load1, Load5: f.load1, Load15: f.load1, Runnable: float64(int(f.load1)), CPUs: 1,
 		MemTotal: 8 << 30, MemAvailable: 6 << 30, Problems: f.problems,
 	}
 	if f.rps != nil {

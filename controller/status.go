@@ -42,7 +42,7 @@ type SampleStatus struct {
 	Load1    float64
 	Load5    float64
 	Load15   float64
-	Runnable int
+	Runnable float64
 	CPUs     int
 	// Signals holds each signal of the table by name, nil when unavailable.
 	// In JSON they follow "cpus" as fields of their own, in the order of

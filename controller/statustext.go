@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -39,8 +40,8 @@ func (s *Status) WriteText(w io.Writer, th *state.Config, now time.Time) {
 		for _, l := range signalLines(sm, th) {
 			fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
 		}
-		fmt.Fprintf(tw, "load\t%.2f %.2f %.2f, %d runnable, %d CPUs (sampled %s ago)\n",
-			sm.Load1, sm.Load5, sm.Load15, sm.Runnable, sm.CPUs, ago(now.Sub(sm.Time)))
+		fmt.Fprintf(tw, "load\t%.2f %.2f %.2f, %s runnable, %d CPUs (sampled %s ago)\n",
+			sm.Load1, sm.Load5, sm.Load15, numfmt.Trim(sm.Runnable, 2), sm.CPUs, ago(now.Sub(sm.Time)))
 	} else {
 		fmt.Fprintf(tw, "inputs\tno sample yet\n")
 	}

@@ -33,7 +33,9 @@ const (
 	FieldReason   = "reason"
 	FieldForced   = "forced"
 	FieldSwitchMS = "switch_ms"
-	FieldError    = "error" // zap.Error's key
+	FieldError    = "error"    // zap.Error's key
+	FieldRunnable = "runnable" // the sample's run queue (debug level, every poll)
+	FieldLoad1    = "load1"
 
 	keyMsg   = "msg"   // EncoderConfig's MessageKey
 	keyLevel = "level" // EncoderConfig's LevelKey

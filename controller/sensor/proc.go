@@ -13,10 +13,10 @@ import (
 	"github.com/shirou/gopsutil/v3/mem"
 )
 
-// vitals is the part of gopsutil the sensor reads; tests replace it.
+// vitals is the part of gopsutil the sensor reads; tests replace it. The
+// run queue is read apart (see runQueue).
 type vitals interface {
 	Avg(ctx context.Context) (*load.AvgStat, error)
-	Misc(ctx context.Context) (*load.MiscStat, error)
 	VirtualMemory(ctx context.Context) (*mem.VirtualMemoryStat, error)
 }
 
@@ -34,20 +34,18 @@ func (g gopsutil) Avg(ctx context.Context) (*load.AvgStat, error) {
 	return load.AvgWithContext(g.ctx(ctx))
 }
 
-func (g gopsutil) Misc(ctx context.Context) (*load.MiscStat, error) {
-	return load.MiscWithContext(g.ctx(ctx))
-}
-
 func (g gopsutil) VirtualMemory(ctx context.Context) (*mem.VirtualMemoryStat, error) {
 	return mem.VirtualMemoryWithContext(g.ctx(ctx))
 }
 
-// Proc reads the host's real vitals: load average, run queue and memory
-// through gopsutil, pressure from /proc/pressure.
+// Proc reads the host's real vitals: load average and memory through
+// gopsutil, the run queue from /proc/stat (runQueue), pressure from
+// /proc/pressure.
 type Proc struct {
 	cpus     int
 	vitals   vitals
-	pressure string // directory of the cpu, memory and io pressure files
+	runQueue func() (float64, error) // the mean run queue since the last sample
+	pressure string                  // directory of the cpu, memory and io pressure files
 	readFile func(string) ([]byte, error)
 	now      func() time.Time
 }
@@ -55,10 +53,13 @@ type Proc struct {
 // NewProc returns a sensor of this host. cpus > 0 overrides the detected
 // number of logical CPUs (containers, cgroup quotas).
 func NewProc(cpus int) *Proc {
-	return newProc("/proc", cpus)
+	p := newProc("/proc", cpus)
+	p.runQueue = (&runQueue{root: "/proc"}).take
+	return p
 }
 
-// newProc returns a sensor reading the proc filesystem at root.
+// newProc returns a sensor reading the proc filesystem at root, its run
+// queue once per sample, when asked (no background reads).
 func newProc(root string, cpus int) *Proc {
 	if cpus <= 0 {
 		// NumCPU honours the affinity mask, so a cpuset-limited container
@@ -66,8 +67,12 @@ func newProc(root string, cpus int) *Proc {
 		cpus = runtime.NumCPU()
 	}
 	return &Proc{
-		cpus:     cpus,
-		vitals:   gopsutil{root: root},
+		cpus:   cpus,
+		vitals: gopsutil{root: root},
+		runQueue: func() (float64, error) {
+			n, err := readRunQueue(root, make([]byte, 64<<10))
+			return float64(n), err
+		},
 		pressure: filepath.Join(root, "pressure"),
 		readFile: os.ReadFile,
 		now:      time.Now,
@@ -81,17 +86,17 @@ func (p *Proc) CPUs() int { return p.cpus }
 // PSI, not an error.
 func (p *Proc) Sample(ctx context.Context) (Sample, error) {
 	s := Sample{Time: p.now(), CPUs: p.cpus}
+	rq, err := p.runQueue()
+	if err != nil {
+		return Sample{}, fmt.Errorf("read run queue: %w", err)
+	}
+	s.Runnable = rq
+
 	avg, err := p.vitals.Avg(ctx)
 	if err != nil {
 		return Sample{}, fmt.Errorf("read load average: %w", err)
 	}
 	s.Load1, s.Load5, s.Load15 = avg.Load1, avg.Load5, avg.Load15
-
-	misc, err := p.vitals.Misc(ctx)
-	if err != nil {
-		return Sample{}, fmt.Errorf("read run queue: %w", err)
-	}
-	s.Runnable = runnable(misc)
 
 	vm, err := p.vitals.VirtualMemory(ctx)
 	if err != nil {
@@ -106,14 +111,4 @@ func (p *Proc) Sample(ctx context.Context) (Sample, error) {
 		return Sample{}, err
 	}
 	return s, nil
-}
-
-// runnable is the run queue without the poller: procs_running counts the
-// task reading /proc/stat, which is this process.
-func runnable(m *load.MiscStat) int {
-	n := m.ProcsRunning + m.ProcsBlocked - 1
-	if n < 0 {
-		return 0
-	}
-	return n
 }

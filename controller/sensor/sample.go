@@ -16,12 +16,12 @@ type Sample struct {
 	Load1        float64
 	Load5        float64
 	Load15       float64
-	Runnable     int    // procs_running + procs_blocked, minus the poller itself
-	CPUs         int    // logical CPUs, or the config's override
-	MemTotal     uint64 // bytes
-	MemAvailable uint64 // bytes
-	SwapUsed     uint64 // bytes
-	PSI          *PSI   // nil when the kernel has no PSI
+	Runnable     float64 // procs_running + procs_blocked less gearshift's own tasks, the mean of the reads since the last sample
+	CPUs         int     // logical CPUs, or the config's override
+	MemTotal     uint64  // bytes
+	MemAvailable uint64  // bytes
+	SwapUsed     uint64  // bytes
+	PSI          *PSI    // nil when the kernel has no PSI
 
 	// FromCgroup is the cgroup directory PSI, MemTotal and MemAvailable
 	// come from; empty: the machine's.
@@ -56,7 +56,7 @@ func (s Sample) Reading() state.Reading {
 	r := state.Reading{
 		Time:     s.Time,
 		Load1:    s.Load1,
-		RunQueue: float64(s.Runnable),
+		RunQueue: s.Runnable,
 		CPUs:     s.CPUs,
 		Values:   map[string]float64{},
 	}

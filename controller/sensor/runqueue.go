@@ -1,0 +1,199 @@
+package sensor
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The fast signal's run queue is the kernel's procs_running +
+// procs_blocked, an instant's count. Read from the poll's goroutine, that
+// instant is always one at which gearshift itself is busy: the reading
+// thread runs, and so, often, does the thread the Go runtime woke to hand
+// the poll's goroutine a CPU, on its way back to sleep. On an idle 2-CPU
+// machine that added about one task to every reading, a load_per_cpu of
+// 0.5 from nothing: moderate's stay threshold.
+//
+// So the run queue is read apart from the poll: a thread of its own,
+// woken by the kernel's timer rather than the Go scheduler, reads it ten
+// times a second with plain system calls, counts at once the daemon's own
+// tasks that are running or blocked, and subtracts them; a poll takes the
+// mean of the reads since the one before. See docs/signals.md.
+
+// runQueueEvery is the spacing of the background reads.
+const runQueueEvery = 100 * time.Millisecond
+
+// runQueue reads the run queue, less the daemon's own tasks, in the
+// background, and hands each poll the mean since the poll before.
+type runQueue struct {
+	root string
+	done <-chan struct{} // closed: the background reads stop (tests); nil in the daemon
+
+	start sync.Once
+	first chan struct{} // closed at the first background read
+
+	mu   sync.Mutex
+	sum  int // since the last take
+	n    int
+	last int // the latest read
+}
+
+// firstReadWait bounds the wait of the first poll for the first
+// background read.
+const firstReadWait = time.Second
+
+// take returns the mean run queue since the last take; the latest read
+// when none was made since (polls closer than runQueueEvery). The first
+// poll waits for the first read; only when that does not come is the run
+// queue read from the poll, which reports why it cannot be.
+func (q *runQueue) take() (float64, error) {
+	q.start.Do(func() {
+		q.first = make(chan struct{})
+		go q.loop()
+	})
+	select {
+	case <-q.first:
+	case <-time.After(firstReadWait):
+		r, err := readRunQueue(q.root, make([]byte, 64<<10))
+		return float64(r), err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return float64(q.last), nil
+	}
+	mean := float64(q.sum) / float64(q.n)
+	q.sum, q.n = 0, 0
+	return mean, nil
+}
+
+// loop reads every runQueueEvery on a thread of its own, for the life of
+// the process. A read that fails is left out; the poll's own read then
+// reports the error.
+func (q *runQueue) loop() {
+	runtime.LockOSThread()
+	buf := make([]byte, 64<<10)
+	ts := unix.NsecToTimespec(runQueueEvery.Nanoseconds())
+	var once sync.Once
+	for {
+		select {
+		case <-q.done:
+			return
+		default:
+		}
+		// nanosleep(2) directly: the kernel wakes this thread, no other.
+		for unix.Nanosleep(&ts, nil) == unix.EINTR {
+		}
+		r, err := readRunQueue(q.root, buf)
+		if err != nil {
+			continue
+		}
+		q.mu.Lock()
+		q.sum += r
+		q.n++
+		q.last = r
+		q.mu.Unlock()
+		once.Do(func() { close(q.first) })
+	}
+}
+
+// readRunQueue reads procs_running + procs_blocked from <root>/stat and
+// subtracts the daemon's tasks running or blocked just after. buf holds
+// /proc/stat.
+func readRunQueue(root string, buf []byte) (int, error) {
+	running, blocked, err := procsCounts(filepath.Join(root, "stat"), buf)
+	if err != nil {
+		return 0, err
+	}
+	own, _ := ownBusy(root)
+	return runnable(running, blocked, own), nil
+}
+
+// procsCounts reads the procs_running and procs_blocked lines of a
+// /proc/stat file with one read into buf.
+func procsCounts(path string, buf []byte) (running, blocked int, err error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil {
+		return 0, 0, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	b := buf[:max(n, 0)]
+	if running, err = statField(b, "procs_running"); err != nil {
+		return 0, 0, &os.PathError{Op: "parse", Path: path, Err: err}
+	}
+	if blocked, err = statField(b, "procs_blocked"); err != nil {
+		return 0, 0, &os.PathError{Op: "parse", Path: path, Err: err}
+	}
+	return running, blocked, nil
+}
+
+// statField is the number on the line "key N" of /proc/stat.
+func statField(b []byte, key string) (int, error) {
+	i := bytes.Index(b, []byte("\n"+key+" "))
+	if i < 0 {
+		return 0, strconv.ErrSyntax
+	}
+	line := b[i+len(key)+2:]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	return strconv.Atoi(string(bytes.TrimSpace(line)))
+}
+
+// ownBusy counts the tasks (threads) of this process that are running or
+// in uninterruptible sleep, the states procs_running and procs_blocked
+// count, as <root>/self/task/*/stat shows them. ok is false when the
+// tasks cannot be read.
+func ownBusy(root string) (n int, ok bool) {
+	dir := filepath.Join(root, "self", "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, false
+	}
+	var buf [512]byte
+	for _, t := range tasks {
+		fd, err := unix.Open(filepath.Join(dir, t.Name(), "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // a thread that ended since the listing
+		}
+		m, err := unix.Read(fd, buf[:])
+		unix.Close(fd)
+		if err != nil {
+			continue
+		}
+		switch taskState(buf[:max(m, 0)]) {
+		case 'R', 'D':
+			n++
+		}
+	}
+	return n, true
+}
+
+// taskState is the state letter of a /proc/<pid>/task/<tid>/stat line,
+// the field after the command name in parentheses (which may itself hold
+// spaces and parentheses, hence the last ')').
+func taskState(stat []byte) byte {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return 0
+	}
+	return stat[i+2]
+}
+
+// runnable is the run queue without gearshift's own work: procs_running +
+// procs_blocked less own, the daemon's tasks running or blocked at the
+// read. own is at least 1, the reader itself, even when the tasks could
+// not be read.
+func runnable(running, blocked, own int) int {
+	return max(running+blocked-max(own, 1), 0)
+}
