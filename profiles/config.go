@@ -98,13 +98,21 @@ type Probe struct {
 
 // Profiles holds the values rendered into the three VCL programs.
 type Profiles struct {
-	StaticTTL        Duration `yaml:"static_ttl"`        // default 1h
-	HeavyMinTTL      Duration `yaml:"heavy_min_ttl"`     // default 2m
-	HeavySessionTTL  Duration `yaml:"heavy_session_ttl"` // default 30s
-	HeavyGrace       Duration `yaml:"heavy_grace"`       // default 10m
-	NormalizeHost    bool     `yaml:"normalize_host"`    // default true
-	ExposeHeaders    bool     `yaml:"expose_headers"`    // default true
-	SessionCookies   []string `yaml:"session_cookies"`   // names or globs
+	StaticTTL       Duration `yaml:"static_ttl"`        // default 1h
+	HeavyMinTTL     Duration `yaml:"heavy_min_ttl"`     // default 2m
+	HeavySessionTTL Duration `yaml:"heavy_session_ttl"` // default 30s
+	HeavyGrace      Duration `yaml:"heavy_grace"`       // default 10m
+	NormalizeHost   bool     `yaml:"normalize_host"`    // default true
+	ExposeHeaders   bool     `yaml:"expose_headers"`    // default true
+	// SessionCookies names the cookies that make a session request;
+	// empty (the default): every cookie not in IgnoreCookies does.
+	SessionCookies []string `yaml:"session_cookies"` // names or globs
+	// IgnoreCookies are harmless cookies (analytics, consent, A/B tests):
+	// never a session, removed from requests before the cache.
+	IgnoreCookies []string `yaml:"ignore_cookies"` // names or globs
+	// StripSetCookies are cookies heavy may strip from an anonymous
+	// response, to share it; default none.
+	StripSetCookies  []string `yaml:"strip_set_cookies"` // names or globs
 	StaticExtensions []string `yaml:"static_extensions"`
 	NeverCache       []string `yaml:"never_cache"`  // path regexes
 	PurgeACL         []string `yaml:"purge_acl"`    // addresses or CIDRs
@@ -195,20 +203,13 @@ func Default() *Config {
 		},
 		Sensor: Sensor{Probe: Probe{Timeout: Duration(time.Second)}},
 		Profiles: Profiles{
-			StaticTTL:       Duration(time.Hour),
-			HeavyMinTTL:     Duration(2 * time.Minute),
-			HeavySessionTTL: Duration(30 * time.Second),
-			HeavyGrace:      Duration(10 * time.Minute),
-			NormalizeHost:   true,
-			ExposeHeaders:   true,
-			SessionCookies: []string{
-				"PHPSESSID",
-				"wordpress_logged_in_*", "wp-postpass_*", "comment_author_*",
-				"wp_woocommerce_session_*", "woocommerce_items_in_cart",
-				"SESS*", "SSESS*", // Drupal
-				"[0-9a-f]{32}", // Joomla: a 32-hex cookie name  (TODO: glob syntax decided by the renderer)
-				"frontend",     // Magento
-			},
+			StaticTTL:            Duration(time.Hour),
+			HeavyMinTTL:          Duration(2 * time.Minute),
+			HeavySessionTTL:      Duration(30 * time.Second),
+			HeavyGrace:           Duration(10 * time.Minute),
+			NormalizeHost:        true,
+			ExposeHeaders:        true,
+			IgnoreCookies:        DefaultIgnoreCookies(),
 			StaticExtensions:     []string{"png", "gif", "jpg", "jpeg", "ico", "svg", "webp", "css", "js", "woff", "woff2", "ttf", "swf", "mp4", "pdf"},
 			NeverCache:           []string{`^/wp-admin`, `^/wp-login\.php`, `^/administrator`, `^/user/login`, `^/admin`, `^/cart`, `^/checkout`, `^/my-account`},
 			PurgeACL:             []string{"127.0.0.1", "::1"},
@@ -266,4 +267,31 @@ func (c *Config) YAML() ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// DefaultIgnoreCookies are the cookies known to identify nobody: set by
+// analytics, advertising, consent and A/B-testing scripts for their own
+// use, and the non-identifying cookies of the CMSs gearshift knows. A
+// cookie is added here only when no server-side code decides a page by
+// it for one user.
+func DefaultIgnoreCookies() []string {
+	return []string{
+		// Google Analytics, Tag Manager and Ads.
+		"_ga", "_ga_*", "_gid", "_gat*", "_gcl_*", "__utm*", "_dc_gtm_*",
+		// Meta, Microsoft (Clarity, Bing), Hotjar, Matomo, HubSpot, TikTok,
+		// Pinterest, LinkedIn.
+		"_fbp", "_fbc", "_clck", "_clsk", "_uetsid", "_uetvid", "_hj*",
+		"_pk_*", "__hstc", "__hssc", "__hssrc", "hubspotutk", "_ttp",
+		"_pin_unauth", "li_gc", "_tt_enable_cookie",
+		// Consent managers: Cookiebot, OneTrust, CookieYes, Complianz,
+		// GDPR Cookie Consent, IAB TCF.
+		"CookieConsent", "OptanonConsent", "OptanonAlertBoxClosed",
+		"cookieyes-consent", "cmplz_*", "cookielawinfo-*",
+		"viewed_cookie_policy", "euconsent-v2",
+		// WordPress: the login page's cookie check and the chosen
+		// language of the login form.
+		"wordpress_test_cookie", "wp_lang",
+		// Drupal 7's JavaScript check.
+		"has_js",
+	}
 }

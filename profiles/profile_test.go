@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,14 +94,17 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("cc"); v != "" {
 		w.Header().Set("Cache-Control", v)
 	}
+	if v := q.Get("sur"); v != "" {
+		w.Header().Set("Surrogate-Control", v)
+	}
 	switch q.Get("exp") {
 	case "past":
 		w.Header().Set("Expires", "Thu, 19 Nov 1981 08:52:00 GMT")
 	case "future":
 		w.Header().Set("Expires", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
 	}
-	if v := q.Get("sc"); v != "" {
-		w.Header().Set("Set-Cookie", v)
+	for _, v := range q["sc"] {
+		w.Header().Add("Set-Cookie", v)
 	}
 	if v := q.Get("vary"); v != "" {
 		w.Header().Set("Vary", v)
@@ -115,9 +120,21 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "uri=%s hit=%d user=%s\n", uri, hit, userOf(r))
 }
 
+// userOf is the user a request's cookies log in: PHP's and WordPress's
+// session cookies, and a cookie gearshift does not know by name
+// (MediaWiki's <dbname>_session, Laravel's laravel_session).
+// setCookies are the Set-Cookie headers the origin sends for uri.
+func setCookies(tb testing.TB, uri string) []string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u.Query()["sc"]
+}
+
 func userOf(r *http.Request) string {
 	for _, c := range r.Cookies() {
-		if c.Name == "PHPSESSID" || strings.HasPrefix(c.Name, "wordpress_logged_in_") {
+		if c.Name == "PHPSESSID" || strings.HasPrefix(c.Name, "wordpress_logged_in_") || strings.HasSuffix(c.Name, "_session") {
 			return c.Value
 		}
 	}
@@ -326,6 +343,8 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	short.Profiles.HeavyMinTTL = Duration(2 * time.Second)
 	short.Profiles.HeavySessionTTL = Duration(2 * time.Second)
 	short.Profiles.HeavyGrace = Duration(10 * time.Minute)
+	strip := testConfig(o)
+	strip.Profiles.StripSetCookies = []string{"PHPSESSID"}
 
 	g := loadGears(t, map[string]string{
 		"light":          render(t, cfg, state.Light),
@@ -335,6 +354,7 @@ func TestGearsAgainstVarnish(t *testing.T) {
 		"strictmoderate": render(t, strict, state.Moderate),
 		"shortheavy":     render(t, short, state.Heavy),
 		"apikeyheavy":    render(t, apikey, state.Heavy),
+		"stripheavy":     render(t, strip, state.Heavy),
 	})
 
 	for _, s := range state.All {
@@ -358,7 +378,7 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	t.Run("light", func(t *testing.T) { t.Parallel(); testLight(t, g, o) })
 	t.Run("moderate", func(t *testing.T) { t.Parallel(); testModerate(t, g, o) })
 	t.Run("heavy", func(t *testing.T) { t.Parallel(); testHeavy(t, g, o) })
-	for _, name := range []string{"PHPSESSID", "wordpress_logged_in_0123abcd"} {
+	for _, name := range []string{"PHPSESSID", "wordpress_logged_in_0123abcd", "wikidb_session"} {
 		t.Run("heavy/isolation/"+name, func(t *testing.T) { t.Parallel(); testIsolation(t, g, o, name) })
 	}
 	t.Run("shifting down from heavy", func(t *testing.T) { t.Parallel(); testShiftDown(t, g, o) })
@@ -366,6 +386,39 @@ func TestGearsAgainstVarnish(t *testing.T) {
 	t.Run("heavy/min-ttl-and-grace", func(t *testing.T) { t.Parallel(); testGrace(t, g, down) })
 	t.Run("heavy/5xx-marker", func(t *testing.T) { t.Parallel(); testErrorMarker(t, g, o) })
 	t.Run("heavy/custom-pass_headers-still-pass-Authorization", func(t *testing.T) { t.Parallel(); testPassHeadersAddToAuthorization(t, g, o) })
+	t.Run("heavy/strip_set_cookies", func(t *testing.T) { t.Parallel(); testStripSetCookies(t, g, o) })
+}
+
+// testStripSetCookies: with strip_set_cookies, heavy shares a page whose
+// only cookies are the listed ones (PHP's session on every page), no-store
+// and all; a response that sets any other cookie still goes to its visitor
+// alone.
+func testStripSetCookies(t *testing.T, g *gears, o *origin) {
+	get := func(uri string) reply {
+		t.Helper()
+		return g.do(t, req{gear: "stripheavy", path: uri})
+	}
+	u := "/g/stripheavy/home?cc=no-store,no-cache,must-revalidate&exp=past&sc=PHPSESSID%3Ds1%3B+path%3D%2F"
+	r := get(u)
+	r.want(t, "MISS", "user=anonymous")
+	if sc := r.header.Values("Set-Cookie"); len(sc) != 0 {
+		t.Errorf("shared response kept Set-Cookie %q", sc)
+	}
+	get(u).want(t, "HIT", "hit=1")
+	wantCount(t, o, u, 1)
+	for _, u := range []string{
+		"/g/stripheavy/login?cc=no-store&sc=PHPSESSID%3Ds2&sc=csrf%3Dt2",
+		"/g/stripheavy/login?cc=no-cache&sc=csrf%3Dt3&sc=PHPSESSID%3Ds3",
+	} {
+		want := setCookies(t, u)
+		for i, x := range []string{"MISS", "PASS"} {
+			r := get(u)
+			r.want(t, x, "user=anonymous")
+			if got := r.header.Values("Set-Cookie"); !slices.Equal(got, want) {
+				t.Errorf("%s request %d: Set-Cookie %q, want the backend's %q", u, i+1, got, want)
+			}
+		}
+	}
 }
 
 // testPassHeadersAddToAuthorization: a custom pass_headers list adds to
@@ -719,18 +772,25 @@ func testHeavy(t *testing.T, g *gears, o *origin) {
 		t.Helper()
 		return g.do(t, req{gear: "heavy", path: uri, cookie: cookie})
 	}
-	t.Run("anonymous cached whatever PHP says", func(t *testing.T) {
-		u := "/g/heavy/php?cc=no-store,no-cache,must-revalidate,private&exp=past&sc=PHPSESSID%3Dfresh%3B+path%3D%2F"
+	t.Run("anonymous cached whatever freshness says", func(t *testing.T) {
+		u := "/g/heavy/php?cc=no-cache,must-revalidate,max-age%3D0&exp=past"
 		r := get(t, u, "_ga=1")
 		r.want(t, "MISS", "user=anonymous")
-		if sc := r.header.Get("Set-Cookie"); sc != "" {
-			t.Errorf("anonymous response kept Set-Cookie %q", sc)
-		}
 		if c := o.header(u, "Cookie"); c != "" {
 			t.Errorf("backend got Cookie %q for an anonymous request", c)
 		}
 		get(t, u, "").want(t, "HIT", "user=anonymous")
-		get(t, u, "_gid=2").want(t, "HIT", "user=anonymous")
+		get(t, u, "_gid=2; wordpress_test_cookie=WP%20Cookie%20check").want(t, "HIT", "user=anonymous")
+		wantCount(t, o, u, 1)
+	})
+	t.Run("ignored cookies set: stripped and shared", func(t *testing.T) {
+		u := "/g/heavy/ab?sc=_ga%3D1%3B+path%3D%2F&sc=wp_lang%3Den_US"
+		r := get(t, u, "")
+		r.want(t, "MISS", "user=anonymous")
+		if sc := r.header.Values("Set-Cookie"); len(sc) != 0 {
+			t.Errorf("shared response kept Set-Cookie %q", sc)
+		}
+		get(t, u, "").want(t, "HIT", "user=anonymous")
 		wantCount(t, o, u, 1)
 	})
 	t.Run("session response that sets a cookie", func(t *testing.T) {
@@ -749,7 +809,7 @@ func testHeavy(t *testing.T, g *gears, o *origin) {
 		wantCount(t, o, u, 2)
 	})
 	t.Run("PURGE drops every variant", func(t *testing.T) {
-		u := "/g/heavy/purge-all?cc=private"
+		u := "/g/heavy/purge-all?cc=no-cache"
 		https := map[string]string{"X-Forwarded-Proto": "https"}
 		variants := []req{
 			{},
@@ -763,7 +823,7 @@ func testHeavy(t *testing.T, g *gears, o *origin) {
 			g.do(t, r).want(t, "MISS", "")
 			g.do(t, r).want(t, "HIT", "")
 		}
-		other := "/g/heavy/purge-all?cc=private&other"
+		other := "/g/heavy/purge-all?cc=no-cache&other"
 		get(t, other, "PHPSESSID=p1").want(t, "MISS", "")
 		if r := g.do(t, req{gear: "heavy", path: u, method: "PURGE"}); r.status != http.StatusOK {
 			t.Errorf("PURGE status %d, want 200", r.status)
@@ -776,13 +836,62 @@ func testHeavy(t *testing.T, g *gears, o *origin) {
 		// Not a regex, not a prefix: other URLs stay.
 		get(t, other, "PHPSESSID=p1").want(t, "HIT", "")
 	})
-	t.Run("only session cookies in the key", func(t *testing.T) {
+	t.Run("ignored cookies not in the key", func(t *testing.T) {
 		u := "/g/heavy/key?cc=no-cache"
 		get(t, u, "PHPSESSID=k1; _ga=1").want(t, "MISS", "user=k1")
 		get(t, u, "_ga=2;PHPSESSID=k1").want(t, "HIT", "user=k1")
 		get(t, u, "  PHPSESSID=k1 ;; _gid=3").want(t, "HIT", "user=k1")
-		wantCount(t, o, u, 1)
+		if c := o.header(u, "Cookie"); c != "PHPSESSID=k1" {
+			t.Errorf("backend got Cookie %q, want the session's without the ignored ones", c)
+		}
+		// Every other cookie is part of the session.
+		get(t, u, "PHPSESSID=k1; theme=dark").want(t, "MISS", "user=k1")
+		wantCount(t, o, u, 2)
 	})
+	t.Run("unknown cookies make a session", func(t *testing.T) {
+		u := "/g/heavy/wiki?cc=private,must-revalidate,max-age%3D0"
+		get(t, u, "wikidb_session=w1; wikidbUserID=7").want(t, "MISS", "user=w1")
+		get(t, u, "wikidb_session=w1; wikidbUserID=7").want(t, "HIT", "user=w1")
+		get(t, u, "wikidb_session=w2; wikidbUserID=8").want(t, "MISS", "user=w2")
+		get(t, u, "wikidb_session=w1").want(t, "MISS", "user=w1")
+		// private: never an anonymous visitor's.
+		get(t, u, "").want(t, "MISS", "user=anonymous")
+		get(t, u, "_ga=1").want(t, "PASS", "user=anonymous")
+	})
+	for _, tc := range []struct{ name, uri string }{
+		{"no-store, anonymous", "/g/heavy/nostore?cc=no-store"},
+		{"no-store, PHP's session page", "/g/heavy/nostore?cc=no-store,no-cache,must-revalidate&exp=past"},
+		{"Surrogate-Control: no-store", "/g/heavy/nostore?sur=no-store&cc=max-age%3D600"},
+		{"private, anonymous", "/g/heavy/private-anon?cc=private,max-age%3D600"},
+		{"Vary: *", "/g/heavy/vary?vary=*"},
+	} {
+		t.Run("never shared: "+tc.name, func(t *testing.T) {
+			get(t, tc.uri, "").want(t, "MISS", "")
+			get(t, tc.uri, "").want(t, "PASS", "hit=2")
+			wantCount(t, o, tc.uri, 2)
+		})
+	}
+	t.Run("never stored: no-store for a session", func(t *testing.T) {
+		u := "/g/heavy/edit?cc=no-store,no-cache"
+		get(t, u, "wikidb_session=e1").want(t, "MISS", "user=e1")
+		get(t, u, "wikidb_session=e1").want(t, "PASS", "hit=2")
+	})
+	for _, tc := range []struct{ name, uri string }{
+		{"a login form", "/g/heavy/login-form?cc=no-cache&sc=wikidb_session%3Dnew%3B+path%3D%2F%3B+HttpOnly"},
+		{"PHP's session_start()", "/g/heavy/start?cc=no-store,no-cache,must-revalidate&exp=past&sc=PHPSESSID%3Dfresh%3B+path%3D%2F"},
+		{"an ignored cookie first, a session next", "/g/heavy/mixed?sc=_ga%3D1&sc=cart%3Dc1%3B+Expires%3DWed,+21+Oct+2037+07:28:00+GMT"},
+	} {
+		t.Run("a response that starts a session: "+tc.name, func(t *testing.T) {
+			want := setCookies(t, tc.uri)
+			for i, x := range []string{"MISS", "PASS", "PASS"} {
+				r := get(t, tc.uri, "")
+				r.want(t, x, "user=anonymous")
+				if got := r.header.Values("Set-Cookie"); !slices.Equal(got, want) {
+					t.Errorf("request %d: Set-Cookie %q, want the backend's %q", i+1, got, want)
+				}
+			}
+		})
+	}
 	t.Run("same-host redirect to www not cached", func(t *testing.T) {
 		u := "/g/heavy/canonical?status=301&loc=http%3A%2F%2Fwww.example.com%2Fg%2Fheavy%2Fcanonical"
 		g.do(t, req{gear: "heavy", path: u, host: "example.com"}).want(t, "MISS", "")
@@ -796,7 +905,7 @@ func testHeavy(t *testing.T, g *gears, o *origin) {
 // testIsolation: one user's page is never served to another, nor to an
 // anonymous visitor, nor an anonymous page to a user.
 func testIsolation(t *testing.T, g *gears, o *origin, cookieName string) {
-	u := "/g/heavy/private?c=" + cookieName + "&cc=private,no-store"
+	u := "/g/heavy/private?c=" + cookieName + "&cc=no-cache,must-revalidate,max-age%3D0"
 	get := func(cookie string) reply {
 		t.Helper()
 		return g.do(t, req{gear: "heavy", path: u, cookie: cookie})
@@ -877,7 +986,7 @@ func testGrace(t *testing.T, g *gears, o *origin) {
 		t.Helper()
 		return g.do(t, req{gear: "shortheavy", path: uri, cookie: cookie})
 	}
-	anon := "/g/grace/anon?cc=no-store,no-cache&exp=past"
+	anon := "/g/grace/anon?cc=no-cache&exp=past"
 	sess := "/g/grace/session?cc=private"
 	get(anon, "").want(t, "MISS", "hit=1")
 	get(sess, "PHPSESSID=g1").want(t, "MISS", "user=g1")
@@ -918,7 +1027,7 @@ func testShiftDown(t *testing.T, g *gears, o *origin) {
 		t.Helper()
 		return g.do(t, req{gear: gear, path: uri})
 	}
-	u := "/g/shift/php?cc=no-store,no-cache&exp=past"
+	u := "/g/shift/php?cc=no-cache,must-revalidate&exp=past"
 	get("heavy", u).want(t, "MISS", "hit=1")
 	r := get("heavy", u)
 	r.want(t, "HIT", "hit=1")
@@ -1014,7 +1123,7 @@ func testClientHost(t *testing.T, g *gears, o *origin, gear string) {
 // session's cached pages, so the next GET shows the write; other sessions'
 // and anonymous copies stay.
 func testOwnWrite(t *testing.T, g *gears, o *origin) {
-	u := "/g/heavy/own-write/post-1?cc=private"
+	u := "/g/heavy/own-write/post-1?cc=no-cache"
 	get := func(cookie string) reply {
 		t.Helper()
 		return g.do(t, req{gear: "heavy", path: u, cookie: cookie})
@@ -1086,7 +1195,7 @@ func test401(t *testing.T, g *gears, o *origin) {
 		wantCount(t, o, u, 2)
 	}
 	for _, st := range []int{200, 404, 410} {
-		u := "/g/heavy/status?cc=private&status=" + strconv.Itoa(st)
+		u := "/g/heavy/status?cc=no-cache&status=" + strconv.Itoa(st)
 		g.do(t, req{gear: "heavy", path: u}).want(t, "MISS", "")
 		g.do(t, req{gear: "heavy", path: u}).want(t, "HIT", "")
 	}

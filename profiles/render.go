@@ -113,7 +113,10 @@ type vclData struct {
 	NormalizeHost bool
 	ExposeHeaders bool
 
-	SessionRE   string   // a group matching any session cookie name; "" for none
+	SessionRE   string   // a group matching any session cookie name; "": every cookie not ignored
+	IgnoreRE    string   // a group matching any ignored cookie name; "" for none
+	StripRE     string   // a group matching a cookie heavy may strip from a shared response; "" for none
+	StripOptIn  bool     // strip_set_cookies is set: a response stripped of them may be stored despite no-store
 	StaticRE    string   // matches a URL whose path has a static extension; "" for none
 	NeverCache  []string // regexes over the normalised path and query (X-Gs-Path)
 	PurgeACL    []string // ACL entries: "addr" or "addr"/bits
@@ -130,8 +133,13 @@ func (d *vclData) funcs() template.FuncMap {
 			return `regsub(std.tolower(regsub(` + h + `, ":[0-9]+$", "")), "^www\.", "")`
 		},
 		// sessionKey: statements setting dst to the session cookies of
-		// the Cookie header src, name=value; in the client's order.
+		// the cookies src (gearshift_recv's canonical X-Gs-Cookie, or a
+		// fetch's Cookie made from it), name=value; in the client's order.
+		// Without session_cookies, every cookie left is one.
 		"sessionKey": func(dst, src string) string {
+			if d.SessionRE == "" {
+				return `set ` + dst + ` = ` + src + `;`
+			}
 			lines := []string{
 				`set ` + dst + ` = regsuball(";" + ` + src + `, "[\s;]*;[\s;]*", ";");`,
 				`set ` + dst + ` = regsuball(` + dst + `, {";(` + d.SessionRE + `=)"}, "; \1");`,
@@ -166,17 +174,17 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 	d.HeavyGrace = vclDuration(time.Duration(p.HeavyGrace))
 	d.ModerateHeuristicTTL = vclDuration(time.Duration(p.ModerateHeuristicTTL))
 
-	var names []string
-	for i, g := range p.SessionCookies {
-		re, err := CookieGlobRegex(g)
-		if err != nil {
-			return nil, fmt.Errorf("profiles.session_cookies[%d]: %w", i, err)
-		}
-		names = append(names, re)
+	var err error
+	if d.SessionRE, err = cookiesRE("session_cookies", p.SessionCookies); err != nil {
+		return nil, err
 	}
-	if len(names) > 0 {
-		d.SessionRE = "(?:" + strings.Join(names, "|") + ")"
+	if d.IgnoreRE, err = cookiesRE("ignore_cookies", p.IgnoreCookies); err != nil {
+		return nil, err
 	}
+	if d.StripRE, err = cookiesRE("strip_set_cookies", append(append([]string{}, p.IgnoreCookies...), p.StripSetCookies...)); err != nil {
+		return nil, err
+	}
+	d.StripOptIn = len(p.StripSetCookies) > 0
 
 	var exts []string
 	for _, e := range p.StaticExtensions {
@@ -209,6 +217,23 @@ func newVCLData(cfg *Config, s state.State) (*vclData, error) {
 		d.PurgeACL = append(d.PurgeACL, entry)
 	}
 	return d, nil
+}
+
+// cookiesRE is a group matching exactly the cookie names of globs; "" for
+// none. key names the config list in an error.
+func cookiesRE(key string, globs []string) (string, error) {
+	var names []string
+	for i, g := range globs {
+		re, err := CookieGlobRegex(g)
+		if err != nil {
+			return "", fmt.Errorf("profiles.%s[%d]: %w", key, i, err)
+		}
+		names = append(names, re)
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	return "(?:" + strings.Join(names, "|") + ")", nil
 }
 
 // vclDuration writes d as a VCL duration literal.

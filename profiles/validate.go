@@ -240,9 +240,18 @@ func (p *Profiles) validate(v *validator) {
 			v.add("profiles."+d.key, "must be positive, got %s", d.val)
 		}
 	}
-	for i, name := range p.SessionCookies {
-		if _, err := CookieGlobRegex(name); err != nil {
-			v.add(fmt.Sprintf("profiles.session_cookies[%d]", i), "%v", err)
+	for _, l := range []struct {
+		key   string
+		globs []string
+	}{
+		{"session_cookies", p.SessionCookies},
+		{"ignore_cookies", p.IgnoreCookies},
+		{"strip_set_cookies", p.StripSetCookies},
+	} {
+		for i, name := range l.globs {
+			if _, err := CookieGlobRegex(name); err != nil {
+				v.add(fmt.Sprintf("profiles.%s[%d]", l.key, i), "%v", err)
+			}
 		}
 	}
 	for i, ext := range p.StaticExtensions {

@@ -33,9 +33,25 @@ sub gearshift_recv {
         unset req.http.X-Gs-Refresh;
         unset req.http.X-Gs-Path;
         unset req.http.X-Gs-Drop;
+        unset req.http.X-Gs-Cookie;
     }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
+    # The cookies that count: the request's, separators made canonical
+    # ("a=1;b=2"), without the harmless ones (profiles.ignore_cookies).
+    # The Cookie header itself is left as it came: a request that is
+    # passed reaches the backend with every cookie it sent.
+    unset req.http.X-Gs-Cookie;
+    if (req.http.Cookie) {
+        set req.http.X-Gs-Cookie = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
+{{- if .IgnoreRE}}
+        set req.http.X-Gs-Cookie = regsuball(req.http.X-Gs-Cookie, {";{{.IgnoreRE}}=[^;]*"}, "");
+{{- end}}
+        set req.http.X-Gs-Cookie = regsuball(req.http.X-Gs-Cookie, "^;+|;+$", "");
+        if (req.http.X-Gs-Cookie == "") {
+            unset req.http.X-Gs-Cookie;
+        }
+    }
 {{- if .NormalizeHost}}
 
     # Host normalised in the cache key only (lower case, no port, no
@@ -81,17 +97,25 @@ sub gearshift_recv {
     if (req.http.Upgrade ~ "(?i)websocket") {
         return (pipe);
     }
-{{- if .SessionRE}}
 
-    if (req.http.Cookie ~ {"(^|;)\s*{{.SessionRE}}="}) {
-        # A session: its key holds the session cookies, name=value, in the
-        # client's order, and nothing else. Separators are made canonical
-        # first, so the marking cannot be confused.
-        {{sessionKey "req.http.X-Gs-Session" "req.http.Cookie"}}
+{{- if .SessionRE}}
+    # A session request: one with a session cookie (profiles.session_cookies).
+    # Its key holds the session cookies, name=value, in the client's order,
+    # and nothing else.
+    if (req.http.X-Gs-Cookie ~ {"(^|;){{.SessionRE}}="}) {
+        {{sessionKey "req.http.X-Gs-Session" "req.http.X-Gs-Cookie"}}
         if (req.http.X-Gs-Session == "") {
             # Cannot happen; if it did, sharing a key would leak pages.
             return (pass);
         }
+    }
+{{- else}}
+    # A session request: one with any cookie that is not known to be
+    # harmless (profiles.ignore_cookies). Nothing tells which of a site's
+    # cookies hold its users' sessions, so all of them do; the key is
+    # every such cookie.
+    if (req.http.X-Gs-Cookie) {
+        {{sessionKey "req.http.X-Gs-Session" "req.http.X-Gs-Cookie"}}
     }
 {{- end}}
 
@@ -194,6 +218,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Refresh;
     unset bereq.http.X-Gs-Path;
     unset bereq.http.X-Gs-Drop;
+    unset bereq.http.X-Gs-Cookie;
 }
 
 {{- if or .StaticRE (eq .State "heavy")}}
@@ -231,6 +256,78 @@ sub gearshift_error_marker {
     return (deliver);
 }
 
+# What is never shared, in any gear (README, "What is never shared"): it
+# returns only for a response that may be cached, anonymous or for its
+# session. A request is a session's when its fetch carries cookies (the
+# gears remove them from anonymous requests before the cache).
+sub gearshift_never_share {
+    call gearshift_no_store;
+    if (beresp.http.Vary == "*") {
+        call gearshift_hit_for_miss;
+    }
+    if (bereq.http.Cookie) {
+        # A session's response that sets a cookie changes the session.
+        if (beresp.http.Set-Cookie) {
+            call gearshift_hit_for_miss;
+        }
+    } else if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])private\b") {
+        # For one user: an anonymous copy would be everyone's.
+        call gearshift_hit_for_miss;
+    }
+}
+
+# The backend says a cache must not store it: no-store in Surrogate-Control,
+# or in Cache-Control when there is no Surrogate-Control.
+sub gearshift_no_store {
+    if (beresp.http.Surrogate-Control ~ "(?i)(^|[,\s])no-store\b" ||
+        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])no-store\b")) {
+        if (!bereq.http.X-Gs-Stripped) {
+            call gearshift_hit_for_miss;
+        }
+    }
+}
+
+# An anonymous response that sets a cookie starts a session (a login form's
+# CSRF token, a cart): it goes to that visitor alone, Set-Cookie and all.
+# In heavy, a response whose cookies are all harmless (ignore_cookies) or
+# given up by the operator (strip_set_cookies) loses them and is shared;
+# see gearshift_strip_set_cookies.
+sub gearshift_anonymous_set_cookie {
+    if (!bereq.http.Cookie && beresp.http.Set-Cookie) {
+{{- if and (eq .State "heavy") .StripRE}}
+        call gearshift_strip_set_cookies;
+{{- end}}
+        if (beresp.http.Set-Cookie) {
+            call gearshift_hit_for_miss;
+        }
+    }
+}
+{{- if and (eq .State "heavy") .StripRE}}
+
+# Removes the response's Set-Cookie headers when every one of them sets a
+# cookie that may be stripped. VCL sees only the first of several headers,
+# so they are joined to be read; when one of them must stay, the joined
+# header cannot be sent, and the object is fetched again (bereq.retries)
+# to go to its visitor as it came.
+sub gearshift_strip_set_cookies {
+    if (bereq.retries > 0 || beresp.http.Set-Cookie !~ {"^\s*{{.StripRE}}="}) {
+        return;
+    }
+    std.collect(beresp.http.Set-Cookie, {"
+"});
+    if (beresp.http.Set-Cookie ~ {"(^|\n)\s*+(?!{{.StripRE}}=)"}) {
+        return (retry);
+    }
+    unset beresp.http.Set-Cookie;
+{{- if .StripOptIn}}
+    # The operator's word (strip_set_cookies) that the session such a
+    # response starts carries nothing: its no-store (PHP's
+    # session_start()) goes with the cookie.
+    set bereq.http.X-Gs-Stripped = "1";
+{{- end}}
+}
+{{- end}}
+
 # Shared by every gear: passes, static objects, and redirects that would
 # loop once cached. A gear's vcl_backend_response handles the rest.
 sub gearshift_backend_response {
@@ -255,6 +352,8 @@ sub gearshift_backend_response {
             call gearshift_error_marker;
         }
         call gearshift_forced_ttl_status;
+        call gearshift_no_store;
+        # The same file for everyone: a cookie it would set is dropped.
         unset beresp.http.Set-Cookie;
         set beresp.ttl = {{.StaticTTL}};
         return (deliver);

@@ -2,12 +2,12 @@
 
 sub vcl_recv {
     call gearshift_recv;
-{{- if .SessionRE}}
     if (req.http.X-Gs-Session) {
-        # Cached per session (gearshift_recv put the key together).
+        # Cached per session (gearshift_recv put the key together); the
+        # backend gets the cookies that count.
+        set req.http.Cookie = req.http.X-Gs-Cookie;
         return (hash);
     }
-{{- end}}
     # Anonymous: every anonymous visitor gets the same page.
     unset req.http.Cookie;
     return (hash);
@@ -24,13 +24,11 @@ sub vcl_backend_response {
     }
     # Forced TTLs only on what HTTP lets a cache keep: never a 401 or 403.
     call gearshift_forced_ttl_status;
-{{- if .SessionRE}}
-    if (bereq.http.Cookie ~ {"(^|;)\s*{{.SessionRE}}="}) {
-        # A session response that sets a cookie is never cached.
-        if (beresp.http.Set-Cookie) {
-            call gearshift_hit_for_miss;
-        }
-        # Tagged with its session, so that the session's next write drops it.
+    call gearshift_anonymous_set_cookie;
+    call gearshift_never_share;
+    if (bereq.http.Cookie) {
+        # A session's page (private ones too): tagged with its session, so
+        # that the session's next write drops it.
         {{sessionKey "bereq.http.X-Gs-Session" "bereq.http.Cookie"}}
         set beresp.http.X-Gs-Sid = {{sessionTag "bereq.http.X-Gs-Session"}};
         unset bereq.http.X-Gs-Session;
@@ -38,11 +36,8 @@ sub vcl_backend_response {
             set beresp.ttl = {{.HeavySessionTTL}};
         }
     } else {
-{{- else}}
-    {
-{{- end}}
-        # Anonymous: whatever Cache-Control and Expires say.
-        unset beresp.http.Set-Cookie;
+        # Anonymous: whatever Cache-Control and Expires say about
+        # freshness (no-cache, max-age=0, a past Expires).
         if (beresp.ttl < {{.HeavyMinTTL}}) {
             set beresp.ttl = {{.HeavyMinTTL}};
         }

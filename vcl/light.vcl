@@ -11,5 +11,7 @@ sub vcl_backend_response {
     if (beresp.status >= 500) {
         call gearshift_error_marker;
     }
+    call gearshift_anonymous_set_cookie;
+    call gearshift_never_share;
     call gearshift_hit_for_miss;
 }

@@ -2,13 +2,12 @@
 
 sub vcl_recv {
     call gearshift_recv;
-{{- if .SessionRE}}
     if (req.http.X-Gs-Session) {
         return (pass);
     }
-{{- end}}
-    # Anonymous: the remaining cookies (analytics and the like) would make
-    # every page uncacheable.
+    # Anonymous: what cookies it has are harmless (analytics and the
+    # like{{if .SessionRE}}, or not session cookies{{end}}) and would make every page
+    # uncacheable.
     unset req.http.Cookie;
     if (req.http.X-Gs-Refresh) {
         set req.hash_always_miss = true;
@@ -31,11 +30,10 @@ sub vcl_backend_response {
     if (beresp.status >= 500) {
         call gearshift_error_marker;
     }
-    # Never cached when the backend says so.
-    if (beresp.http.Set-Cookie ||
-        beresp.http.Surrogate-Control ~ "(?i)no-store" ||
-        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(private|no-cache|no-store)") ||
-        beresp.http.Vary == "*") {
+    call gearshift_anonymous_set_cookie;
+    call gearshift_never_share;
+    # Never cached when the backend says it must be revalidated.
+    if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)no-cache") {
         call gearshift_hit_for_miss;
     }
     if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {

@@ -29,9 +29,23 @@ sub gearshift_recv {
         unset req.http.X-Gs-Refresh;
         unset req.http.X-Gs-Path;
         unset req.http.X-Gs-Drop;
+        unset req.http.X-Gs-Cookie;
     }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
+    # The cookies that count: the request's, separators made canonical
+    # ("a=1;b=2"), without the harmless ones (profiles.ignore_cookies).
+    # The Cookie header itself is left as it came: a request that is
+    # passed reaches the backend with every cookie it sent.
+    unset req.http.X-Gs-Cookie;
+    if (req.http.Cookie) {
+        set req.http.X-Gs-Cookie = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
+        set req.http.X-Gs-Cookie = regsuball(req.http.X-Gs-Cookie, {";(?:_ga|_ga_[^\s;=]*|_gid|_gat[^\s;=]*|_gcl_[^\s;=]*|__utm[^\s;=]*|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hj[^\s;=]*|_pk_[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)=[^;]*"}, "");
+        set req.http.X-Gs-Cookie = regsuball(req.http.X-Gs-Cookie, "^;+|;+$", "");
+        if (req.http.X-Gs-Cookie == "") {
+            unset req.http.X-Gs-Cookie;
+        }
+    }
 
     # Host normalised in the cache key only (lower case, no port, no
     # "www."): the backend sees the Host the client sent, since a site
@@ -69,19 +83,12 @@ sub gearshift_recv {
     if (req.http.Upgrade ~ "(?i)websocket") {
         return (pipe);
     }
-
-    if (req.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
-        # A session: its key holds the session cookies, name=value, in the
-        # client's order, and nothing else. Separators are made canonical
-        # first, so the marking cannot be confused.
-        set req.http.X-Gs-Session = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, {";((?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)=)"}, "; \1");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, ";[^ ;][^;]*", "");
-        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
-        if (req.http.X-Gs-Session == "") {
-            # Cannot happen; if it did, sharing a key would leak pages.
-            return (pass);
-        }
+    # A session request: one with any cookie that is not known to be
+    # harmless (profiles.ignore_cookies). Nothing tells which of a site's
+    # cookies hold its users' sessions, so all of them do; the key is
+    # every such cookie.
+    if (req.http.X-Gs-Cookie) {
+        set req.http.X-Gs-Session = req.http.X-Gs-Cookie;
     }
 
     # Never cached, whatever the gear. A session's request that is not
@@ -208,6 +215,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Refresh;
     unset bereq.http.X-Gs-Path;
     unset bereq.http.X-Gs-Drop;
+    unset bereq.http.X-Gs-Cookie;
 }
 
 # Statuses a cache may keep without explicit freshness (RFC 9110 section
@@ -242,6 +250,68 @@ sub gearshift_error_marker {
     return (deliver);
 }
 
+# What is never shared, in any gear (README, "What is never shared"): it
+# returns only for a response that may be cached, anonymous or for its
+# session. A request is a session's when its fetch carries cookies (the
+# gears remove them from anonymous requests before the cache).
+sub gearshift_never_share {
+    call gearshift_no_store;
+    if (beresp.http.Vary == "*") {
+        call gearshift_hit_for_miss;
+    }
+    if (bereq.http.Cookie) {
+        # A session's response that sets a cookie changes the session.
+        if (beresp.http.Set-Cookie) {
+            call gearshift_hit_for_miss;
+        }
+    } else if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])private\b") {
+        # For one user: an anonymous copy would be everyone's.
+        call gearshift_hit_for_miss;
+    }
+}
+
+# The backend says a cache must not store it: no-store in Surrogate-Control,
+# or in Cache-Control when there is no Surrogate-Control.
+sub gearshift_no_store {
+    if (beresp.http.Surrogate-Control ~ "(?i)(^|[,\s])no-store\b" ||
+        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])no-store\b")) {
+        if (!bereq.http.X-Gs-Stripped) {
+            call gearshift_hit_for_miss;
+        }
+    }
+}
+
+# An anonymous response that sets a cookie starts a session (a login form's
+# CSRF token, a cart): it goes to that visitor alone, Set-Cookie and all.
+# In heavy, a response whose cookies are all harmless (ignore_cookies) or
+# given up by the operator (strip_set_cookies) loses them and is shared;
+# see gearshift_strip_set_cookies.
+sub gearshift_anonymous_set_cookie {
+    if (!bereq.http.Cookie && beresp.http.Set-Cookie) {
+        call gearshift_strip_set_cookies;
+        if (beresp.http.Set-Cookie) {
+            call gearshift_hit_for_miss;
+        }
+    }
+}
+
+# Removes the response's Set-Cookie headers when every one of them sets a
+# cookie that may be stripped. VCL sees only the first of several headers,
+# so they are joined to be read; when one of them must stay, the joined
+# header cannot be sent, and the object is fetched again (bereq.retries)
+# to go to its visitor as it came.
+sub gearshift_strip_set_cookies {
+    if (bereq.retries > 0 || beresp.http.Set-Cookie !~ {"^\s*(?:_ga|_ga_[^\s;=]*|_gid|_gat[^\s;=]*|_gcl_[^\s;=]*|__utm[^\s;=]*|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hj[^\s;=]*|_pk_[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)="}) {
+        return;
+    }
+    std.collect(beresp.http.Set-Cookie, {"
+"});
+    if (beresp.http.Set-Cookie ~ {"(^|\n)\s*+(?!(?:_ga|_ga_[^\s;=]*|_gid|_gat[^\s;=]*|_gcl_[^\s;=]*|__utm[^\s;=]*|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hj[^\s;=]*|_pk_[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)=)"}) {
+        return (retry);
+    }
+    unset beresp.http.Set-Cookie;
+}
+
 # Shared by every gear: passes, static objects, and redirects that would
 # loop once cached. A gear's vcl_backend_response handles the rest.
 sub gearshift_backend_response {
@@ -261,6 +331,8 @@ sub gearshift_backend_response {
             call gearshift_error_marker;
         }
         call gearshift_forced_ttl_status;
+        call gearshift_no_store;
+        # The same file for everyone: a cookie it would set is dropped.
         unset beresp.http.Set-Cookie;
         set beresp.ttl = 1h;
         return (deliver);
@@ -309,7 +381,9 @@ sub vcl_synth {
 sub vcl_recv {
     call gearshift_recv;
     if (req.http.X-Gs-Session) {
-        # Cached per session (gearshift_recv put the key together).
+        # Cached per session (gearshift_recv put the key together); the
+        # backend gets the cookies that count.
+        set req.http.Cookie = req.http.X-Gs-Cookie;
         return (hash);
     }
     # Anonymous: every anonymous visitor gets the same page.
@@ -328,24 +402,20 @@ sub vcl_backend_response {
     }
     # Forced TTLs only on what HTTP lets a cache keep: never a 401 or 403.
     call gearshift_forced_ttl_status;
-    if (bereq.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
-        # A session response that sets a cookie is never cached.
-        if (beresp.http.Set-Cookie) {
-            call gearshift_hit_for_miss;
-        }
-        # Tagged with its session, so that the session's next write drops it.
-        set bereq.http.X-Gs-Session = regsuball(";" + bereq.http.Cookie, "[\s;]*;[\s;]*", ";");
-        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, {";((?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)=)"}, "; \1");
-        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, ";[^ ;][^;]*", "");
-        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
+    call gearshift_anonymous_set_cookie;
+    call gearshift_never_share;
+    if (bereq.http.Cookie) {
+        # A session's page (private ones too): tagged with its session, so
+        # that the session's next write drops it.
+        set bereq.http.X-Gs-Session = bereq.http.Cookie;
         set beresp.http.X-Gs-Sid = regsuball(bereq.http.X-Gs-Session, "[^A-Za-z0-9_.=%-]", "_");
         unset bereq.http.X-Gs-Session;
         if (beresp.ttl < 30s) {
             set beresp.ttl = 30s;
         }
     } else {
-        # Anonymous: whatever Cache-Control and Expires say.
-        unset beresp.http.Set-Cookie;
+        # Anonymous: whatever Cache-Control and Expires say about
+        # freshness (no-cache, max-age=0, a past Expires).
         if (beresp.ttl < 2m) {
             set beresp.ttl = 2m;
         }
