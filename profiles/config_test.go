@@ -502,6 +502,8 @@ func TestValidationGuardsRender(t *testing.T) {
 		edit func(*Config)
 	}{
 		{"profiles.session_cookies[1]", func(c *Config) { c.Profiles.SessionCookies = []string{"ok", "bad name"} }},
+		{"profiles.ignore_cookies[0]", func(c *Config) { c.Profiles.IgnoreCookies = []string{"a;b"} }},
+		{"profiles.strip_set_cookies[1]", func(c *Config) { c.Profiles.StripSetCookies = []string{"PHPSESSID", "[x"} }},
 		{"profiles.static_extensions[0]", func(c *Config) { c.Profiles.StaticExtensions = []string{".png"} }},
 		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{"a\"}b"} }},
 		{"profiles.never_cache[0]", func(c *Config) { c.Profiles.NeverCache = []string{""} }},
