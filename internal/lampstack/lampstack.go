@@ -1,7 +1,8 @@
 // Package lampstack starts, for gearshift's integration tests, the servers
 // a PHP site runs on (a private MariaDB, Apache with mod_php) on free
 // loopback ports under a test's temp dir, and drives the site through a
-// test Varnish as browsers with cookie jars do.
+// test Varnish as browsers with cookie jars do, or measures its
+// throughput with wrk.
 package lampstack
 
 import (
@@ -299,7 +300,7 @@ TypesConfig /etc/mime.types
 DocumentRoot %[6]q
 DirectoryIndex index.php
 LogFormat "%%a %%h \"%%r\" %%>s" visitor
-CustomLog %[1]s/apache-access.log visitor
+CustomLog %[12]q visitor
 Include %[7]q
 <Directory />
     AllowOverride None
@@ -317,7 +318,7 @@ php_admin_flag  display_errors Off
 php_admin_value error_log %[8]q
 php_admin_value session.save_path %[11]q
 %[10]s
-`, a.Dir, a.Port, users, mods, php[0], a.Root, RepoFile(tb, "scripts/wordpress/remoteip.conf"), phpLog, a.Directory, a.Conf, sessions)
+`, a.Dir, a.Port, users, mods, php[0], a.Root, RepoFile(tb, "scripts/wordpress/remoteip.conf"), phpLog, a.Directory, a.Conf, sessions, AccessLog(a.Dir))
 	file := filepath.Join(a.Dir, "apache.conf")
 	WriteFile(tb, file, conf)
 	if out, err := exec.Command(bin["apache2"], "-f", file, "-t").CombinedOutput(); err != nil {
