@@ -1,0 +1,364 @@
+vcl 4.1;
+
+# gearshift profile "heavy": everything cacheable: anonymous pages shared, session pages per session, stale served in grace
+# Rendered by gearshift from its configuration; change the config (or set
+# profiles.heavy.vcl_file to use your own program), not this text.
+
+import std;
+
+backend default {
+    .host = "127.0.0.1";
+    .port = "8080";
+}
+
+# Clients allowed to PURGE and BAN (profiles.purge_acl).
+acl gearshift_purgers {
+    "127.0.0.1";
+    "::1";
+}
+
+# Shared by every gear: decides everything that does not depend on the gear
+# and returns; a gear's vcl_recv only sees anonymous or session requests for
+# cacheable, non-static content.
+sub gearshift_recv {
+    # Headers gearshift uses internally never come from the client.
+    if (req.restarts == 0) {
+        unset req.http.X-Gs-Cache;
+        unset req.http.X-Gs-Session;
+        unset req.http.X-Gs-Host;
+        unset req.http.X-Gs-Refresh;
+        unset req.http.X-Gs-Path;
+        unset req.http.X-Gs-Drop;
+    }
+    # HTTP/2 and some clients split cookies over several headers.
+    std.collect(req.http.Cookie, "; ");
+
+    # Host normalised in the cache key only (lower case, no port, no
+    # "www."): the backend sees the Host the client sent, since a site
+    # answers any other name or port with a redirect to its own, which
+    # would loop.
+    set req.http.X-Gs-Host = regsub(std.tolower(regsub(req.http.Host, ":[0-9]+$", "")), "^www\.", "");
+
+    if (req.method == "PURGE" || req.method == "BAN") {
+        if (client.ip !~ gearshift_purgers) {
+            return (synth(405, "Not allowed"));
+        }
+        unset req.http.Cookie;
+        # Ban arguments are bare words, split at white space (Varnish's ban
+        # parser has no quoting): a Host with white space could not be
+        # matched, or would add conditions of its own. A request line's
+        # URL has none.
+        if (req.http.X-Gs-Host !~ "^\S+$") {
+            return (synth(400, "A " + req.method + " needs a Host header without white space"));
+        }
+        if (req.method == "BAN") {
+            # The path is a regex over the URLs of this host.
+            if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url ~ " + req.url)) {
+                return (synth(400, "Ban refused: " + std.ban_error()));
+            }
+            return (synth(200, "Banned"));
+        }
+        # Every variant of the URL goes: both schemes, and heavy's copy of
+        # every session, not only the copy this request would be served.
+        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.url)) {
+            return (synth(400, "Purge refused: " + std.ban_error()));
+        }
+        return (synth(200, "Purged"));
+    }
+
+    if (req.http.Upgrade ~ "(?i)websocket") {
+        return (pipe);
+    }
+
+    if (req.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
+        # A session: its key holds the session cookies, name=value, in the
+        # client's order, and nothing else. Separators are made canonical
+        # first, so the marking cannot be confused.
+        set req.http.X-Gs-Session = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
+        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, {";((?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)=)"}, "; \1");
+        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, ";[^ ;][^;]*", "");
+        set req.http.X-Gs-Session = regsuball(req.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
+        if (req.http.X-Gs-Session == "") {
+            # Cannot happen; if it did, sharing a key would leak pages.
+            return (pass);
+        }
+    }
+
+    # Never cached, whatever the gear. A session's request that is not
+    # cacheable by its method or path (a write, a logout) drops that
+    # session's cached pages once answered: see vcl_deliver.
+    if (req.method != "GET" && req.method != "HEAD") {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    # never_cache sees the path as the backend will resolve it: without
+    # the scheme and host of an absolute-form URL, repeated slashes
+    # collapsed (the backend still gets the URL as it came). A path that
+    # resolves elsewhere than it reads (dot-segments; "." "/" or a letter
+    # percent-encoded) is never cached: no regex over it can tell what it
+    # names, and ordinary links do not look like that.
+    set req.http.X-Gs-Path = regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "");
+    if (regsub(req.http.X-Gs-Path, "[?#].*$", "") ~ "(?i)(^|/)\.\.?(/|$)|%(2[d-f]|3[0-9]|[46][1-9a-f]|[57][0-9a]|5f|7e)") {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    set req.http.X-Gs-Path = regsuball(regsub(req.http.X-Gs-Path, "[?#].*$", ""), "//+", "/") +
+        regsub(req.http.X-Gs-Path, "^[^?#]*", "");
+    if (req.http.X-Gs-Path !~ "^/") {
+        set req.http.X-Gs-Path = "/" + req.http.X-Gs-Path;
+    }
+    if (req.http.X-Gs-Path ~ {"^/wp-admin"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    if (req.http.X-Gs-Path ~ {"^/wp-login\.php"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    if (req.http.X-Gs-Path ~ {"^/administrator"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    if (req.http.X-Gs-Path ~ {"^/user/login"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    if (req.http.X-Gs-Path ~ {"^/admin"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    if (req.http.X-Gs-Path ~ {"^/cart"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    if (req.http.X-Gs-Path ~ {"^/checkout"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    if (req.http.X-Gs-Path ~ {"^/my-account"}) {
+        call gearshift_drop_session;
+        return (pass);
+    }
+    unset req.http.X-Gs-Path;
+
+    # Headers that make the answer user- or request-specific: credentials
+    # always, and profiles.pass_headers (a nonce, a token).
+    if (req.http.Authorization ||
+        req.http.X-WP-Nonce ||
+        req.http.X-CSRF-Token) {
+        return (pass);
+    }
+
+    # Static objects: the same for everyone, cookies are noise.
+    if (req.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
+        unset req.http.Cookie;
+        unset req.http.X-Gs-Session;
+        return (hash);
+    }
+}
+
+# Marks a session's uncacheable request: once it is answered, vcl_deliver
+# bans the objects tagged with that session (X-Gs-Sid), in whatever gear
+# cached them. Other sessions' and anonymous objects are not touched.
+sub gearshift_drop_session {
+    if (req.http.X-Gs-Session) {
+        set req.http.X-Gs-Drop = regsuball(req.http.X-Gs-Session, "[^A-Za-z0-9_.=%-]", "_");
+    }
+}
+
+sub vcl_pipe {
+    if (req.http.Upgrade) {
+        set bereq.http.Upgrade = req.http.Upgrade;
+        set bereq.http.Connection = req.http.Connection;
+    }
+}
+
+sub vcl_hash {
+    hash_data(req.url);
+    hash_data(req.http.X-Gs-Host);
+    # A site behind a TLS terminator answers http with a redirect to https.
+    hash_data(req.http.X-Forwarded-Proto);
+    if (req.http.X-Gs-Session) {
+        hash_data("gearshift-session");
+        hash_data(req.http.X-Gs-Session);
+    }
+    return (lookup);
+}
+
+sub vcl_hit {
+    set req.http.X-Gs-Cache = "HIT";
+}
+
+sub vcl_miss {
+    if (req.is_hitmiss) {
+        set req.http.X-Gs-Cache = "PASS";
+    } else {
+        set req.http.X-Gs-Cache = "MISS";
+    }
+}
+
+sub vcl_pass {
+    set req.http.X-Gs-Cache = "PASS";
+}
+
+sub vcl_backend_fetch {
+    unset bereq.http.X-Gs-Cache;
+    unset bereq.http.X-Gs-Session;
+    unset bereq.http.X-Gs-Host;
+    unset bereq.http.X-Gs-Refresh;
+    unset bereq.http.X-Gs-Path;
+    unset bereq.http.X-Gs-Drop;
+}
+
+# Statuses a cache may keep without explicit freshness (RFC 9110 section
+# 15.1 and Varnish's own list): only these get a TTL gearshift chooses.
+sub gearshift_forced_ttl_status {
+    if (beresp.status != 200 && beresp.status != 203 && beresp.status != 300 &&
+        beresp.status != 301 && beresp.status != 302 && beresp.status != 304 &&
+        beresp.status != 307 && beresp.status != 404 && beresp.status != 410 &&
+        beresp.status != 414) {
+        call gearshift_hit_for_miss;
+    }
+}
+
+# Uncacheable responses become hit-for-miss objects: requests for them are
+# never queued behind one another, and a later cacheable response replaces
+# the marker.
+sub gearshift_hit_for_miss {
+    set beresp.uncacheable = true;
+    set beresp.ttl = 120s;
+    set beresp.grace = 0s;
+    return (deliver);
+}
+
+# A 5xx with no stale copy to keep leaves a short hit-for-miss marker: not
+# cached as content, and within seconds requests queue behind a single
+# fetch again. A long marker would send every request for the URL to a
+# struggling backend at once, uncoalesced, for its whole TTL.
+sub gearshift_error_marker {
+    set beresp.uncacheable = true;
+    set beresp.ttl = 5s;
+    set beresp.grace = 0s;
+    return (deliver);
+}
+
+# Shared by every gear: passes, static objects, and redirects that would
+# loop once cached. A gear's vcl_backend_response handles the rest.
+sub gearshift_backend_response {
+    if (bereq.uncacheable) {
+        return (deliver);
+    }
+    # For BAN: lets the ban lurker match objects without a request.
+    set beresp.http.X-Gs-Url = bereq.url;
+    set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
+
+    if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
+        if (beresp.status >= 500) {
+            if (bereq.is_bgfetch) {
+                # Keep serving the stale copy.
+                return (abandon);
+            }
+            call gearshift_error_marker;
+        }
+        call gearshift_forced_ttl_status;
+        unset beresp.http.Set-Cookie;
+        set beresp.ttl = 1h;
+        return (deliver);
+    }
+
+    # www.example.com, example.com and example.com:8081 share a cache key:
+    # a redirect from one to another, cached, would send the client round
+    # in circles.
+    if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^[a-zA-Z][a-zA-Z0-9+.-]*://") {
+        set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^:]*://([^/?#]*).*$", "\1"));
+        if (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) &&
+            regsub(std.tolower(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", "")), "^www\.", "") == beresp.http.X-Gs-Host) {
+            unset beresp.http.X-Gs-Location;
+            call gearshift_hit_for_miss;
+        }
+        unset beresp.http.X-Gs-Location;
+    }
+}
+
+sub vcl_deliver {
+    if (req.http.X-Gs-Drop) {
+        # The session's write is done: its cached pages go, so its next
+        # request sees what it wrote (read-your-own-writes).
+        if (!std.ban("obj.http.X-Gs-Sid == " + req.http.X-Gs-Drop)) {
+            std.log("gearshift: session ban refused: " + std.ban_error());
+        }
+        unset req.http.X-Gs-Drop;
+    }
+    unset resp.http.X-Gs-Url;
+    unset resp.http.X-Gs-Host;
+    unset resp.http.X-Gs-Gear;
+    unset resp.http.X-Gs-Sid;
+    set resp.http.X-Gearshift-Profile = "heavy";
+    if (req.http.X-Gs-Cache) {
+        set resp.http.X-Cache = req.http.X-Gs-Cache;
+    } else {
+        set resp.http.X-Cache = "PASS";
+    }
+}
+
+sub vcl_synth {
+    set resp.http.X-Gearshift-Profile = "heavy";
+    set resp.http.X-Cache = "PASS";
+}
+
+sub vcl_recv {
+    call gearshift_recv;
+    if (req.http.X-Gs-Session) {
+        # Cached per session (gearshift_recv put the key together).
+        return (hash);
+    }
+    # Anonymous: every anonymous visitor gets the same page.
+    unset req.http.Cookie;
+    return (hash);
+}
+
+sub vcl_backend_response {
+    call gearshift_backend_response;
+    if (beresp.status >= 500) {
+        if (bereq.is_bgfetch) {
+            # Keep serving the stale copy.
+            return (abandon);
+        }
+        call gearshift_error_marker;
+    }
+    # Forced TTLs only on what HTTP lets a cache keep: never a 401 or 403.
+    call gearshift_forced_ttl_status;
+    if (bereq.http.Cookie ~ {"(^|;)\s*(?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)="}) {
+        # A session response that sets a cookie is never cached.
+        if (beresp.http.Set-Cookie) {
+            call gearshift_hit_for_miss;
+        }
+        # Tagged with its session, so that the session's next write drops it.
+        set bereq.http.X-Gs-Session = regsuball(";" + bereq.http.Cookie, "[\s;]*;[\s;]*", ";");
+        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, {";((?:PHPSESSID|wordpress_logged_in_[^\s;=]*|wp\-postpass_[^\s;=]*|comment_author_[^\s;=]*|wp_woocommerce_session_[^\s;=]*|woocommerce_items_in_cart|SESS[^\s;=]*|SSESS[^\s;=]*|[0-9a-f]{32}|frontend)=)"}, "; \1");
+        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, ";[^ ;][^;]*", "");
+        set bereq.http.X-Gs-Session = regsuball(bereq.http.X-Gs-Session, "^[; ]+|[; ]+$", "");
+        set beresp.http.X-Gs-Sid = regsuball(bereq.http.X-Gs-Session, "[^A-Za-z0-9_.=%-]", "_");
+        unset bereq.http.X-Gs-Session;
+        if (beresp.ttl < 30s) {
+            set beresp.ttl = 30s;
+        }
+    } else {
+        # Anonymous: whatever Cache-Control and Expires say.
+        unset beresp.http.Set-Cookie;
+        if (beresp.ttl < 2m) {
+            set beresp.ttl = 2m;
+        }
+    }
+    set beresp.grace = 10m;
+    # Lets the lighter gears recognise what only heavy would cache.
+    set beresp.http.X-Gs-Gear = "heavy";
+    return (deliver);
+}
+
+sub vcl_backend_error {
+    if (bereq.is_bgfetch) {
+        # The backend is down: keep serving the stale copy.
+        return (abandon);
+    }
+}
