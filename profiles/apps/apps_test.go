@@ -18,12 +18,13 @@ var gears = []string{"light", "moderate", "heavy"}
 // stack is a varnishd in front of one application on Apache, all on
 // loopback ports and under one temp dir.
 type stack struct {
-	v   *varnishtest.Varnish
-	dir string // the application's config, data and logs
-	url string // http://<Varnish's address>, the site's address
+	v       *varnishtest.Varnish
+	dir     string // the application's config, data and logs
+	url     string // http://<Varnish's address>, the site's address
+	backend profiles.Backend
 }
 
-func startVarnish(t *testing.T) *stack {
+func startVarnish(t testing.TB) *stack {
 	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	dir := t.TempDir()
@@ -33,11 +34,18 @@ func startVarnish(t *testing.T) *stack {
 
 // loadDefaults loads gearshift's default profiles with only the backend
 // changed (Apache on apachePort), as gs-light, gs-moderate and gs-heavy.
-func (st *stack) loadDefaults(t *testing.T, apachePort int) {
+func (st *stack) loadDefaults(t testing.TB, apachePort int) {
 	t.Helper()
+	st.backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
+	lampstack.LoadProfiles(t, st.v, st.config(), "")
+}
+
+// config is gearshift's default config with only the backend changed:
+// the stack's Apache, once loadDefaults has run.
+func (st *stack) config() *profiles.Config {
 	cfg := profiles.Default()
-	cfg.Backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
-	lampstack.LoadProfiles(t, st.v, cfg, "")
+	cfg.Backend = st.backend
+	return cfg
 }
 
 // eachGear runs fn as a subtest for each gear, with that gear's profile in

@@ -27,7 +27,7 @@ const (
 	wikiName = "gearshift test wiki"
 )
 
-func startMediaWiki(t *testing.T) *wiki {
+func startMediaWiki(t testing.TB) *wiki {
 	t.Helper()
 	bin := lampstack.Need(t, "mediawiki, mariadb-server, php-mysql, php-intl, php-mbstring, php-xml, apache2, libapache2-mod-php",
 		append(append([]string{"php", "/usr/share/mediawiki/maintenance/install.php"}, lampstack.MariaDBPrograms...), lampstack.ApachePrograms...)...)
@@ -79,7 +79,7 @@ $wgEnableEmail = false;
 
 // php runs a MediaWiki maintenance script with the settings file (none
 // for install.php) and stdin.
-func (w *wiki) php(t *testing.T, bin map[string]string, settings, stdin, script string, args ...string) {
+func (w *wiki) php(t testing.TB, bin map[string]string, settings, stdin, script string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin["php"], append([]string{filepath.Join("/usr/share/mediawiki/maintenance", script)}, args...)...)
 	cmd.Env = append(os.Environ(), "MW_CONFIG_FILE="+settings)

@@ -27,7 +27,7 @@ type pma struct {
 
 const pmaPath = "/phpmyadmin/"
 
-func startPhpMyAdmin(t *testing.T) *pma {
+func startPhpMyAdmin(t testing.TB) *pma {
 	t.Helper()
 	bin := lampstack.Need(t, "phpmyadmin, mariadb-server, php-mysql, php-mbstring, php-xml, apache2, libapache2-mod-php",
 		append(append([]string{"/usr/share/phpmyadmin/index.php", "/usr/share/phpmyadmin/libraries/vendor_config.php"},

@@ -21,7 +21,7 @@ type sessionSite struct {
 	users map[string]string // name -> password
 }
 
-func startSessionSite(t *testing.T) *sessionSite {
+func startSessionSite(t testing.TB) *sessionSite {
 	t.Helper()
 	bin := lampstack.Need(t, "apache2, libapache2-mod-php", lampstack.ApachePrograms...)
 	st := startVarnish(t)
