@@ -582,7 +582,7 @@ Everything ran on that one machine: wrk, Apache + PHP, Varnish and gearshift sha
 The machine was shared with other work: load average (1, 5, 15 min) $LOAD_BEFORE before the run, $LOAD_AFTER at its end.
 Figures that PHP produces (anything not served from cache) move with that load; the ratios between runs are the result.
 
-The site is the demo's PHP site (\`scripts/demo/site\`): the home page costs ${SINGLE_MS} ms of CPU alone and sends PHP's \`no-store, no-cache\` headers; straight from Apache it serves at most ${PHP_RPS} req/s here (wrk -c8, 5 s).
+The site is the demo's PHP site (\`scripts/demo/site\`): the home page costs ${SINGLE_MS} ms of CPU alone and asks to be revalidated every time (\`Cache-Control: no-cache, must-revalidate, max-age=0\`, \`Expires\` 1981: heavy overrides that, never \`no-store\`); straight from Apache it serves at most ${PHP_RPS} req/s here (wrk -c8, 5 s).
 
 ## 1. Surviving a surge
 

@@ -1,8 +1,10 @@
 <?php
-// The home page: CPU work on every request. Anonymous visitors get no session;
-// a visitor with a session cookie gets session_start() and a personal greeting.
-// Both carry PHP's default no-cache headers, as most PHP applications send:
-// only gearshift's heavy gear caches this page.
+// The home page: CPU work on every request. Anonymous visitors get no session
+// and the headers of a CMS page that asks to be revalidated every time
+// (no-cache, max-age=0 and a 1981 Expires, as Drupal or a framework sends):
+// only gearshift's heavy gear, which overrides freshness, caches it. A
+// visitor with a session cookie gets session_start() and a personal
+// greeting, with PHP's session headers (no-store: never stored).
 require __DIR__ . '/work.php';
 
 $user = null;
@@ -14,7 +16,7 @@ if (isset($_COOKIE[session_name()])) {
     session_write_close();
 } else {
     header('Expires: Thu, 19 Nov 1981 08:52:00 GMT');
-    header('Cache-Control: no-store, no-cache, must-revalidate');
+    header('Cache-Control: no-cache, must-revalidate, max-age=0');
     header('Pragma: no-cache');
 }
 
