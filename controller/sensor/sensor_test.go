@@ -195,10 +195,11 @@ func TestProcFixtures(t *testing.T) {
 	}
 }
 
-// fakeVitals answers with fixed figures or errors.
+// fakeVitals answers with fixed figures or errors; runq stands for the
+// run queue's reader.
 type fakeVitals struct {
 	avg     *load.AvgStat
-	misc    *load.MiscStat
+	runq    float64
 	vm      *mem.VirtualMemoryStat
 	err     error // returned by the call named in failing
 	failing string
@@ -211,11 +212,11 @@ func (v fakeVitals) Avg(context.Context) (*load.AvgStat, error) {
 	return v.avg, nil
 }
 
-func (v fakeVitals) Misc(context.Context) (*load.MiscStat, error) {
-	if v.failing == "misc" {
-		return nil, v.err
+func (v fakeVitals) runQueue() (float64, error) {
+	if v.failing == "runq" {
+		return 0, v.err
 	}
-	return v.misc, nil
+	return v.runq, nil
 }
 
 func (v fakeVitals) VirtualMemory(context.Context) (*mem.VirtualMemoryStat, error) {
@@ -229,7 +230,7 @@ func TestProcSample(t *testing.T) {
 	boom := errors.New("boom")
 	ok := fakeVitals{
 		avg:  &load.AvgStat{Load1: 0.5, Load5: 0.4, Load15: 0.3},
-		misc: &load.MiscStat{ProcsRunning: 1}, // only the poller
+		runq: 1.5,
 		vm:   &mem.VirtualMemoryStat{Total: 100, Available: 40},
 	}
 	tests := []struct {
@@ -238,18 +239,17 @@ func TestProcSample(t *testing.T) {
 		want    Sample
 		wantErr string
 	}{
-		{name: "idle: the poller is not counted", vitals: ok,
-			want: Sample{Load1: 0.5, Load5: 0.4, Load15: 0.3, CPUs: 2, MemTotal: 100, MemAvailable: 40}},
-		{name: "run queue never negative", vitals: fakeVitals{avg: ok.avg, misc: &load.MiscStat{}, vm: ok.vm},
-			want: Sample{Load1: 0.5, Load5: 0.4, Load15: 0.3, CPUs: 2, MemTotal: 100, MemAvailable: 40}},
-		{name: "load fails", vitals: fakeVitals{avg: ok.avg, misc: ok.misc, vm: ok.vm, failing: "avg", err: boom}, wantErr: "read load average: boom"},
-		{name: "run queue fails", vitals: fakeVitals{avg: ok.avg, misc: ok.misc, vm: ok.vm, failing: "misc", err: boom}, wantErr: "read run queue: boom"},
-		{name: "memory fails", vitals: fakeVitals{avg: ok.avg, misc: ok.misc, vm: ok.vm, failing: "mem", err: boom}, wantErr: "read memory: boom"},
+		{name: "every figure", vitals: ok,
+			want: Sample{Load1: 0.5, Load5: 0.4, Load15: 0.3, Runnable: 1.5, CPUs: 2, MemTotal: 100, MemAvailable: 40}},
+		{name: "load fails", vitals: fakeVitals{avg: ok.avg, runq: ok.runq, vm: ok.vm, failing: "avg", err: boom}, wantErr: "read load average: boom"},
+		{name: "run queue fails", vitals: fakeVitals{avg: ok.avg, runq: ok.runq, vm: ok.vm, failing: "runq", err: boom}, wantErr: "read run queue: boom"},
+		{name: "memory fails", vitals: fakeVitals{avg: ok.avg, runq: ok.runq, vm: ok.vm, failing: "mem", err: boom}, wantErr: "read memory: boom"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProc("testdata/no-psi", 2)
 			p.vitals = tc.vitals
+			p.runQueue = tc.vitals.runQueue
 			p.now = func() time.Time { return time.Time{} }
 			got, err := p.Sample(context.Background())
 			if tc.wantErr != "" {
