@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gearshift demo: a small PHP site on a private Apache, a Varnish in front of
 # it, and gearshift in the foreground driving that Varnish, all on loopback.
-# About 10 s after start a bounded wrk surge loads the site, the gear shifts
+# About 30 s after start a bounded wrk surge loads the site, the gear shifts
 # up to heavy, and once the surge is over it steps back down.
 #
 #   scripts/demo.sh              run the demo until Ctrl-C (make demo)
@@ -15,7 +15,7 @@
 #   scripts/demo.sh status|force heavy --for 30s|auto|logs -f|...
 #                                the gearshift CLI against the running demo
 #
-# Knobs (environment): DEMO_SECONDS (0 = until Ctrl-C), DEMO_SURGE_AT (10),
+# Knobs (environment): DEMO_SECONDS (0 = until Ctrl-C), DEMO_SURGE_AT (30),
 # DEMO_SURGE_SECONDS (30, 0 = no automatic surge), DEMO_SURGE_CONNS (24),
 # DEMO_SURGE_DELAY_MS (10, each connection's pause between requests),
 # DEMO_TICK (5, seconds between probe lines), DEMO_LOG (human = gearshift
@@ -28,7 +28,9 @@ STACK_NAME=demo
 . "$(dirname "$0")/demo/lib.sh"
 
 DEMO_SECONDS=${DEMO_SECONDS:-0}
-DEMO_SURGE_AT=${DEMO_SURGE_AT:-10}
+# The surge waits for the run queue of the start (varnishd compiling the
+# three profiles) to leave the fast signal: load/cpu is near 0 before it.
+DEMO_SURGE_AT=${DEMO_SURGE_AT:-30}
 DEMO_SURGE_SECONDS=${DEMO_SURGE_SECONDS:-30}
 DEMO_SURGE_CONNS=${DEMO_SURGE_CONNS:-24}
 DEMO_TICK=${DEMO_TICK:-5}
