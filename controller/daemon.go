@@ -162,6 +162,7 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 	log.Info("started", zap.String("version", Version), zap.Int("pid", os.Getpid()),
 		zap.String("socket", cfg.Control.Socket), zap.Int("targets", len(cfg.Varnish.Targets)),
 		zap.Duration("poll_interval", time.Duration(cfg.PollInterval)))
+	warnNarrowSessions(log, cfg)
 	// READY=1 comes from the loop once its first poll has finished.
 
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{

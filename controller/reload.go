@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // reload starts the new config and profiles, then retires the old: the new
@@ -97,6 +99,7 @@ func (c *Controller) tryReload(ctx context.Context) error {
 		profileNames = append(profileNames, zap.String(p.State.String(), p.Name))
 	}
 	c.log.Info("config reloaded", profileNames...)
+	warnNarrowSessions(c.log, cfg)
 	if c.opts.OnReload != nil {
 		c.opts.OnReload(cfg)
 	}
@@ -134,4 +137,18 @@ func contains(ts []*target, t *target) bool {
 		}
 	}
 	return false
+}
+
+// warnNarrowSessions says, at start and on each reload, that a config
+// listing profiles.session_cookies keeps 0.2's behaviour: a cookie not
+// listed is no session, and is stripped in moderate and heavy, which logs
+// out the users of any site whose session cookie the list lacks.
+func warnNarrowSessions(log *zap.Logger, cfg *profiles.Config) {
+	if len(cfg.Profiles.SessionCookies) == 0 {
+		return
+	}
+	log.Warn("profiles.session_cookies lists the only cookies that make a session: "+
+		"a request with any other cookie is anonymous, and moderate and heavy strip that cookie; "+
+		"remove the key to make every cookie not in profiles.ignore_cookies a session",
+		zap.Strings("session_cookies", cfg.Profiles.SessionCookies))
 }

@@ -299,3 +299,32 @@ func TestRunLogWriteErrorsVisible(t *testing.T) {
 		t.Errorf("gearshift_log_write_errors_total = %v, want the failed writes counted", n)
 	}
 }
+
+// A config that lists session_cookies (0.2's kind) is warned about at
+// start and on reload: other cookies are no sessions and are stripped in
+// moderate and heavy. The default config says nothing of it.
+func TestRunWarnsNarrowSessions(t *testing.T) {
+	const warning = "profiles.session_cookies lists the only cookies that make a session"
+	narrow := startDaemon(t, func(cfg *profiles.Config) {
+		cfg.Profiles.SessionCookies = []string{"PHPSESSID", "wordpress_logged_in_*"}
+	})
+	logged := func(d *daemon) int {
+		b, err := os.ReadFile(d.cfg.Log.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), warning)
+	}
+	if n := logged(narrow); n != 1 {
+		t.Errorf("narrow session_cookies: %d warnings at start, want 1", n)
+	}
+	if _, stderr, code := narrow.gs("reload"); code != 0 {
+		t.Fatalf("reload: exit %d: %s", code, stderr)
+	}
+	if n := logged(narrow); n != 2 {
+		t.Errorf("narrow session_cookies: %d warnings after a reload, want 2", n)
+	}
+	if n := logged(startDaemon(t, nil)); n != 0 {
+		t.Errorf("default config: %d session_cookies warnings, want none", n)
+	}
+}
