@@ -871,6 +871,15 @@ func testHeavy(t *testing.T, g *gears, o *origin) {
 			wantCount(t, o, tc.uri, 2)
 		})
 	}
+	t.Run("never stored: no-store, whatever the client's headers say", func(t *testing.T) {
+		u := "/g/heavy/nostore-forged?cc=no-store"
+		forged := map[string]string{"X-Gs-Stripped": "1"}
+		g.do(t, req{gear: "heavy", path: u, header: forged}).want(t, "MISS", "")
+		g.do(t, req{gear: "heavy", path: u, header: forged}).want(t, "PASS", "hit=2")
+		if v := o.header(u, "X-Gs-Stripped"); v != "" {
+			t.Errorf("backend saw X-Gs-Stripped: %q", v)
+		}
+	})
 	t.Run("never stored: no-store for a session", func(t *testing.T) {
 		u := "/g/heavy/edit?cc=no-store,no-cache"
 		get(t, u, "wikidb_session=e1").want(t, "MISS", "user=e1")

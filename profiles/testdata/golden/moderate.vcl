@@ -30,6 +30,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Path;
         unset req.http.X-Gs-Drop;
         unset req.http.X-Gs-Cookie;
+        unset req.http.X-Gs-Stripped;
     }
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
@@ -216,6 +217,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Path;
     unset bereq.http.X-Gs-Drop;
     unset bereq.http.X-Gs-Cookie;
+    unset bereq.http.X-Gs-Stripped;
 }
 
 # Statuses a cache may keep without explicit freshness (RFC 9110 section
