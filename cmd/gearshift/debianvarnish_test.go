@@ -128,14 +128,7 @@ func TestDebianStockVarnish(t *testing.T) {
 	if out, _, code := runGearshift(t, "config", "check", "--config", confPath); code != 0 {
 		t.Fatalf("config check of the shipped config: exit %d\n%s", code, out)
 	}
-	d := &daemon{t: t, configPath: confPath, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(gearshiftBin, "run", "--config", confPath)
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.exitErr = d.cmd.Wait(); close(d.exited) }()
+	d := spawnDaemon(t, v, confPath, "NOTIFY_SOCKET=")
 	t.Cleanup(func() {
 		if d.running() {
 			d.cmd.Process.Signal(syscall.SIGTERM)

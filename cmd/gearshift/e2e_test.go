@@ -126,14 +126,8 @@ func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Co
 			edit(cfg)
 		}
 	})
-	d := &daemon{t: t, configPath: path, cfg: cfg, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(gearshiftBin, "run", "--config", path)
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	d.cmd.Env = append(os.Environ(), env...)
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.exitErr = d.cmd.Wait(); close(d.exited) }()
+	d := spawnDaemon(t, v, path, env...)
+	d.cfg = cfg
 	t.Cleanup(func() {
 		if d.running() {
 			d.cmd.Process.Kill()
@@ -143,6 +137,21 @@ func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Co
 			t.Logf("gearshift output:\n%s", d.out)
 		}
 	})
+	return d
+}
+
+// spawnDaemon starts `gearshift run --config path` driving v, its output
+// kept in d.out; the caller stops it.
+func spawnDaemon(t *testing.T, v *varnishtest.Varnish, path string, env ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, configPath: path, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
+	d.cmd = exec.Command(gearshiftBin, "run", "--config", path)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	d.cmd.Env = append(os.Environ(), env...)
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.exitErr = d.cmd.Wait(); close(d.exited) }()
 	return d
 }
 

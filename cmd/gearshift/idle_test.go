@@ -63,14 +63,8 @@ func TestIdle(t *testing.T) {
 				cfg.PollInterval = profiles.Duration(interval)
 				cfg.Log.Level = "debug"
 			})
-			d := &daemon{t: t, configPath: path, cfg: cfg, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
-			d.cmd = exec.Command(gearshiftBin, "run", "--config", path)
-			d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-			d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
-			if err := d.cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			go func() { d.exitErr = d.cmd.Wait(); close(d.exited) }()
+			d := spawnDaemon(t, v, path, "NOTIFY_SOCKET=")
+			d.cfg = cfg
 			defer func() {
 				if d.running() {
 					d.cmd.Process.Signal(syscall.SIGTERM)
