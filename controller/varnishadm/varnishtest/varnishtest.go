@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -59,6 +60,30 @@ func Binary(tb testing.TB) string {
 // once the HTTP listener answers.
 func Start(tb testing.TB, cfg Config) *Varnish {
 	tb.Helper()
+	v := prepare(tb, cfg)
+	tb.Cleanup(v.Kill)
+	// A port free a moment ago can be taken by another test's server in
+	// between (the packages' tests run side by side): new ports, again.
+	for attempt := 1; ; attempt++ {
+		err := v.tryStart()
+		if err == nil {
+			return v
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			tb.Fatal(err)
+		}
+		os.Remove(filepath.Join(v.Dir, "varnishd.log"))
+		v.AdminAddr, v.HTTPAddr = FreeAddr(tb), FreeAddr(tb)
+	}
+}
+
+// errPortTaken: varnishd could not listen on a port it was given.
+var errPortTaken = errors.New("a port was taken")
+
+// prepare makes the working directory, secret and boot VCL of a varnishd
+// on free loopback ports, not started.
+func prepare(tb testing.TB, cfg Config) *Varnish {
+	tb.Helper()
 	Binary(tb)
 	dir := tb.TempDir()
 	// The VCL compiler runs as Varnish's unprivileged user: every directory
@@ -93,8 +118,6 @@ func Start(tb testing.TB, cfg Config) *Varnish {
 	if err := os.WriteFile(filepath.Join(dir, "boot.vcl"), []byte(cfg.VCL), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	v.start()
-	tb.Cleanup(v.Kill)
 	return v
 }
 
@@ -111,6 +134,13 @@ func FreeAddr(tb testing.TB) string {
 
 func (v *Varnish) start() {
 	v.tb.Helper()
+	if err := v.tryStart(); err != nil {
+		v.tb.Fatal(err)
+	}
+}
+
+// tryStart starts varnishd and waits until its HTTP listener answers.
+func (v *Varnish) tryStart() error {
 	boot := filepath.Join(v.Dir, "boot.vcl")
 	if v.cfg.CLIFile != "" {
 		boot = "" // -f '': the -I file loads the boot VCL
@@ -130,7 +160,7 @@ func (v *Varnish) start() {
 	}
 	logf, err := os.OpenFile(filepath.Join(v.Dir, "varnishd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		v.tb.Fatal(err)
+		return err
 	}
 	defer logf.Close()
 	cmd := exec.Command(Binary(v.tb), args...)
@@ -138,7 +168,7 @@ func (v *Varnish) start() {
 	// Own process group: Kill takes the manager and its cache child together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		v.tb.Fatalf("start varnishd: %v", err)
+		return fmt.Errorf("start varnishd: %w", err)
 	}
 	v.cmd = cmd
 	exited := make(chan struct{})
@@ -149,18 +179,23 @@ func (v *Varnish) start() {
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
-			v.tb.Fatalf("varnishd exited at start:\n%s", v.Log())
+			v.cmd = nil
+			log := v.Log()
+			if strings.Contains(log, "Address already in use") {
+				return fmt.Errorf("varnishd exited at start (%w):\n%s", errPortTaken, log)
+			}
+			return fmt.Errorf("varnishd exited at start:\n%s", log)
 		default:
 		}
 		resp, err := client.Get("http://" + v.HTTPAddr + "/")
 		if err == nil {
 			resp.Body.Close()
-			return
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	v.Kill()
-	v.tb.Fatalf("varnishd did not answer on %s within 60s:\n%s", v.HTTPAddr, v.Log())
+	return fmt.Errorf("varnishd did not answer on %s within 60s:\n%s", v.HTTPAddr, v.Log())
 }
 
 // Kill stops varnishd at once (manager and child) and waits for it to exit.

@@ -1,6 +1,8 @@
 package varnishtest
 
 import (
+	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,5 +29,25 @@ func TestStartRestart(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 503 {
 		t.Fatalf("GET / = %d, want 503 from backend none", resp.StatusCode)
+	}
+}
+
+// A port taken between FreeAddr and varnishd's start is told apart from
+// other failures, so that Start can try new ports.
+func TestPortTaken(t *testing.T) {
+	v := prepare(t, Config{})
+	t.Cleanup(v.Kill)
+	l, err := net.Listen("tcp", v.HTTPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = v.tryStart()
+	l.Close()
+	if !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on a taken port: %v, want errPortTaken", err)
+	}
+	v.HTTPAddr = FreeAddr(t)
+	if err := v.tryStart(); err != nil {
+		t.Fatalf("start on new ports: %v", err)
 	}
 }
