@@ -125,15 +125,9 @@ func (h *Host) Sources() []string {
 	return ns
 }
 
-// Sample reads the machine's vitals, then every optional source at the
-// same time. Only the machine's vitals failing is an error. The vitals
-// come first: the run queue must not count the sources' own work (a
-// varnishstat child, a probe's connection) as the machine's load.
+// Sample reads the machine's vitals and, at the same time, every optional
+// source. Only the machine's vitals failing is an error.
 func (h *Host) Sample(ctx context.Context) (Sample, error) {
-	s, err := h.proc.Sample(ctx)
-	if err != nil {
-		return Sample{}, err
-	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -207,7 +201,11 @@ func (h *Host) Sample(ctx context.Context) (Sample, error) {
 			injected = v
 		})
 	}
+	s, err := h.proc.Sample(ctx)
 	wg.Wait()
+	if err != nil {
+		return Sample{}, err
+	}
 	s.Problems = problems
 
 	if len(h.varnish) > 0 {

@@ -67,12 +67,9 @@ func newProc(root string, cpus int) *Proc {
 		cpus = runtime.NumCPU()
 	}
 	return &Proc{
-		cpus:   cpus,
-		vitals: gopsutil{root: root},
-		runQueue: func() (float64, error) {
-			n, err := readRunQueue(root, make([]byte, 64<<10))
-			return float64(n), err
-		},
+		cpus:     cpus,
+		vitals:   gopsutil{root: root},
+		runQueue: func() (float64, error) { return readRunQueueOnce(root) },
 		pressure: filepath.Join(root, "pressure"),
 		readFile: os.ReadFile,
 		now:      time.Now,

@@ -60,8 +60,7 @@ func (q *runQueue) take() (float64, error) {
 	select {
 	case <-q.first:
 	case <-time.After(firstReadWait):
-		r, err := readRunQueue(q.root, make([]byte, 64<<10))
-		return float64(r), err
+		return readRunQueueOnce(q.root)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -78,7 +77,7 @@ func (q *runQueue) take() (float64, error) {
 // reports the error.
 func (q *runQueue) loop() {
 	runtime.LockOSThread()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, statBufSize)
 	ts := unix.NsecToTimespec(runQueueEvery.Nanoseconds())
 	var once sync.Once
 	for {
@@ -101,6 +100,15 @@ func (q *runQueue) loop() {
 		q.mu.Unlock()
 		once.Do(func() { close(q.first) })
 	}
+}
+
+// statBufSize holds /proc/stat whole on machines with many CPUs and IRQs.
+const statBufSize = 64 << 10
+
+// readRunQueueOnce is one read of readRunQueue with a buffer of its own.
+func readRunQueueOnce(root string) (float64, error) {
+	n, err := readRunQueue(root, make([]byte, statBufSize))
+	return float64(n), err
 }
 
 // readRunQueue reads procs_running + procs_blocked from <root>/stat and

@@ -29,7 +29,6 @@ sub gearshift_recv {
         unset req.http.X-Gs-Refresh;
         unset req.http.X-Gs-Path;
         unset req.http.X-Gs-Drop;
-        unset req.http.X-Gs-Cookie;
         unset req.http.X-Gs-Stripped;
     }
     # HTTP/2 and some clients split cookies over several headers.
