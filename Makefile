@@ -36,7 +36,7 @@ idle:
 FUZZTIME ?= 50000x
 FUZZ_TARGETS := \
 	FuzzReadResponse:./controller/varnishadm \
-	FuzzParseSettings:./profiles \
+	FuzzParseSettings:./controller/config \
 	FuzzParse:./controller/state/trace \
 	FuzzForceBody:./controller \
 	FuzzPrint:./controller/logging
@@ -78,7 +78,7 @@ demo: deps build
 man: build
 	$(BIN) manpages bin/man
 
-# gearshift_<version>_<arch>.deb here, built with dpkg-deb (see README).
+# gearshift_<version>_<arch>.deb here, built with dpkg-deb (see docs/operating.md).
 deb:
 	sh scripts/deb/build.sh
 

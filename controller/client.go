@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // ErrUnreachable is wrapped by every Client error that means the daemon
@@ -38,7 +38,7 @@ type APIError struct {
 func (e *APIError) Error() string { return e.Message }
 
 // maxAnswer caps what the client reads of an answer: generous for the
-// largest status the daemon produces (profiles.MaxTargets targets, each
+// largest status the daemon produces (config.MaxTargets targets, each
 // with an error of up to Varnish's cli_limit, 48 KiB by default), finite
 // against a socket that streams without end.
 var maxAnswer int64 = 64 << 20
@@ -182,7 +182,7 @@ func waitedString(d time.Duration) string {
 	} else {
 		d = d.Round(100 * time.Millisecond)
 	}
-	return profiles.Duration(d).String()
+	return timefmt.Duration(d).String()
 }
 
 // unwrapURLError drops net/http's `Get "http://gearshift/v1/status":` prefix

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // monoClock is a monotonic clock the test steps; the rig's clock is the
@@ -28,9 +29,9 @@ func (m *monoClock) add(d time.Duration) { m.mu.Lock(); m.d += d; m.mu.Unlock() 
 // (since, forced_until) follows the wall clock.
 func TestWallClockJumps(t *testing.T) {
 	mono := &monoClock{}
-	r := newRigOn(t, varnishtest.Start(t, varnishtest.Config{}), func(cfg *profiles.Config) {
-		cfg.Hysteresis.MinDwell = profiles.Duration(30 * time.Second)
-		cfg.Hysteresis.DownWindow = profiles.Duration(60 * time.Second)
+	r := newRigOn(t, varnishtest.Start(t, varnishtest.Config{}), func(cfg *config.Config) {
+		cfg.Hysteresis.MinDwell = timefmt.Duration(30 * time.Second)
+		cfg.Hysteresis.DownWindow = timefmt.Duration(60 * time.Second)
 	}, func(o *Options) { o.Mono = mono.now })
 	// step advances both clocks by d, after jumping the wall clock by jump.
 	step := func(jump, d time.Duration) Status {

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
@@ -56,27 +57,17 @@ type VCL struct {
 // succeeds; the Target dials (and re-dials) itself.
 type DialFunc func(addr, secretFile string) (Target, error)
 
-// Profile is one gear's VCL program under its content-addressed name.
-type Profile struct {
-	State state.State
-	Name  string // gearshift-<state>-<8 hex>
-	VCL   string
-}
-
-// ProfileSet holds a profile for each gear, indexed by state.
-type ProfileSet [len(state.All)]Profile
-
 // BuildFunc renders the profiles of a config.
-type BuildFunc func(cfg *profiles.Config) (ProfileSet, error)
+type BuildFunc func(cfg *config.Config) (profiles.Set, error)
 
 // Options configure a Controller.
 type Options struct {
-	Config *profiles.Config // validated; required
-	Sensor Sensor           // required
-	Dial   DialFunc         // required
-	Build  BuildFunc        // required: renders the profiles of Config and of every reload
+	Config *config.Config // validated; required
+	Sensor Sensor         // required
+	Dial   DialFunc       // required
+	Build  BuildFunc      // required: renders the profiles of Config and of every reload
 	// LoadConfig re-reads the config for a reload; nil refuses reloads.
-	LoadConfig func() (*profiles.Config, error)
+	LoadConfig func() (*config.Config, error)
 	Logger     *zap.Logger // zap.NewNop() when nil
 	// Now is the wall clock, read only for what is shown (status since,
 	// forced_until, the foreign VCL time); time.Now when nil.
@@ -92,7 +83,7 @@ type Options struct {
 	OnChange func(Status)
 	// OnReload is called by the loop after a successful reload, with the
 	// config now in force (log level).
-	OnReload func(*profiles.Config)
+	OnReload func(*config.Config)
 	// Metrics receives the loop's events (transitions, switch times,
 	// target errors, reloads) and reads the status at each scrape; nil
 	// keeps them private to the controller.
@@ -130,8 +121,8 @@ type Controller struct {
 	started time.Time        // on the loop's clock (see clock)
 
 	// Owned by the loop goroutine.
-	cfg         *profiles.Config
-	set         ProfileSet
+	cfg         *config.Config
+	set         profiles.Set
 	machine     *state.Machine
 	targets     []*target
 	lastSample  *sensor.Sample
@@ -200,13 +191,18 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render profiles: %w", err)
 	}
+	signals, err := opts.Config.Signals()
+	if err != nil {
+		return nil, fmt.Errorf("signals: %w", err)
+	}
+	rules := opts.Config.StateConfig(signals)
 	c := &Controller{
 		opts:    opts,
 		log:     opts.Logger,
 		now:     opts.Now,
 		cfg:     opts.Config,
 		set:     set,
-		machine: state.New(opts.Config.StateConfig(), time.Duration(opts.Config.FastWindow)),
+		machine: state.New(rules, time.Duration(opts.Config.FastWindow)),
 		reqs:    make(chan request),
 		done:    make(chan struct{}),
 		ready:   make(chan struct{}),
@@ -219,7 +215,7 @@ func New(opts Options) (*Controller, error) {
 	// Round(0): the epoch's own monotonic reading is not the loop's clock.
 	c.epoch = opts.Now().Round(0).Add(-opts.Mono())
 	c.started = c.clock()
-	c.setRules(opts.Config)
+	c.rules.Store(&rules)
 	c.metrics.watch(c.Status, func() state.Config { return *c.rules.Load() })
 	c.metrics.reloaded(true, c.now())
 	c.targets, _ = c.makeTargets(opts.Config, nil)
@@ -422,10 +418,10 @@ collect:
 }
 
 // signalFields are the log fields of the available signals, in the order of
-// the table, each rounded to its precision.
-func signalFields(sig state.Signals) []zap.Field {
+// set, each rounded to its precision.
+func signalFields(set *state.Set, sig state.Signals) []zap.Field {
 	var fs []zap.Field
-	for _, s := range state.Table() {
+	for _, s := range set.All() {
 		if v, ok := sig.Get(s.Name); ok {
 			fs = append(fs, zap.Float64(s.Name, round(v, s.Precision)))
 		}
@@ -438,7 +434,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
 	if d.Changed {
 		c.metrics.transition(d)
-		fields := append(signalFields(d.Signals), zap.Bool(logging.FieldForced, d.Forced))
+		fields := append(signalFields(c.signals(), d.Signals), zap.Bool(logging.FieldForced, d.Forced))
 		if switchMS >= 0 {
 			fields = append(fields, zap.Float64(logging.FieldSwitchMS, round(switchMS, 3)))
 		}
@@ -448,7 +444,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 		if s := c.lastSample; s != nil {
 			fields = append(fields, zap.Float64(logging.FieldRunnable, round(s.Runnable, 2)), zap.Float64(logging.FieldLoad1, s.Load1))
 		}
-		c.log.Debug("no state change", append(fields, signalFields(d.Signals)...)...)
+		c.log.Debug("no state change", append(fields, signalFields(c.signals(), d.Signals)...)...)
 	}
 	st := c.publish()
 	if d.Changed && c.opts.OnChange != nil {
@@ -653,8 +649,9 @@ func (c *Controller) publish() Status {
 			Runnable: round(ls.Runnable, 2),
 			CPUs:     ls.CPUs,
 			Signals:  map[string]*float64{},
+			Order:    c.signals().Names(),
 		}
-		for _, sig := range state.Table() {
+		for _, sig := range c.signals().All() {
 			var p *float64
 			if v, ok := d.Signals.Get(sig.Name); ok {
 				v = round(v, sig.Precision+1)
@@ -678,11 +675,8 @@ func (c *Controller) publish() Status {
 	return c.Status()
 }
 
-// setRules records the rules of cfg for the metrics.
-func (c *Controller) setRules(cfg *profiles.Config) {
-	sc := cfg.StateConfig()
-	c.rules.Store(&sc)
-}
+// signals are the signal set of the config in use.
+func (c *Controller) signals() *state.Set { return c.rules.Load().Signals }
 
 // stop applies on_exit and closes the admin connections.
 func (c *Controller) stop() {

@@ -15,10 +15,11 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // Tests in this file run the loop's tick against a real varnishd, with a
@@ -45,9 +46,10 @@ func (f *fakeSensor) Sample(context.Context) (sensor.Sample, error) {
 	s := sensor.Sample{
 		Time: f.now(), Load1: f.load1, Load5: f.load1, Load15: f.load1, Runnable: float64(int(f.load1)), CPUs: 1,
 		MemTotal: 8 << 30, MemAvailable: 6 << 30, Problems: f.problems,
+		Values: map[string]float64{sensor.MemAvailablePct: 75},
 	}
 	if f.rps != nil {
-		s.Traffic = &sensor.VarnishRates{ClientRPS: *f.rps}
+		s.Values[state.ClientRPS] = *f.rps
 	}
 	return s, nil
 }
@@ -104,23 +106,23 @@ type rig struct {
 	clock  *clock
 	logs   *observer.ObservedLogs
 	cmds   *counting // commands sent to v (the last connection)
-	cfg    *profiles.Config
-	next   func() (*profiles.Config, error) // what a reload reads
+	cfg    *config.Config
+	next   func() (*config.Config, error) // what a reload reads
 }
 
-func testConfig(v *varnishtest.Varnish) *profiles.Config {
-	cfg := profiles.Default()
-	cfg.Varnish.Targets = []profiles.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
-	cfg.Varnish.Timeout = profiles.Duration(30 * time.Second) // VCL compiles on a busy machine
+func testConfig(v *varnishtest.Varnish) *config.Config {
+	cfg := config.Default()
+	cfg.Varnish.Targets = []config.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
+	cfg.Varnish.Timeout = timefmt.Duration(30 * time.Second) // VCL compiles on a busy machine
 	cfg.PollInterval = 0
 	cfg.Hysteresis.UpConfirm = 1
-	cfg.Hysteresis.MinDwell = profiles.Duration(time.Second)
-	cfg.Hysteresis.DownWindow = profiles.Duration(time.Second)
+	cfg.Hysteresis.MinDwell = timefmt.Duration(time.Second)
+	cfg.Hysteresis.DownWindow = timefmt.Duration(time.Second)
 	cfg.FastWindow = 0
 	return cfg
 }
 
-func newRig(t *testing.T, edit func(*profiles.Config), opts ...func(*Options)) *rig {
+func newRig(t *testing.T, edit func(*config.Config), opts ...func(*Options)) *rig {
 	t.Helper()
 	return newRigOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, opts...)
 }
@@ -131,7 +133,7 @@ func withMetrics(m *Metrics) func(*Options) {
 }
 
 // newRigOn is newRig driving an already running varnishd.
-func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config), opts ...func(*Options)) *rig {
+func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), opts ...func(*Options)) *rig {
 	t.Helper()
 	r := &rig{v: v, clock: &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}}
 	r.sensor = &fakeSensor{now: r.clock.now}
@@ -157,7 +159,7 @@ func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config),
 			return r.cmds, nil
 		},
 		Build:      BuildProfiles,
-		LoadConfig: func() (*profiles.Config, error) { return r.next() },
+		LoadConfig: func() (*config.Config, error) { return r.next() },
 		Logger:     zap.New(core),
 		Now:        r.clock.now,
 		SyncWait:   -1, // a tick returns with every target done
@@ -307,7 +309,7 @@ func TestTickFollowsMachine(t *testing.T) {
 func TestTickLogsSourceProblems(t *testing.T) {
 	r := newRig(t, nil)
 	r.sensor.mu.Lock()
-	r.sensor.problems = []sensor.Problem{{Source: sensor.SourceProbe, Err: errors.New("probe http://127.0.0.1:8080/: connection refused")}}
+	r.sensor.problems = []sensor.Problem{{Source: "probe", Err: errors.New("probe http://127.0.0.1:8080/: connection refused")}}
 	r.sensor.mu.Unlock()
 	r.sensor.set(3)
 	for i := 0; i < 5; i++ {
@@ -437,8 +439,8 @@ func TestTickDiscardsOnlyStaleOwnVCLs(t *testing.T) {
 
 func TestTickUnreachableTarget(t *testing.T) {
 	dead := varnishtest.FreeAddr(t)
-	r := newRig(t, func(cfg *profiles.Config) {
-		cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
+	r := newRig(t, func(cfg *config.Config) {
+		cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
 	})
 	s := r.tick(t)
 	r.wantActive(t, state.Light)
@@ -516,10 +518,10 @@ func TestReload(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "bad.vcl")
 		os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644)
 		timeout, loadTimeout := r.c.targets[0].timeout, r.c.targets[0].loadTimeout
-		r.next = func() (*profiles.Config, error) {
+		r.next = func() (*config.Config, error) {
 			cfg := testConfig(r.v)
 			cfg.Profiles.Heavy.VCLFile = bad
-			cfg.Varnish.Timeout = profiles.Duration(45 * time.Second)
+			cfg.Varnish.Timeout = timefmt.Duration(45 * time.Second)
 			return cfg, nil
 		}
 		resp := r.c.handle(ctx, request{kind: reqReload})
@@ -543,9 +545,9 @@ func TestReload(t *testing.T) {
 	})
 
 	t.Run("good reload switches and discards the old", func(t *testing.T) {
-		r.next = func() (*profiles.Config, error) {
+		r.next = func() (*config.Config, error) {
 			cfg := testConfig(r.v)
-			cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour) // new text, new names
+			cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour) // new text, new names
 			return cfg, nil
 		}
 		resp := r.c.handle(ctx, request{kind: reqReload})
@@ -571,19 +573,19 @@ func TestReload(t *testing.T) {
 
 	t.Run("an unreachable new target does not block a reload", func(t *testing.T) {
 		dead := varnishtest.FreeAddr(t)
-		r.next = func() (*profiles.Config, error) {
+		r.next = func() (*config.Config, error) {
 			cfg := testConfig(r.v)
-			cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour)
-			cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: dead, SecretFile: r.v.SecretFile})
+			cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
+			cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: dead, SecretFile: r.v.SecretFile})
 			return cfg, nil
 		}
 		resp := r.c.handle(ctx, request{kind: reqReload})
 		if resp.err != nil || len(resp.status.Targets) != 2 || resp.status.Targets[1].Reachable || !resp.status.Targets[0].InSync {
 			t.Fatalf("reload with a dead target = %+v, %v", resp.status, resp.err)
 		}
-		r.next = func() (*profiles.Config, error) {
+		r.next = func() (*config.Config, error) {
 			cfg := testConfig(r.v)
-			cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour)
+			cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
 			return cfg, nil
 		}
 		if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil || len(resp.status.Targets) != 1 {
@@ -604,7 +606,7 @@ func TestReload(t *testing.T) {
 }
 
 func TestRunServesRequestsAndAppliesOnExit(t *testing.T) {
-	r := newRig(t, func(cfg *profiles.Config) { cfg.OnExit = "heavy" })
+	r := newRig(t, func(cfg *config.Config) { cfg.OnExit = "heavy" })
 	r.tick(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -700,7 +702,7 @@ func TestResumeDoesNotWaitForAHangingTarget(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	cfg := testConfig(first.v)
-	cfg.Varnish.Targets = []profiles.Target{{Admin: hung, SecretFile: first.v.SecretFile}, cfg.Varnish.Targets[0]}
+	cfg.Varnish.Targets = []config.Target{{Admin: hung, SecretFile: first.v.SecretFile}, cfg.Varnish.Targets[0]}
 	clk := &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
 	dial := DialAdmin(30 * time.Second)
 	c, err := New(Options{

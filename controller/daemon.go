@@ -13,17 +13,17 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // DaemonOptions are what RunDaemon needs besides the config.
 type DaemonOptions struct {
-	LoadConfig func() (*profiles.Config, error) // reads the config again, for a reload; required
-	Console    io.Writer                        // a human-formatted copy of the log (a terminal, the journal); nil for none
+	LoadConfig func() (*config.Config, error) // reads the config again, for a reload; required
+	Console    io.Writer                      // a human-formatted copy of the log (a terminal, the journal); nil for none
 	// Detached: the daemon was detached by `gearshift start`, whose
 	// NOTIFY_SOCKET wants READY=1 and nothing after (start is gone then).
 	Detached bool
@@ -46,7 +46,7 @@ func (e configError) Unwrap() error        { return e.error }
 // running) or its control socket fails. It removes the pid file and the
 // control socket at exit. SIGHUP reloads through opts.LoadConfig; SIGUSR1
 // reopens the log file.
-func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
+func RunDaemon(cfg *config.Config, opts DaemonOptions) error {
 	// Catch the signals before anyone can know the pid (pid file, socket):
 	// a SIGHUP or SIGUSR1 sent during start would otherwise kill the
 	// daemon. They are handled once it runs.
@@ -114,11 +114,11 @@ func RunDaemon(cfg *profiles.Config, opts DaemonOptions) error {
 		OnChange: func(s Status) {
 			notify("STATUS=gear " + s.State)
 		},
-		OnReload: func(next *profiles.Config) {
+		OnReload: func(next *config.Config) {
 			if l, err := logging.ParseLevel(next.Log.Level); err == nil {
 				atom.SetLevel(l)
 			}
-			for _, key := range profiles.RestartKeys(running, next) {
+			for _, key := range config.RestartKeys(running, next) {
 				log.Warn("config change needs a restart to apply", zap.String("key", key))
 			}
 		},

@@ -18,9 +18,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // stallingAdmin is an in-process fake of a Varnish admin port, for what a
@@ -78,8 +79,8 @@ func newStallingRig(t *testing.T) (*rig, *stallingAdmin) {
 	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	slow := startStallingAdmin(t)
-	r := newRigOn(t, v, func(cfg *profiles.Config) {
-		cfg.Varnish.Targets = []profiles.Target{
+	r := newRigOn(t, v, func(cfg *config.Config) {
+		cfg.Varnish.Targets = []config.Target{
 			{Admin: slow.addr, SecretFile: v.SecretFile},
 			{Admin: v.AdminAddr, SecretFile: v.SecretFile},
 		}
@@ -185,8 +186,8 @@ func TestOneDialPerRetry(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("unused by the fake\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := profiles.Default()
-	cfg.Varnish.Targets = []profiles.Target{{Admin: fake.Addr, SecretFile: secret}}
+	cfg := config.Default()
+	cfg.Varnish.Targets = []config.Target{{Admin: fake.Addr, SecretFile: secret}}
 	cfg.PollInterval = 0
 	clk := &clock{t: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
 	core, logs := observer.New(zapcore.InfoLevel)
@@ -318,9 +319,9 @@ func TestLoopServesWhileTargetStalls(t *testing.T) {
 // A port that refuses connections (a manager being restarted) is retried
 // once a poll, not after a backoff grown to maxBackoff.
 func TestBackoffCappedForRefusedConnections(t *testing.T) {
-	cfg := profiles.Default()
-	cfg.PollInterval = profiles.Duration(2 * time.Second)
-	cfg.Varnish.Targets = []profiles.Target{{Admin: varnishtest.FreeAddr(t), SecretFile: "/nonexistent"}}
+	cfg := config.Default()
+	cfg.PollInterval = timefmt.Duration(2 * time.Second)
+	cfg.Varnish.Targets = []config.Target{{Admin: varnishtest.FreeAddr(t), SecretFile: "/nonexistent"}}
 	c := &Controller{log: zap.NewNop(), opts: Options{Dial: func(string, string) (Target, error) { return nil, nil }}}
 	tgs, _ := c.makeTargets(cfg, nil)
 	tg := tgs[0]

@@ -18,9 +18,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 func hookScript(t *testing.T, name string) string {
@@ -56,7 +57,7 @@ func alive(pid int) bool {
 
 func TestHookRunsOnEachTransition(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "events")
-	r := newRig(t, func(cfg *profiles.Config) {
+	r := newRig(t, func(cfg *config.Config) {
 		cfg.Hooks.OnChange = []string{hookScript(t, "record.sh"), out, "second arg"}
 	})
 	ctx := context.Background()
@@ -98,9 +99,9 @@ func TestHookRunsOnEachTransition(t *testing.T) {
 func TestHangingHookIsKilledAndNeverHoldsTheLoop(t *testing.T) {
 	dir := t.TempDir()
 	const timeout = 8 * time.Second
-	r := newRig(t, func(cfg *profiles.Config) {
+	r := newRig(t, func(cfg *config.Config) {
 		cfg.Hooks.OnChange = []string{hookScript(t, "hang.sh"), dir}
-		cfg.Hooks.Timeout = profiles.Duration(timeout)
+		cfg.Hooks.Timeout = timefmt.Duration(timeout)
 	})
 	ctx := context.Background()
 	r.tick(t)
@@ -234,7 +235,7 @@ func TestWebhookExampleHook(t *testing.T) {
 func TestHookDoesNotInheritSystemdEnv(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "env")
-	r := newRig(t, func(cfg *profiles.Config) {
+	r := newRig(t, func(cfg *config.Config) {
 		cfg.Hooks.OnChange = []string{hookScript(t, "env.sh"), out}
 	})
 	// Set after the rig's varnishd started: only the daemon has them.

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -76,9 +77,9 @@ func gearOf(mode string, vcls []VCL) string {
 	for _, v := range vcls {
 		name := ""
 		switch {
-		case mode == profiles.ModeLabel && v.Name == profiles.Label:
+		case mode == config.ModeLabel && v.Name == profiles.Label:
 			name = v.Label
-		case mode != profiles.ModeLabel && v.Active:
+		case mode != config.ModeLabel && v.Active:
 			name = v.Name
 		}
 		if m := ownName.FindStringSubmatch(name); m != nil {

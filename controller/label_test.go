@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -53,8 +55,8 @@ func newLabelSite(t *testing.T) *labelSite {
 }
 
 // configure puts cfg in label mode with the origin as backend.
-func (s *labelSite) configure(cfg *profiles.Config) {
-	cfg.Varnish.Mode = profiles.ModeLabel
+func (s *labelSite) configure(cfg *config.Config) {
+	cfg.Varnish.Mode = config.ModeLabel
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(s.origin.URL, "http://"))
 	cfg.Backend.Host = host
 	cfg.Backend.Port, _ = strconv.Atoi(port)
@@ -248,10 +250,10 @@ func TestLabelModeKeepsRoutingThroughVarnishreload(t *testing.T) {
 	if _, err := r.v.Adm("vcl.label", "mine", old[state.Heavy].Name); err != nil {
 		t.Fatal(err)
 	}
-	r.next = func() (*profiles.Config, error) {
+	r.next = func() (*config.Config, error) {
 		cfg := testConfig(r.v)
 		site.configure(cfg)
-		cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour)
+		cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
 		return cfg, nil
 	}
 	if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil {
@@ -276,9 +278,9 @@ func TestLabelModeRecoversManagerRestart(t *testing.T) {
 	site := newLabelSite(t)
 	// What the admin runs once: profiles export, and varnishd started with
 	// -f '' -I gearshift.cli, booting with the label on light.
-	cfg := profiles.Default()
+	cfg := config.Default()
 	site.configure(cfg)
-	set, err := profiles.Build(cfg)
+	set, err := profiles.Build(cfg.Site())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,13 +173,13 @@ func (m *Metrics) forget(addr string) {
 	m.switches.DeleteLabelValues(addr)
 }
 
-// MetricsHandler serves the metrics of a daemon whose status is status,
-// with no event metrics counted: for tests and tools that have a status
-// only. status is called once per scrape; it must be safe for concurrent
-// use.
-func MetricsHandler(status func() Status) http.Handler {
+// MetricsHandler serves the metrics of a daemon whose status is status and
+// whose rules (and signals) are rules, with no event metrics counted: for
+// tests and tools that have a status only. status is called once per
+// scrape; it must be safe for concurrent use.
+func MetricsHandler(status func() Status, rules state.Config) http.Handler {
 	m := NewMetrics()
-	m.watch(status, func() state.Config { return state.Config{} })
+	m.watch(status, func() state.Config { return rules })
 	return m.Handler()
 }
 
@@ -240,7 +240,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descForced, boolean(s.Mode == "forced"))
 	gauge(descGearSince, unix(s.Since))
 	ch <- prometheus.MustNewConstMetric(descLogErrors, prometheus.CounterValue, float64(s.LogWriteErrors))
-	table := state.Table()
+	rules := src.rules()
+	table := rules.Signals.All()
 	if smp := s.Sample; smp != nil {
 		gauge(descSampleTime, unix(smp.Time))
 		for _, sig := range table {
@@ -253,7 +254,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descTargetUp, boolean(t.Reachable), t.Admin)
 		gauge(descTargetSync, boolean(t.InSync), t.Admin)
 	}
-	rules := src.rules()
 	for _, st := range state.All {
 		b := rules.Bands[st]
 		for _, r := range []struct {

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/promtest"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // scrape GETs the metrics of h in the text format.
@@ -50,7 +50,7 @@ func TestMetricsFromStatus(t *testing.T) {
 			{Admin: `10.0.0.2:6082"`, Reachable: false},
 		},
 	}
-	rules := state.Config{}
+	rules := state.Config{Signals: config.Default().ShownSignals()}
 	rules.Bands[state.Moderate].Enter = state.Rule{"load_per_cpu": 0.7, "mem_available_pct": 20}
 	rules.Bands[state.Heavy].Stay = state.Rule{"backend_ttfb_ms": 800}
 	m := NewMetrics()
@@ -132,9 +132,9 @@ func TestMetricsFromStatus(t *testing.T) {
 func TestMetricsFollowTheLoop(t *testing.T) {
 	m := NewMetrics()
 	var dead string
-	r := newRig(t, func(cfg *profiles.Config) {
+	r := newRig(t, func(cfg *config.Config) {
 		dead = "127.0.0.1:1" // nothing listens on tcpmux
-		cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
+		cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
 	}, withMetrics(m))
 	live := r.v.AdminAddr
 	r.tick(t)
@@ -148,7 +148,7 @@ func TestMetricsFollowTheLoop(t *testing.T) {
 	next := *r.cfg
 	next.States.Heavy.Enter = maps.Clone(next.States.Heavy.Enter)
 	next.States.Heavy.Enter["load_per_cpu"] = 3
-	r.next = func() (*profiles.Config, error) { return &next, nil }
+	r.next = func() (*config.Config, error) { return &next, nil }
 	if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil {
 		t.Fatalf("reload: %v", resp.err)
 	}
@@ -187,13 +187,13 @@ func TestMetricsRefusedReloadAddsNoTarget(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	withAdded := func(vcl string) func() (*profiles.Config, error) {
-		return func() (*profiles.Config, error) {
+	withAdded := func(vcl string) func() (*config.Config, error) {
+		return func() (*config.Config, error) {
 			cfg := testConfig(r.v)
 			if vcl != "" {
 				cfg.Profiles.Heavy.VCLFile = vcl
 			}
-			cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: added, SecretFile: r.v.SecretFile})
+			cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: added, SecretFile: r.v.SecretFile})
 			return cfg, nil
 		}
 	}
@@ -213,7 +213,7 @@ func TestMetricsRefusedReloadAddsNoTarget(t *testing.T) {
 	if out := scrape(t, m.Handler()); !strings.Contains(out, "gearshift_target_errors_total"+series) {
 		t.Fatalf("after a reload that added %s, metrics lack its errors series:\n%s", added, out)
 	}
-	r.next = func() (*profiles.Config, error) { return testConfig(r.v), nil }
+	r.next = func() (*config.Config, error) { return testConfig(r.v), nil }
 	if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil {
 		t.Fatalf("reload dropping %s: %v", added, resp.err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/controller/config"
 )
 
 // reload starts the new config and profiles, then retires the old: the new
@@ -40,6 +40,11 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reload profiles: %w", err)
 	}
+	signals, err := cfg.Signals()
+	if err != nil {
+		return fmt.Errorf("reload signals: %w", err)
+	}
+	rules := cfg.StateConfig(signals)
 	// A target with a sync in flight is not to be touched: wait for it
 	// (bounded by its command timeouts).
 	c.waitIdle()
@@ -90,9 +95,9 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	c.drop(c.targets, targets)
 	applyTimeouts()
 	c.cfg, c.set, c.targets = cfg, set, targets
-	c.machine.SetConfig(cfg.StateConfig(), time.Duration(cfg.FastWindow))
+	c.machine.SetConfig(rules, time.Duration(cfg.FastWindow))
 	c.configErr = ""
-	c.setRules(cfg)
+	c.rules.Store(&rules)
 	c.metrics.reloaded(true, c.now())
 	var profileNames []zap.Field
 	for _, p := range set {
@@ -143,7 +148,7 @@ func contains(ts []*target, t *target) bool {
 // listing profiles.session_cookies keeps 0.2's behaviour: a cookie not
 // listed is no session, and is stripped in moderate and heavy, which logs
 // out the users of any site whose session cookie the list lacks.
-func warnNarrowSessions(log *zap.Logger, cfg *profiles.Config) {
+func warnNarrowSessions(log *zap.Logger, cfg *config.Config) {
 	if len(cfg.Profiles.SessionCookies) == 0 {
 		return
 	}

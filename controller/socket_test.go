@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // fakeAPI records what the handler asked for.
@@ -336,7 +336,7 @@ func TestServersCloseIdleConnections(t *testing.T) {
 			return serve(ctx, ln, &fakeAPI{}, Access{adminGID: -1}, short)
 		}},
 		{"metrics", "tcp", func(ctx context.Context, ln net.Listener) error {
-			return serveMetrics(ctx, ln, MetricsHandler((&fakeAPI{}).Status), short)
+			return serveMetrics(ctx, ln, MetricsHandler((&fakeAPI{}).Status, state.Config{}), short)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -408,25 +408,25 @@ func TestChownGroupDoesNotFollowSymlinks(t *testing.T) {
 }
 
 // TestClientReadsTheLargestStatus: the status of as many targets as a
-// config may have (profiles.MaxTargets), each down with a long error, is
+// config may have (config.MaxTargets), each down with a long error, is
 // read by the client whole (status, check and force all read it).
 func TestClientReadsTheLargestStatus(t *testing.T) {
 	f := &fakeAPI{}
 	long := strings.Repeat("VCC-compiler failed: Symbol not found: 'x' ", 48)
-	for i := range profiles.MaxTargets {
+	for i := range config.MaxTargets {
 		f.targets = append(f.targets, TargetStatus{Admin: fmt.Sprintf("192.0.2.%d:%d", i%250, 6082+i), ActiveVCL: "gearshift-heavy-0123456789abcdef", Error: long})
 	}
 	path := serveSocket(t, f)
 	c := NewClient(path)
 	s, err := c.Status(context.Background())
 	if err != nil {
-		t.Fatalf("Status of %d targets: %v", profiles.MaxTargets, err)
+		t.Fatalf("Status of %d targets: %v", config.MaxTargets, err)
 	}
-	if len(s.Targets) != profiles.MaxTargets || s.Targets[profiles.MaxTargets-1].Error != long {
+	if len(s.Targets) != config.MaxTargets || s.Targets[config.MaxTargets-1].Error != long {
 		t.Fatalf("Status has %d targets", len(s.Targets))
 	}
 	s, err = c.Force(context.Background(), state.Heavy, 0)
-	if err != nil || len(s.Targets) != profiles.MaxTargets {
+	if err != nil || len(s.Targets) != config.MaxTargets {
 		t.Fatalf("Force: %v", err)
 	}
 }

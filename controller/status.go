@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-
-	"github.com/gearshift/gearshift/controller/state"
 )
 
 // Status is the body of GET /v1/status and of `gearshift status --json`
@@ -44,11 +42,14 @@ type SampleStatus struct {
 	Load15   float64
 	Runnable float64
 	CPUs     int
-	// Signals holds each signal of the table by name, nil when unavailable.
-	// In JSON they follow "cpus" as fields of their own, in the order of
-	// the table: "load_per_cpu", "mem_available_pct", "psi_cpu", … (null
-	// when unavailable).
+	// Signals holds each signal of the daemon's set by name, nil when
+	// unavailable. In JSON they follow "cpus" as fields of their own, in
+	// Order: "load_per_cpu", "mem_available_pct", "psi_cpu", … (null when
+	// unavailable).
 	Signals map[string]*float64
+	// Order is the order of the signals in JSON: the daemon's signal set's.
+	// Signals not in it follow by name. Reading JSON keeps its order.
+	Order []string
 }
 
 // Signal returns the value of the signal name, false when it is unavailable.
@@ -59,8 +60,20 @@ func (s *SampleStatus) Signal(name string) (float64, bool) {
 	return 0, false
 }
 
-// MarshalJSON writes the sample's figures, then every signal of the table
-// in its order, then any other signal the sample carries, by name.
+// fields are the sample's own figures, in JSON order: what precedes the
+// signals.
+func (s *SampleStatus) fields() []struct {
+	name string
+	v    any
+} {
+	return []struct {
+		name string
+		v    any
+	}{{"time", &s.Time}, {"load1", &s.Load1}, {"load5", &s.Load5}, {"load15", &s.Load15}, {"runnable", &s.Runnable}, {"cpus", &s.CPUs}}
+}
+
+// MarshalJSON writes the sample's figures, then every signal in Order, then
+// any other signal the sample carries, by name.
 func (s SampleStatus) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	field := func(name string, v any) error {
@@ -79,23 +92,19 @@ func (s SampleStatus) MarshalJSON() ([]byte, error) {
 		b.Write(val)
 		return nil
 	}
-	for _, f := range []struct {
-		name string
-		v    any
-	}{{"time", s.Time}, {"load1", s.Load1}, {"load5", s.Load5}, {"load15", s.Load15}, {"runnable", s.Runnable}, {"cpus", s.CPUs}} {
+	for _, f := range s.fields() {
 		if err := field(f.name, f.v); err != nil {
 			return nil, err
 		}
 	}
-	names := state.SignalNames()
 	var extra []string
 	for k := range s.Signals {
-		if !slices.Contains(names, k) {
+		if !slices.Contains(s.Order, k) {
 			extra = append(extra, k)
 		}
 	}
 	sort.Strings(extra)
-	for _, name := range append(names, extra...) {
+	for _, name := range append(slices.Clone(s.Order), extra...) {
 		if err := field(name, s.Signals[name]); err != nil {
 			return nil, err
 		}
@@ -105,42 +114,45 @@ func (s SampleStatus) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads what MarshalJSON writes; every field other than the
-// sample's figures is a signal.
+// sample's figures is a signal, and Order is the order they come in.
 func (s *SampleStatus) UnmarshalJSON(data []byte) error {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return err
-	}
 	*s = SampleStatus{Signals: map[string]*float64{}}
-	for k, raw := range fields {
-		var dst any
-		switch k {
-		case "time":
-			dst = &s.Time
-		case "load1":
-			dst = &s.Load1
-		case "load5":
-			dst = &s.Load5
-		case "load15":
-			dst = &s.Load15
-		case "runnable":
-			dst = &s.Runnable
-		case "cpus":
-			dst = &s.CPUs
-		default:
-			var v *float64
-			if err := json.Unmarshal(raw, &v); err != nil {
+	own := map[string]any{}
+	for _, f := range s.fields() {
+		own[f.name] = f.v
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("sample: want an object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		k, _ := t.(string)
+		if dst, ok := own[k]; ok {
+			if err := dec.Decode(dst); err != nil {
 				return fmt.Errorf("sample field %s: %w", k, err)
 			}
-			s.Signals[k] = v
 			continue
 		}
-		if err := json.Unmarshal(raw, dst); err != nil {
+		var v *float64
+		if err := dec.Decode(&v); err != nil {
 			return fmt.Errorf("sample field %s: %w", k, err)
 		}
+		if _, dup := s.Signals[k]; !dup {
+			s.Order = append(s.Order, k)
+		}
+		s.Signals[k] = v
 	}
 	return nil
 }
+
+var (
+	_ json.Marshaler   = SampleStatus{}
+	_ json.Unmarshaler = (*SampleStatus)(nil)
+)
 
 // TargetStatus is one Varnish instance as the daemon last saw it.
 type TargetStatus struct {

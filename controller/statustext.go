@@ -7,16 +7,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
 // WriteText writes the status as `gearshift status` shows it: what an
-// operator needs at 3 AM, in the order they ask for it. th adds the
-// thresholds next to the inputs (nil: unknown). Times are shown in now's
-// location.
-func (s *Status) WriteText(w io.Writer, th *state.Config, now time.Time) {
+// operator needs at 3 AM, in the order they ask for it. set describes the
+// signals (the config's), th adds the thresholds next to them (nil:
+// unknown). Times are shown in now's location.
+func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now time.Time) {
 	loc := now.Location()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
@@ -37,7 +38,7 @@ func (s *Status) WriteText(w io.Writer, th *state.Config, now time.Time) {
 	fmt.Fprintf(tw, "why\t%s\n", s.Reason)
 
 	if sm := s.Sample; sm != nil {
-		for _, l := range signalLines(sm, th) {
+		for _, l := range signalLines(sm, set, th) {
 			fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
 		}
 		fmt.Fprintf(tw, "load\t%.2f %.2f %.2f, %s runnable, %d CPUs (sampled %s ago)\n",
@@ -53,7 +54,7 @@ func (s *Status) WriteText(w io.Writer, th *state.Config, now time.Time) {
 		}
 		var line string
 		on := "active " + orNone(t.ActiveVCL)
-		if s.VarnishMode == profiles.ModeLabel {
+		if s.VarnishMode == config.ModeLabel {
 			on = "label " + profiles.Label + " on " + orNone(t.LabelVCL) + " (active " + orNone(t.ActiveVCL) + ")"
 		}
 		switch {
@@ -85,10 +86,10 @@ func (s *Status) WriteText(w io.Writer, th *state.Config, now time.Time) {
 }
 
 // signalLines renders the signals of the sample as rows of label and text,
-// in the order of the table; signals that share a row are shown side by
+// in the order of set; signals that share a row are shown side by
 // side ("cpu 12.5%, mem 0.0%"). A row none of whose signals is available
 // says so, or is left out.
-func signalLines(sm *SampleStatus, th *state.Config) [][2]string {
+func signalLines(sm *SampleStatus, set *state.Set, th *state.Config) [][2]string {
 	type row struct {
 		label, absent string
 		parts         []string
@@ -96,7 +97,7 @@ func signalLines(sm *SampleStatus, th *state.Config) [][2]string {
 	}
 	var rows []*row
 	byLabel := map[string]*row{}
-	for _, sig := range state.Table() {
+	for _, sig := range set.All() {
 		r := byLabel[sig.Line()]
 		if r == nil {
 			r = &row{label: sig.Line()}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/golden"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 func pf64(v float64) *float64 { return &v }
@@ -37,7 +37,11 @@ func TestStatusGolden(t *testing.T) {
 			UptimeSeconds: 3600,
 		}
 	}
-	sc := profiles.Default().StateConfig()
+	signals, err := config.Default().Signals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := config.Default().StateConfig(signals)
 	tests := []struct {
 		name   string
 		status func() Status
@@ -93,7 +97,7 @@ func TestStatusGolden(t *testing.T) {
 			if !tc.thresh {
 				th = nil
 			}
-			s.WriteText(&buf, th, now)
+			s.WriteText(&buf, signals, th, now)
 			golden.Check(t, filepath.Join("status", tc.name+".txt"), buf.Bytes())
 		})
 	}

@@ -8,9 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // Benchmarks of a gear switch as the daemon makes it, against real varnishd
@@ -99,13 +100,13 @@ func BenchmarkCompileAtSwitch(b *testing.B) {
 }
 
 // benchConfig is a default config driving vs, with no ticker.
-func benchConfig(vs []*varnishtest.Varnish) *profiles.Config {
-	cfg := profiles.Default()
+func benchConfig(vs []*varnishtest.Varnish) *config.Config {
+	cfg := config.Default()
 	cfg.Varnish.Targets = nil
 	for _, v := range vs {
-		cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: v.AdminAddr, SecretFile: v.SecretFile})
+		cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: v.AdminAddr, SecretFile: v.SecretFile})
 	}
-	cfg.Varnish.Timeout = profiles.Duration(60 * time.Second) // compiles on a busy machine
+	cfg.Varnish.Timeout = timefmt.Duration(60 * time.Second) // compiles on a busy machine
 	cfg.PollInterval = 0
 	return cfg
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -84,7 +85,7 @@ type target struct {
 // cfg's mode and timeouts. A reload calls apply at its commit point only, so that
 // one that fails leaves the running targets as they were; new targets get
 // them at once.
-func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) (ts []*target, apply func()) {
+func (c *Controller) makeTargets(cfg *config.Config, old []*target) (ts []*target, apply func()) {
 	timeout := time.Duration(cfg.Varnish.Timeout)
 	if timeout <= 0 {
 		timeout = 2 * time.Second
@@ -128,7 +129,7 @@ func (c *Controller) makeTargets(cfg *profiles.Config, old []*target) (ts []*tar
 func (t *target) status(want string) TargetStatus {
 	if t.busy {
 		st := t.shown
-		if on := st.ActiveVCL; on != want && (t.mode != profiles.ModeLabel || st.LabelVCL != want) {
+		if on := st.ActiveVCL; on != want && (t.mode != config.ModeLabel || st.LabelVCL != want) {
 			st.InSync = false
 			if st.Error == "" {
 				st.Error = "busy with an earlier command (slow to answer?): it follows once that ends"
@@ -154,7 +155,7 @@ func (t *target) statusNow(want string) TargetStatus {
 		Child:        t.child,
 		Error:        err,
 	}
-	if t.mode == profiles.ModeLabel {
+	if t.mode == config.ModeLabel {
 		st.LabelVCL = t.label
 		st.InSync = t.inSync && t.label == want
 	}
@@ -202,7 +203,7 @@ func (t *target) connect() error {
 // sync makes the target's active VCL set[want]. It returns the switch time
 // in ms when it switched. Errors are recorded on the target and retried
 // with backoff.
-func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want state.State) (float64, bool) {
+func (t *target) sync(ctx context.Context, now time.Time, set *profiles.Set, want state.State) (float64, bool) {
 	if t.failures > 0 && now.Before(t.retryAt) {
 		return 0, false
 	}
@@ -229,7 +230,7 @@ func (t *target) sync(ctx context.Context, now time.Time, set *ProfileSet, want 
 	return ms, switched
 }
 
-func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, want state.State) (float64, bool, error) {
+func (t *target) reconcile(ctx context.Context, now time.Time, set *profiles.Set, want state.State) (float64, bool, error) {
 	vcls, err := t.list(ctx)
 	if err != nil {
 		return 0, false, err
@@ -285,7 +286,7 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *ProfileSet, 
 	}
 	var ms float64
 	var switched bool
-	if t.mode == profiles.ModeLabel {
+	if t.mode == config.ModeLabel {
 		ms, switched, err = t.syncLabel(ctx, now, vcls, desired, want)
 	} else {
 		ms, switched, err = t.syncActive(ctx, now, active, desired, want)
@@ -349,18 +350,18 @@ const foreignHint = "gearshift keeps its profile active in varnish.mode active; 
 // that nothing references: not the active VCL, not the target of any
 // label (Varnish refuses those). labelled is what the label gearshift
 // points to now, whatever vcls said before a relabel.
-func (t *target) discardStale(ctx context.Context, vcls []VCL, set *ProfileSet, labelled string) error {
+func (t *target) discardStale(ctx context.Context, vcls []VCL, set *profiles.Set, labelled string) error {
 	keep := map[string]bool{}
 	for _, p := range set {
 		keep[p.Name] = true
 	}
 	for _, v := range vcls {
-		if v.Label != "" && (v.Name != profiles.Label || t.mode != profiles.ModeLabel) {
+		if v.Label != "" && (v.Name != profiles.Label || t.mode != config.ModeLabel) {
 			keep[v.Label] = true
 		}
 	}
 	keep[t.active] = true // as it is now, after a switch
-	if t.mode == profiles.ModeLabel {
+	if t.mode == config.ModeLabel {
 		keep[labelled] = true
 	}
 	for _, v := range vcls {
@@ -419,7 +420,7 @@ func (t *target) checkChild(ctx context.Context) error {
 	return nil
 }
 
-func (t *target) load(ctx context.Context, p Profile) error {
+func (t *target) load(ctx context.Context, p profiles.Profile) error {
 	cctx, cancel := t.cmdCtx(ctx, true)
 	defer cancel()
 	if err := t.conn.VCLInline(cctx, p.Name, p.VCL, "warm"); err != nil {
@@ -471,7 +472,7 @@ func isCommandError(err error) bool {
 
 // preload loads the profiles of set into a connected, healthy target, and
 // returns the names it loaded (to be discarded if the reload is abandoned).
-func (t *target) preload(ctx context.Context, set *ProfileSet) ([]string, error) {
+func (t *target) preload(ctx context.Context, set *profiles.Set) ([]string, error) {
 	if t.conn == nil || t.failures > 0 {
 		return nil, nil
 	}

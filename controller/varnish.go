@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -139,15 +140,5 @@ func mark(err error) error {
 	return err
 }
 
-// BuildProfiles is the BuildFunc of the daemon: profiles.Build.
-func BuildProfiles(cfg *profiles.Config) (ProfileSet, error) {
-	set, err := profiles.Build(cfg)
-	if err != nil {
-		return ProfileSet{}, err
-	}
-	var ps ProfileSet
-	for i, p := range set {
-		ps[i] = Profile{State: p.State, Name: p.Name, VCL: p.VCL}
-	}
-	return ps, nil
-}
+// BuildProfiles is the BuildFunc of the daemon: the config's profiles.
+func BuildProfiles(cfg *config.Config) (profiles.Set, error) { return profiles.Build(cfg.Site()) }

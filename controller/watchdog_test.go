@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // hangingSensor blocks in Sample while hang is set, telling entered.
@@ -32,9 +33,9 @@ func (h *hangingSensor) Sample(ctx context.Context) (sensor.Sample, error) {
 // The keep-alives come from the loop: READY=1 after the first poll, then
 // WATCHDOG=1 while it runs, none while a tick hangs.
 func TestLoopSendsWatchdog(t *testing.T) {
-	cfg := profiles.Default()
-	cfg.Varnish.Targets = []profiles.Target{{Admin: "127.0.0.1:1", SecretFile: "/nonexistent"}}
-	cfg.PollInterval = profiles.Duration(50 * time.Millisecond)
+	cfg := config.Default()
+	cfg.Varnish.Targets = []config.Target{{Admin: "127.0.0.1:1", SecretFile: "/nonexistent"}}
+	cfg.PollInterval = timefmt.Duration(50 * time.Millisecond)
 	msgs := make(chan string, 1024)
 	hs := &hangingSensor{entered: make(chan struct{})}
 	c, err := New(Options{

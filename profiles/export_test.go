@@ -16,7 +16,7 @@ import (
 )
 
 func TestExportFiles(t *testing.T) {
-	set, err := Build(Default())
+	set, err := Build(*defaultSite())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestExportFiles(t *testing.T) {
 // profile is active under its gearshift name before gearshift connects.
 func TestExportBootsVarnish(t *testing.T) {
 	o := newOrigin(t)
-	set, err := Build(testConfig(o))
+	set, err := Build(*testConfig(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestExportBootsVarnish(t *testing.T) {
 // TestExportBrokenStillBoots: a broken or missing exported file does not
 // keep Varnish from starting; it boots into its -f VCL.
 func TestExportBrokenStillBoots(t *testing.T) {
-	set, err := Build(Default())
+	set, err := Build(*defaultSite())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestExportBrokenStillBoots(t *testing.T) {
 // the site's requests are served by that gear's profile.
 func TestExportLabelBootsVarnish(t *testing.T) {
 	o := newOrigin(t)
-	set, err := Build(testConfig(o))
+	set, err := Build(*testConfig(o))
 	if err != nil {
 		t.Fatal(err)
 	}

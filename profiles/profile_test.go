@@ -20,6 +20,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // origin is a test backend. What it answers is driven by the query string:
@@ -306,17 +307,22 @@ func eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Errorf("timed out waiting for %s", what)
 }
 
-func render(tb testing.TB, cfg *Config, s state.State) string {
+func render(tb testing.TB, cfg *Site, s state.State) string {
 	tb.Helper()
-	text, err := Render(cfg, s)
+	text, err := Render(*cfg, s)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return text
 }
 
-func testConfig(o *origin) *Config {
-	cfg := Default()
+// defaultSite is what the profiles are built from with gearshift's defaults.
+func defaultSite() *Site {
+	return &Site{Options: DefaultOptions(), Backend: DefaultBackend}
+}
+
+func testConfig(o *origin) *Site {
+	cfg := defaultSite()
 	cfg.Backend = Backend{Host: "127.0.0.1", Port: o.port()}
 	return cfg
 }
@@ -332,19 +338,19 @@ func TestGearsAgainstVarnish(t *testing.T) {
 
 	cfg := testConfig(o)
 	other := testConfig(o)
-	other.Profiles.PurgeACL = []string{"192.0.2.0/24"}
-	other.Profiles.ExposeHeaders = false
-	other.Profiles.NormalizeHost = false
+	other.Options.PurgeACL = []string{"192.0.2.0/24"}
+	other.Options.ExposeHeaders = false
+	other.Options.NormalizeHost = false
 	strict := testConfig(o)
-	strict.Profiles.ModerateHeuristicTTL = 0
+	strict.Options.ModerateHeuristicTTL = 0
 	apikey := testConfig(o)
-	apikey.Profiles.PassHeaders = []string{"X-Api-Key"}
+	apikey.Options.PassHeaders = []string{"X-Api-Key"}
 	short := testConfig(down)
-	short.Profiles.HeavyMinTTL = Duration(2 * time.Second)
-	short.Profiles.HeavySessionTTL = Duration(2 * time.Second)
-	short.Profiles.HeavyGrace = Duration(10 * time.Minute)
+	short.Options.HeavyMinTTL = timefmt.Duration(2 * time.Second)
+	short.Options.HeavySessionTTL = timefmt.Duration(2 * time.Second)
+	short.Options.HeavyGrace = timefmt.Duration(10 * time.Minute)
 	strip := testConfig(o)
-	strip.Profiles.StripSetCookies = []string{"PHPSESSID"}
+	strip.Options.StripSetCookies = []string{"PHPSESSID"}
 
 	g := loadGears(t, map[string]string{
 		"light":          render(t, cfg, state.Light),

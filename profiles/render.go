@@ -34,13 +34,13 @@ type Profile struct {
 type Set [len(state.All)]Profile
 
 // Build renders each gear's profile, or reads its vcl_file verbatim when one
-// is configured. cfg must be validated (Load, Parse and Validate do): the
+// is configured. site must be checked (the config's validation does): the
 // rendering trusts it. Errors name the config key at fault.
-func Build(cfg *Config) (Set, error) {
+func Build(site Site) (Set, error) {
 	var set Set
 	for _, s := range state.All {
 		p := Profile{State: s, Source: SourceBuiltin}
-		if file := cfg.Profiles.Sources()[s].VCLFile; file != "" {
+		if file := site.Options.Sources()[s].VCLFile; file != "" {
 			b, err := os.ReadFile(file)
 			if err != nil {
 				return Set{}, fmt.Errorf("profiles.%s.vcl_file: %w", s, err)
@@ -48,12 +48,12 @@ func Build(cfg *Config) (Set, error) {
 			// Validate says so too; this also covers a config used
 			// without it, so Varnish never compiles (and quotes) a
 			// file that is no VCL.
-			if err := cfg.checkVCLFile(file, b); err != nil {
+			if err := site.CheckVCLFile(file, b); err != nil {
 				return Set{}, fmt.Errorf("profiles.%s.vcl_file: %w", s, err)
 			}
 			p.VCL, p.Source = string(b), file
 		} else {
-			text, err := Render(cfg, s)
+			text, err := Render(site, s)
 			if err != nil {
 				return Set{}, err
 			}
@@ -72,13 +72,13 @@ func Name(s state.State, vcl string) string {
 	return NamePrefix + s.String() + "-" + hex.EncodeToString(sum[:4])
 }
 
-// Render returns the built-in VCL of gear s filled in with cfg's values. It
-// ignores vcl_file; see Build. cfg must be validated.
-func Render(cfg *Config, s state.State) (string, error) {
+// Render returns the built-in VCL of gear s filled in with site's values.
+// It ignores vcl_file; see Build. site must be checked.
+func Render(site Site, s state.State) (string, error) {
 	if !s.Valid() {
 		return "", fmt.Errorf("render profile: unknown state %d", int(s))
 	}
-	d, err := newVCLData(cfg, s)
+	d, err := newVCLData(site, s)
 	if err != nil {
 		return "", err
 	}
@@ -157,17 +157,17 @@ func (d *vclData) funcs() template.FuncMap {
 	}
 }
 
-func newVCLData(cfg *Config, s state.State) (*vclData, error) {
-	p := &cfg.Profiles
+func newVCLData(site Site, s state.State) (*vclData, error) {
+	p := &site.Options
 	d := &vclData{
 		State:         s.String(),
 		Summary:       summaries[s],
-		BackendHost:   cfg.Backend.Host,
-		BackendPort:   cfg.Backend.Port,
+		BackendHost:   site.Backend.Host,
+		BackendPort:   site.Backend.Port,
 		NormalizeHost: p.NormalizeHost,
 		ExposeHeaders: p.ExposeHeaders,
 	}
-	// cfg is validated (Config.Validate): the checks live there alone.
+	// site is checked (Options.Check): the checks live there alone.
 	d.StaticTTL = vclDuration(time.Duration(p.StaticTTL))
 	d.HeavyMinTTL = vclDuration(time.Duration(p.HeavyMinTTL))
 	d.HeavySessionTTL = vclDuration(time.Duration(p.HeavySessionTTL))

@@ -12,6 +12,7 @@ import (
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // TestRenderGolden pins the VCL rendered from the default config. Run
@@ -20,7 +21,7 @@ import (
 func TestRenderGolden(t *testing.T) {
 	for _, s := range state.All {
 		t.Run(s.String(), func(t *testing.T) {
-			got := render(t, Default(), s)
+			got := render(t, defaultSite(), s)
 			golden.Check(t, filepath.Join("golden", s.String()+".vcl"), []byte(got))
 		})
 	}
@@ -33,29 +34,29 @@ func TestRenderCompiles(t *testing.T) {
 	dir := searchableTempDir(t)
 	for _, tc := range []struct {
 		name string
-		edit func(*Config)
+		edit func(*Site)
 	}{
-		{"defaults", func(*Config) {}},
-		{"empty lists", func(c *Config) {
-			c.Profiles.SessionCookies = nil
-			c.Profiles.StaticExtensions = nil
-			c.Profiles.NeverCache = nil
-			c.Profiles.PurgeACL = nil
+		{"defaults", func(*Site) {}},
+		{"empty lists", func(c *Site) {
+			c.Options.SessionCookies = nil
+			c.Options.StaticExtensions = nil
+			c.Options.NeverCache = nil
+			c.Options.PurgeACL = nil
 		}},
-		{"switches off", func(c *Config) {
-			c.Profiles.NormalizeHost = false
-			c.Profiles.ExposeHeaders = false
-			c.Profiles.HeavyGrace = 0
+		{"switches off", func(c *Site) {
+			c.Options.NormalizeHost = false
+			c.Options.ExposeHeaders = false
+			c.Options.HeavyGrace = 0
 		}},
-		{"odd values", func(c *Config) {
+		{"odd values", func(c *Site) {
 			c.Backend = Backend{Host: "::1", Port: 8081}
-			c.Profiles.PurgeACL = []string{"10.1.2.3/8", "2001:db8::/32", "192.0.2.7"}
-			c.Profiles.SessionCookies = []string{"a.b-c", `x\*y`, "[!0-9]?{3}*", "[A-Z_]{8}"}
-			c.Profiles.NeverCache = []string{`^/(?:shop|basket)/`, `\?add-to-cart=`, `(?i)\.php$`}
-			c.Profiles.HeavySessionTTL = Duration(1500 * time.Millisecond)
+			c.Options.PurgeACL = []string{"10.1.2.3/8", "2001:db8::/32", "192.0.2.7"}
+			c.Options.SessionCookies = []string{"a.b-c", `x\*y`, "[!0-9]?{3}*", "[A-Z_]{8}"}
+			c.Options.NeverCache = []string{`^/(?:shop|basket)/`, `\?add-to-cart=`, `(?i)\.php$`}
+			c.Options.HeavySessionTTL = timefmt.Duration(1500 * time.Millisecond)
 		}},
 	} {
-		cfg := Default()
+		cfg := defaultSite()
 		tc.edit(cfg)
 		for _, s := range state.All {
 			t.Run(tc.name+"/"+s.String(), func(t *testing.T) {
@@ -170,9 +171,9 @@ func TestBuild(t *testing.T) {
 	if err := os.WriteFile(mine, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Default()
-	cfg.Profiles.Moderate.VCLFile = mine
-	set, err := Build(cfg)
+	cfg := defaultSite()
+	cfg.Options.Moderate.VCLFile = mine
+	set, err := Build(*cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,17 +188,17 @@ func TestBuild(t *testing.T) {
 	if set[state.Moderate].VCL != text || set[state.Moderate].Source != mine {
 		t.Errorf("moderate = %+v, want the file verbatim", set[state.Moderate])
 	}
-	if set[state.Light].Source != SourceBuiltin || set[state.Light].VCL != render(t, Default(), state.Light) {
+	if set[state.Light].Source != SourceBuiltin || set[state.Light].VCL != render(t, defaultSite(), state.Light) {
 		t.Errorf("light is not the built-in profile")
 	}
 
-	again, err := Build(cfg)
+	again, err := Build(*cfg)
 	if err != nil || again != set {
 		t.Errorf("Build is not deterministic: %v", err)
 	}
 
-	cfg.Profiles.Heavy.VCLFile = filepath.Join(dir, "missing.vcl")
-	_, err = Build(cfg)
+	cfg.Options.Heavy.VCLFile = filepath.Join(dir, "missing.vcl")
+	_, err = Build(*cfg)
 	if err == nil || !strings.HasPrefix(err.Error(), "profiles.heavy.vcl_file: open ") || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("Build with a missing file: %v", err)
 	}
@@ -207,7 +208,7 @@ func TestBuild(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("s3cr3t\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Varnish.Targets = []Target{{Admin: "127.0.0.1:6082", SecretFile: secret}}
+	cfg.SecretFiles = []string{secret}
 	for file, want := range map[string]string{
 		secret:        "profiles.heavy.vcl_file: " + secret + " is the admin secret of varnish.targets[0]",
 		mine + ".txt": "profiles.heavy.vcl_file: " + mine + ".txt is not a VCL program",
@@ -215,8 +216,8 @@ func TestBuild(t *testing.T) {
 		if err := os.WriteFile(mine+".txt", []byte("s3cr3t and no declaration\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Profiles.Heavy.VCLFile = file
-		_, err = Build(cfg)
+		cfg.Options.Heavy.VCLFile = file
+		_, err = Build(*cfg)
 		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("Build with vcl_file %s: %v, want %q...", file, err, want)
 		}
@@ -225,13 +226,13 @@ func TestBuild(t *testing.T) {
 
 // TestRenderValues checks that config values land where they belong.
 func TestRenderValues(t *testing.T) {
-	cfg := Default()
+	cfg := defaultSite()
 	cfg.Backend = Backend{Host: "10.0.0.5", Port: 8088}
-	cfg.Profiles.StaticTTL = Duration(90 * time.Second)
-	cfg.Profiles.HeavyMinTTL = Duration(5 * time.Minute)
-	cfg.Profiles.HeavySessionTTL = Duration(1500 * time.Millisecond)
-	cfg.Profiles.HeavyGrace = Duration(time.Hour)
-	cfg.Profiles.ExposeHeaders = false
+	cfg.Options.StaticTTL = timefmt.Duration(90 * time.Second)
+	cfg.Options.HeavyMinTTL = timefmt.Duration(5 * time.Minute)
+	cfg.Options.HeavySessionTTL = timefmt.Duration(1500 * time.Millisecond)
+	cfg.Options.HeavyGrace = timefmt.Duration(time.Hour)
+	cfg.Options.ExposeHeaders = false
 	heavy := render(t, cfg, state.Heavy)
 	for _, want := range []string{
 		`.host = "10.0.0.5";`, `.port = "8088";`,
@@ -244,8 +245,8 @@ func TestRenderValues(t *testing.T) {
 	if strings.Contains(heavy, "X-Gearshift-Profile") || strings.Contains(heavy, "resp.http.X-Cache") {
 		t.Error("expose_headers false, yet the VCL sets the headers")
 	}
-	cfg.Profiles.PassHeaders = []string{"X-Api-Key"}
-	cfg.Profiles.ModerateHeuristicTTL = Duration(45 * time.Second)
+	cfg.Options.PassHeaders = []string{"X-Api-Key"}
+	cfg.Options.ModerateHeuristicTTL = timefmt.Duration(45 * time.Second)
 	for _, s := range state.All {
 		text := render(t, cfg, s)
 		// A custom list adds to Authorization, which every gear passes.
@@ -261,8 +262,8 @@ func TestRenderValues(t *testing.T) {
 	if moderate := render(t, cfg, state.Moderate); !strings.Contains(moderate, "set beresp.ttl = 45s;") {
 		t.Error("moderate VCL lacks moderate_heuristic_ttl")
 	}
-	cfg.Profiles.ModerateHeuristicTTL = 0
-	cfg.Profiles.PassHeaders = nil
+	cfg.Options.ModerateHeuristicTTL = 0
+	cfg.Options.PassHeaders = nil
 	moderate := render(t, cfg, state.Moderate)
 	if strings.Contains(moderate, "heuristic freshness") {
 		t.Error("moderate_heuristic_ttl 0 still rendered")
@@ -270,5 +271,33 @@ func TestRenderValues(t *testing.T) {
 	// An empty pass_headers list still passes Authorization.
 	if !strings.Contains(moderate, "if (req.http.Authorization) {") {
 		t.Error("an empty pass_headers list stops passing Authorization")
+	}
+}
+
+func TestHasVCLDeclaration(t *testing.T) {
+	for text, want := range map[string]bool{
+		"vcl 4.1;":                          true,
+		"vcl 4.0;\nbackend default none;":   true,
+		"\ufeffvcl 4.1;":                    false,
+		"  \n\tvcl  4.1  ;":                 true,
+		"# c\n// c\n/* a\n b */vcl 4.1;":    true,
+		"/* unterminated vcl 4.1;":          false,
+		"# only a comment":                  false,
+		"":                                  false,
+		"vcl 4.2;":                          false,
+		"vcl 4.1":                           false,
+		"vcl4.1;":                           false,
+		"VCL 4.1;":                          false,
+		"backend default none;\nvcl 4.1;":   false,
+		"s3cr3t\n":                          false,
+		"vcl 4.10;":                         false,
+		"/* */ /* */ vcl 4.1;":              true,
+		"# c vcl 4.1;":                      false,
+		"#c\r\nvcl 4.0;":                    true,
+		"vcl 4.1;garbage is the compiler's": true,
+	} {
+		if got := hasVCLDeclaration([]byte(text)); got != want {
+			t.Errorf("hasVCLDeclaration(%q) = %v, want %v", text, got, want)
+		}
 	}
 }

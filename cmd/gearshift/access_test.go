@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/testenv"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // nobody is the unprivileged user of Debian's base system, and nogroup its group.
@@ -55,7 +55,7 @@ func openToOthers(tb testing.TB, paths ...string) {
 // (SO_PEERCRED). A check that may not open the socket is UNKNOWN.
 func TestControlAccessByPeer(t *testing.T) {
 	testenv.RequireRoot(t, "running commands as nobody")
-	d := startDaemon(t, func(cfg *profiles.Config) { cfg.Control.Group = "nogroup" })
+	d := startDaemon(t, func(cfg *config.Config) { cfg.Control.Group = "nogroup" })
 	openToOthers(t, gearshiftBin, d.configPath, d.cfg.Control.Socket)
 	nb := func(args ...string) (string, string, int) {
 		t.Helper()
@@ -90,7 +90,7 @@ func TestControlAccessByPeer(t *testing.T) {
 
 	// A member of control.admin_group may reload and change the gear,
 	// though the admin secret (0600, root's) is not for it to read.
-	a := startDaemon(t, func(cfg *profiles.Config) {
+	a := startDaemon(t, func(cfg *config.Config) {
 		cfg.Control.Group, cfg.Control.AdminGroup = "nogroup", "nogroup"
 	})
 	openToOthers(t, a.configPath, a.cfg.Control.Socket, a.cfg.PIDFile)

@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/health"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // defaultStartWait bounds how long start (and check --restart) waits for a
@@ -104,27 +104,27 @@ func (a *app) check(ctx context.Context, o health.Options) (int, error) {
 // reload judges the file the same way before it asks the daemon (whose
 // answer is the verdict): a member of control.admin_group may not read
 // the admin secret either.
-func (a *app) checkConfig() (*profiles.Config, error) {
-	b, err := profiles.ReadConfigFile(a.configPath)
+func (a *app) checkConfig() (*config.Config, error) {
+	b, err := config.ReadConfigFile(a.configPath)
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrNotExist) && !a.configSet:
-		return profiles.Default(), nil
+		return config.Default(), nil
 	case errors.Is(err, os.ErrPermission):
-		return profiles.Default(), nil
+		return config.Default(), nil
 	default:
-		return profiles.Default(), err
+		return config.Default(), err
 	}
-	cfg, err := profiles.ParseSettings(b)
+	cfg, err := config.ParseSettings(b)
 	if err == nil {
 		return cfg, nil
 	}
-	var ce *profiles.Error
+	var ce *config.Error
 	if errors.As(err, &ce) {
 		ce.File = a.configPath
 	}
-	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
+	if lenient, lerr := config.LoadLenient(a.configPath); lerr == nil {
 		return lenient, err
 	}
-	return profiles.Default(), err
+	return config.Default(), err
 }

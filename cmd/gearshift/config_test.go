@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/golden"
 	"github.com/gearshift/gearshift/internal/testenv"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // opsConfigFile writes a config document into a temp dir; $DIR in doc
@@ -111,14 +111,14 @@ func TestExampleConfig(t *testing.T) {
 	}
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("x\n"), 0o600)
-	def := profiles.Default()
+	def := config.Default()
 	def.Varnish.Targets[0].SecretFile = secret
 	want, _ := def.YAML()
 	for name, doc := range map[string]string{
 		"as shipped":  string(b),
 		"uncommented": uncommentRE.ReplaceAllString(string(b), "$1$2"),
 	} {
-		cfg, err := profiles.Parse([]byte(strings.ReplaceAll(doc, "/etc/varnish/secret", secret)))
+		cfg, err := config.Parse([]byte(strings.ReplaceAll(doc, "/etc/varnish/secret", secret)))
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue

@@ -23,7 +23,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -35,7 +37,7 @@ type daemon struct {
 	t          *testing.T
 	cmd        *exec.Cmd
 	configPath string
-	cfg        *profiles.Config
+	cfg        *config.Config
 	v          *varnishtest.Varnish
 	out        *lockedBuffer
 	exited     chan struct{}
@@ -61,11 +63,11 @@ func (l *lockedBuffer) String() string {
 
 // quietThresholds keeps the real sensor of a busy test machine from moving
 // the gear: only force does, and a released force steps down quickly.
-func quietThresholds(cfg *profiles.Config) {
-	cfg.States.Moderate = profiles.Band{Enter: profiles.Rule{"load_per_cpu": 1000}, Stay: profiles.Rule{"load_per_cpu": 900}}
-	cfg.States.Heavy = profiles.Band{Enter: profiles.Rule{"load_per_cpu": 2000}, Stay: profiles.Rule{"load_per_cpu": 1900}}
-	cfg.Hysteresis.MinDwell = profiles.Duration(time.Second)
-	cfg.Hysteresis.DownWindow = profiles.Duration(time.Second)
+func quietThresholds(cfg *config.Config) {
+	cfg.States.Moderate = config.Band{Enter: config.Rule{"load_per_cpu": 1000}, Stay: config.Rule{"load_per_cpu": 900}}
+	cfg.States.Heavy = config.Band{Enter: config.Rule{"load_per_cpu": 2000}, Stay: config.Rule{"load_per_cpu": 1900}}
+	cfg.Hysteresis.MinDwell = timefmt.Duration(time.Second)
+	cfg.Hysteresis.DownWindow = timefmt.Duration(time.Second)
 }
 
 // backend starts an origin for Varnish; it counts the requests it answers.
@@ -83,19 +85,19 @@ func backend(t *testing.T) (*httptest.Server, *atomic.Int64, profiles.Backend) {
 	return srv, &hits, profiles.Backend{Host: host, Port: p}
 }
 
-func startDaemon(t *testing.T, edit func(*profiles.Config)) *daemon {
+func startDaemon(t *testing.T, edit func(*config.Config)) *daemon {
 	t.Helper()
 	return startDaemonEnv(t, edit, "NOTIFY_SOCKET=")
 }
 
 // startDaemonEnv is startDaemon with extra environment variables.
-func startDaemonEnv(t *testing.T, edit func(*profiles.Config), env ...string) *daemon {
+func startDaemonEnv(t *testing.T, edit func(*config.Config), env ...string) *daemon {
 	t.Helper()
 	return startDaemonOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, env...)
 }
 
 // startDaemonOn is startDaemonEnv driving an already running varnishd.
-func startDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config), env ...string) *daemon {
+func startDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), env ...string) *daemon {
 	t.Helper()
 	d := launchDaemonOn(t, v, edit, env...)
 	d.eventually("daemon in sync on light", 90*time.Second, func() error {
@@ -110,16 +112,16 @@ func startDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Con
 
 // launchDaemon starts `gearshift run` as startDaemonEnv does, without
 // waiting for anything.
-func launchDaemon(t *testing.T, edit func(*profiles.Config), env ...string) *daemon {
+func launchDaemon(t *testing.T, edit func(*config.Config), env ...string) *daemon {
 	t.Helper()
 	return launchDaemonOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, env...)
 }
 
 // launchDaemonOn is launchDaemon driving an already running varnishd.
-func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*profiles.Config), env ...string) *daemon {
+func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), env ...string) *daemon {
 	t.Helper()
 	_, _, be := backend(t)
-	path, cfg := testConfig(t, v, func(cfg *profiles.Config) {
+	path, cfg := testConfig(t, v, func(cfg *config.Config) {
 		cfg.Backend = be
 		quietThresholds(cfg)
 		if edit != nil {
@@ -375,9 +377,9 @@ func TestE2E(t *testing.T) {
 		}
 
 		// A good reload clears it, and a changed profile gets a new name.
-		var cfg profiles.Config
+		var cfg config.Config
 		yaml.Unmarshal(good, &cfg)
-		cfg.Profiles.StaticTTL = profiles.Duration(2 * time.Hour)
+		cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
 		b, _ := yaml.Marshal(&cfg)
 		os.WriteFile(d.configPath, b, 0o644)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

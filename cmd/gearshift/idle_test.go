@@ -20,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // runQueueReader is an independent reader of the run queue: bash builtins
@@ -57,10 +58,10 @@ func TestIdle(t *testing.T) {
 	for _, interval := range []time.Duration{500 * time.Millisecond, time.Second} {
 		t.Run(interval.String(), func(t *testing.T) {
 			waitQuiet(t)
-			path, cfg := testConfig(t, v, func(cfg *profiles.Config) {
+			path, cfg := testConfig(t, v, func(cfg *config.Config) {
 				// The default config: its rules, windows and dwell.
 				cfg.Backend = be
-				cfg.PollInterval = profiles.Duration(interval)
+				cfg.PollInterval = timefmt.Duration(interval)
 				cfg.Log.Level = "debug"
 			})
 			d := spawnDaemon(t, v, path, "NOTIFY_SOCKET=")

@@ -9,8 +9,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // gearshiftBin is the binary built once for the tests that drive gearshift
@@ -37,16 +38,16 @@ func TestMain(m *testing.M) {
 
 // testConfig writes a config for a daemon driving v, with its socket, pid
 // file and log under a temp dir, and returns its path. edit may adjust it.
-func testConfig(tb testing.TB, v *varnishtest.Varnish, edit func(*profiles.Config)) (path string, cfg *profiles.Config) {
+func testConfig(tb testing.TB, v *varnishtest.Varnish, edit func(*config.Config)) (path string, cfg *config.Config) {
 	tb.Helper()
 	dir := tb.TempDir()
-	cfg = profiles.Default()
-	cfg.Varnish.Targets = []profiles.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
-	cfg.Varnish.Timeout = profiles.Duration(30e9) // VCL compiles on a busy machine
+	cfg = config.Default()
+	cfg.Varnish.Targets = []config.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
+	cfg.Varnish.Timeout = timefmt.Duration(30e9) // VCL compiles on a busy machine
 	cfg.Control.Socket = filepath.Join(dir, "gearshift.sock")
 	cfg.PIDFile = filepath.Join(dir, "gearshift.pid")
 	cfg.Log.File = filepath.Join(dir, "gearshift.log")
-	cfg.PollInterval = profiles.Duration(100e6)
+	cfg.PollInterval = timefmt.Duration(100e6)
 	if edit != nil {
 		edit(cfg)
 	}

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/promtest"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // metricsDaemon starts a daemon serving metrics, with the Varnish traffic
@@ -27,7 +28,7 @@ func metricsDaemon(t *testing.T) (*daemon, string) {
 	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	addr := varnishtest.FreeAddr(t)
-	d := startDaemonOn(t, v, func(cfg *profiles.Config) {
+	d := startDaemonOn(t, v, func(cfg *config.Config) {
 		cfg.MetricsListen = addr
 		cfg.Varnish.Targets[0].Name = v.WorkDir
 		cfg.Sensor.Probe.URL = fmt.Sprintf("http://%s:%d/probe", cfg.Backend.Host, cfg.Backend.Port)
@@ -146,7 +147,7 @@ func TestPrometheusScrapesEveryMetric(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			return err
 		}
-		for _, name := range []string{state.ClientRPS, state.BackendTTFBMs} {
+		for _, name := range []string{state.ClientRPS, sensor.BackendTTFBMs} {
 			if st.Sample[name] == nil {
 				return fmt.Errorf("%s not read yet", name)
 			}
@@ -205,7 +206,7 @@ func TestPrometheusScrapesEveryMetric(t *testing.T) {
 	for name := range exposed {
 		known[name] = true
 	}
-	for _, sig := range state.Table() {
+	for _, sig := range config.Default().ShownSignals().All() {
 		if v, ok := st.Sample[sig.Name]; ok && v == nil && sig.Metric != "" {
 			known[sig.Metric] = true
 			t.Logf("%s unavailable here: %s accepted unscraped", sig.Name, sig.Metric)

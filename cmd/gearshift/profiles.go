@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/profiles"
@@ -76,7 +78,7 @@ hands requests to vcl(gearshift) compiles only once the label exists.`,
 // buildProfiles loads the config and builds the set; any failure is a
 // config error. Offline (list, show, export) does not need this machine's
 // admin secrets.
-func (a *app) buildProfiles(offline bool) (*profiles.Config, profiles.Set, error) {
+func (a *app) buildProfiles(offline bool) (*config.Config, profiles.Set, error) {
 	load := a.loadConfig
 	if offline {
 		load = a.loadConfigOffline
@@ -85,7 +87,7 @@ func (a *app) buildProfiles(offline bool) (*profiles.Config, profiles.Set, error
 	if err != nil {
 		return nil, profiles.Set{}, err
 	}
-	set, err := profiles.Build(cfg)
+	set, err := profiles.Build(cfg.Site())
 	if err != nil {
 		return nil, profiles.Set{}, err
 	}
@@ -127,7 +129,7 @@ func (a *app) profilesExport(dir, use, siteVCL string) (int, error) {
 	if err != nil {
 		return exitUsage, err
 	}
-	label := cfg.Varnish.Mode == profiles.ModeLabel
+	label := cfg.Varnish.Mode == config.ModeLabel
 	var paths []string
 	if label {
 		paths, err = profiles.ExportLabel(set, dir, s, siteVCL)
@@ -158,7 +160,7 @@ func (a *app) profilesCheck(ctx context.Context) (int, error) {
 		return exitUsage, err
 	}
 	failed, total := 0, 0
-	err = profiles.Check(ctx, cfg, set, func(r profiles.CheckResult) {
+	err = controller.CheckProfiles(ctx, cfg, set, func(r controller.CheckResult) {
 		total++
 		p := r.Profile
 		if r.Err == nil {

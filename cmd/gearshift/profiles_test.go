@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
@@ -15,11 +16,11 @@ import (
 func TestProfilesListShowExport(t *testing.T) {
 	const target = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"
 	path, dir := opsConfigFile(t, target+"backend: { host: 127.0.0.1, port: 8099 }\n")
-	cfg, err := profiles.Load(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := profiles.Build(cfg)
+	set, err := profiles.Build(cfg.Site())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestProfilesCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
 	}
-	set, _ := profiles.Build(cfg)
+	set, _ := profiles.Build(cfg.Site())
 	for _, p := range set {
 		if !strings.Contains(out, p.Name+" on "+v.AdminAddr+": OK") {
 			t.Errorf("check output lacks %s OK:\n%s", p.Name, out)
@@ -158,7 +159,7 @@ func TestProfilesCheck(t *testing.T) {
 
 	bad := filepath.Join(t.TempDir(), "bad.vcl")
 	os.WriteFile(bad, []byte("vcl 4.1;\nbackend default none;\nsub vcl_recv { set req.http.X = no_such_symbol; }\n"), 0o644)
-	path, _ = testConfig(t, v, func(c *profiles.Config) { c.Profiles.Moderate.VCLFile = bad })
+	path, _ = testConfig(t, v, func(c *config.Config) { c.Profiles.Moderate.VCLFile = bad })
 	code, out, errs = runMain(t, "--config", path, "profiles", "check")
 	if code != 1 {
 		t.Errorf("check with a broken profile: exit %d, want 1\n%s%s", code, out, errs)
@@ -173,7 +174,7 @@ func TestProfilesCheck(t *testing.T) {
 		t.Errorf("check left VCLs behind:\n%s", l)
 	}
 
-	path, _ = testConfig(t, v, func(c *profiles.Config) { c.Varnish.Targets[0].Admin = varnishtest.FreeAddr(t) })
+	path, _ = testConfig(t, v, func(c *config.Config) { c.Varnish.Targets[0].Admin = varnishtest.FreeAddr(t) })
 	if code, _, errs = runMain(t, "--config", path, "profiles", "check"); code != 1 {
 		t.Errorf("check against a closed port: exit %d, want 1: %s", code, errs)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // Exit codes (SPEC section 7). `check` has its own (monitoring-plugin) codes.
@@ -86,7 +86,7 @@ through Varnish's admin port, with hysteresis so it never flaps.`,
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.PersistentFlags().StringVar(&a.configPath, "config", profiles.DefaultPath, "config file (embedded defaults apply when the default file is absent)")
+	root.PersistentFlags().StringVar(&a.configPath, "config", config.DefaultPath, "config file (embedded defaults apply when the default file is absent)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err}
 	})
@@ -125,37 +125,37 @@ func runE(fn func(cmd *cobra.Command, args []string) (int, error)) func(*cobra.C
 
 // loadConfig loads the config named by --config. When --config was not given
 // and the default file does not exist, the embedded defaults apply.
-func (a *app) loadConfig() (*profiles.Config, error) {
+func (a *app) loadConfig() (*config.Config, error) {
 	if !a.configSet {
 		if _, err := os.Stat(a.configPath); errors.Is(err, os.ErrNotExist) {
-			cfg := profiles.Default()
+			cfg := config.Default()
 			return cfg, cfg.Validate()
 		}
 	}
-	return profiles.Load(a.configPath)
+	return config.Load(a.configPath)
 }
 
 // daemonConfig returns the config of commands that act on a running daemon
 // through its pid file or socket. A file that does not validate (edited and
 // not yet reloaded) must not keep the operator from the daemon: it is then
 // read leniently for its paths, and the validation error is returned too.
-func (a *app) daemonConfig() (cfg *profiles.Config, invalid error) {
+func (a *app) daemonConfig() (cfg *config.Config, invalid error) {
 	cfg, err := a.loadConfig()
 	if err == nil {
 		return cfg, nil
 	}
-	if lenient, lerr := profiles.LoadLenient(a.configPath); lerr == nil {
+	if lenient, lerr := config.LoadLenient(a.configPath); lerr == nil {
 		return lenient, err
 	}
-	return profiles.Default(), err
+	return config.Default(), err
 }
 
 // loadConfigOffline loads the config for a command that talks to no Varnish
-// and no daemon (simulate, profiles show): see profiles.Offline.
-func (a *app) loadConfigOffline() (*profiles.Config, error) {
+// and no daemon (simulate, profiles show): see config.Offline.
+func (a *app) loadConfigOffline() (*config.Config, error) {
 	cfg, err := a.loadConfig()
 	if err == nil {
 		return cfg, nil
 	}
-	return profiles.Offline(err)
+	return config.Offline(err)
 }

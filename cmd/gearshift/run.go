@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/controller/config"
 )
 
 func newRunCmd(a *app) *cobra.Command {
@@ -37,7 +37,7 @@ STATUS=gear <state>.`,
 // (log level, profiles), 1 when it cannot start (log file, pid file, socket,
 // another daemon running). logToStderr copies the log to a.stderr in a
 // human format (`run`; a detached daemon passes false).
-func runDaemon(a *app, cfg *profiles.Config, logToStderr bool) (int, error) {
+func runDaemon(a *app, cfg *config.Config, logToStderr bool) (int, error) {
 	opts := controller.DaemonOptions{LoadConfig: a.loadConfig, Detached: godaemon.WasReborn()}
 	if logToStderr {
 		opts.Console = a.stderr

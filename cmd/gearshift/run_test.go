@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 func TestRunBadConfig(t *testing.T) {
@@ -35,7 +35,7 @@ func TestRunBadConfig(t *testing.T) {
 
 func TestClientCommandsWithoutDaemon(t *testing.T) {
 	dir := t.TempDir()
-	cfg := profiles.Default()
+	cfg := config.Default()
 	cfg.Control.Socket = filepath.Join(dir, "nobody-home.sock")
 	b, _ := cfg.YAML()
 	path := filepath.Join(dir, "gearshift.yaml")
@@ -57,7 +57,7 @@ func TestRunSystemdAndOnExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer notify.Close()
-	d := startDaemonEnv(t, func(cfg *profiles.Config) { cfg.OnExit = "heavy" }, "NOTIFY_SOCKET="+notifyPath)
+	d := startDaemonEnv(t, func(cfg *config.Config) { cfg.OnExit = "heavy" }, "NOTIFY_SOCKET="+notifyPath)
 
 	want := func(msg string) {
 		t.Helper()
@@ -152,8 +152,8 @@ func TestRunSignalDuringStartup(t *testing.T) {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(secret, []byte("secret\n"), 0o600)
-	cfg := profiles.Default()
-	cfg.Varnish.Targets = []profiles.Target{{Admin: "127.0.0.1:1", SecretFile: secret}}
+	cfg := config.Default()
+	cfg.Varnish.Targets = []config.Target{{Admin: "127.0.0.1:1", SecretFile: secret}}
 	cfg.Control.Socket = filepath.Join(dir, "gearshift.sock")
 	cfg.PIDFile = filepath.Join(dir, "gearshift.pid")
 	cfg.Log.File = filepath.Join(dir, "gearshift.log")
@@ -236,8 +236,8 @@ func notifySocket(t *testing.T) (env string, want func(msg string) string) {
 func TestRunReadyAfterFirstPoll(t *testing.T) {
 	env, want := notifySocket(t)
 	dead := varnishtest.FreeAddr(t)
-	d := launchDaemon(t, func(cfg *profiles.Config) {
-		cfg.Varnish.Targets = append(cfg.Varnish.Targets, profiles.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
+	d := launchDaemon(t, func(cfg *config.Config) {
+		cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
 	}, env, "WATCHDOG_USEC=400000")
 	want("READY=1")
 	s, err := d.status()
@@ -268,7 +268,7 @@ func TestRunReadyAfterFirstPoll(t *testing.T) {
 // says why in log_error, check warns, and the metrics count the failures.
 func TestRunLogWriteErrorsVisible(t *testing.T) {
 	metrics := varnishtest.FreeAddr(t)
-	d := startDaemon(t, func(cfg *profiles.Config) {
+	d := startDaemon(t, func(cfg *config.Config) {
 		cfg.Log.File = "/dev/full"
 		cfg.MetricsListen = metrics
 	})
@@ -305,7 +305,7 @@ func TestRunLogWriteErrorsVisible(t *testing.T) {
 // moderate and heavy. The default config says nothing of it.
 func TestRunWarnsNarrowSessions(t *testing.T) {
 	const warning = "profiles.session_cookies lists the only cookies that make a session"
-	narrow := startDaemon(t, func(cfg *profiles.Config) {
+	narrow := startDaemon(t, func(cfg *config.Config) {
 		cfg.Profiles.SessionCookies = []string{"PHPSESSID", "wordpress_logged_in_*"}
 	})
 	logged := func(d *daemon) int {

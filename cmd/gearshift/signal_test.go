@@ -8,29 +8,38 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/health"
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/golden"
-	"github.com/gearshift/gearshift/profiles"
 )
 
-// TestTestOnlySignal registers a signal that only this test knows and sees
-// it validated, decided on, shown and replayed: a new signal is one table
-// entry (plus its source), with no other file to touch.
+// TestTestOnlySignal adds a source that only this test knows, with one
+// signal, and sees the signal validated, decided on, shown and replayed: a
+// new source is one row in sensor.Sources, with no other file to touch.
 func TestTestOnlySignal(t *testing.T) {
-	t.Cleanup(state.Register(state.Signal{
-		Name: "test_queue", Unit: "", Direction: state.Rises, Precision: 0,
-		Help:   "Requests waiting, as only this test counts them.",
-		Metric: "gearshift_test_queue", Scale: 0.5,
-	}))
+	row := &sensor.Source{
+		Name: "test", Key: "sensor.test",
+		Signals: []state.Signal{{
+			Name: "test_queue", Unit: "", Direction: state.Rises, Precision: 0,
+			Help:   "Requests waiting, as only this test counts them.",
+			Metric: "gearshift_test_queue", Scale: 0.5,
+		}},
+		On: func(sensor.HostConfig) bool { return true },
+	}
+	saved := sensor.Sources
+	sensor.Sources = append(slices.Clone(saved), row)
+	t.Cleanup(func() { sensor.Sources = saved })
 
 	t.Run("validated", func(t *testing.T) {
-		_, err := profiles.ParseSettings([]byte(`
+		_, err := config.ParseSettings([]byte(`
 states:
   moderate: { enter: { test_queue: 100 }, stay: { test_queue: 120 } }
   heavy: { enter: { test_queue: 90, test_queu: 1 }, stay: { test_queue: -1 } }
@@ -56,14 +65,18 @@ states:
   heavy: { enter: { test_queue: 400 }, stay: { test_queue: 300 } }
 hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 `
-	cfg, err := profiles.ParseSettings([]byte(cfgDoc))
+	cfg, err := config.ParseSettings([]byte(cfgDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := cfg.Signals()
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var d state.Decision
 	t.Run("decided on", func(t *testing.T) {
-		m := state.New(cfg.StateConfig(), 0)
+		m := state.New(cfg.StateConfig(set), 0)
 		t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 		for i := 0; i < 3; i++ {
 			d = m.Step(t0.Add(time.Duration(i)*time.Second), state.Reading{Load1: 0.1, CPUs: 1, Values: map[string]float64{"test_queue": 150}})
@@ -74,15 +87,15 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 	})
 
 	t.Run("shown", func(t *testing.T) {
-		smp := &controller.SampleStatus{Time: time.Now(), CPUs: 1, Signals: map[string]*float64{}}
-		for _, sig := range state.Table() {
+		smp := &controller.SampleStatus{Time: time.Now(), CPUs: 1, Signals: map[string]*float64{}, Order: set.Names()}
+		for _, sig := range set.All() {
 			smp.Signals[sig.Name] = d.Signals.Ptr(sig.Name)
 		}
 		st := &controller.Status{State: d.State.String(), Mode: "auto", Since: time.Now(), Reason: d.Reason, Sample: smp}
 
 		var text bytes.Buffer
-		sc := cfg.StateConfig()
-		st.WriteText(&text, &sc, time.Now())
+		sc := cfg.StateConfig(set)
+		st.WriteText(&text, set, &sc, time.Now())
 		if want := "test_queue  150   (moderate >= 100, stays >= 80; heavy >= 400, stays >= 300)\n"; !strings.Contains(text.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, text.String())
 		}
@@ -102,12 +115,12 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 			t.Errorf("test_queue read back as %v, %v", v, ok)
 		}
 
-		if p := strings.Join(health.Perfdata(st, time.Now(), 30*time.Second), " "); !strings.Contains(p, "'test_queue'=150;;;0 ") {
+		if p := strings.Join(health.Perfdata(st, set, time.Now(), 30*time.Second), " "); !strings.Contains(p, "'test_queue'=150;;;0 ") {
 			t.Errorf("perfdata lacks test_queue: %s", p)
 		}
 
 		rec := httptest.NewRecorder()
-		controller.MetricsHandler(func() controller.Status { return *st }).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		controller.MetricsHandler(func() controller.Status { return *st }, sc).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		body, _ := io.ReadAll(rec.Body)
 		if want := "# HELP gearshift_test_queue Requests waiting, as only this test counts them.\n# TYPE gearshift_test_queue gauge\ngearshift_test_queue 75\n"; !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
@@ -159,14 +172,14 @@ func writeFile(tb testing.TB, dir, name, text string) string {
 	return p
 }
 
-// TestREADMESignals checks the README's table of signals against the table
-// the code iterates (-update rewrites it).
-func TestREADMESignals(t *testing.T) {
-	const path = "../../README.md"
-	const begin, end = "<!-- signals: generated from controller/state; go test ./cmd/gearshift -run READMESignals -update -->\n", "<!-- /signals -->\n"
+// TestDocsSignals checks the docs' table of signals against the signal set
+// the code builds (-update rewrites it).
+func TestDocsSignals(t *testing.T) {
+	const path = "../../docs/signals.md"
+	const begin, end = "<!-- signals: generated from controller/sensor; go test ./cmd/gearshift -run DocsSignals -update -->\n", "<!-- /signals -->\n"
 	var b strings.Builder
 	b.WriteString("| signal | unit | condition | trace column | perfdata | metric | what it is |\n|---|---|---|---|---|---|---|\n")
-	for _, s := range state.Table() {
+	for _, s := range config.Default().ShownSignals().All() {
 		unit, column, metric := s.Unit, "—", "—"
 		if unit == "" {
 			unit = "—"
@@ -186,7 +199,7 @@ func TestREADMESignals(t *testing.T) {
 	text := string(readme)
 	i, j := strings.Index(text, begin), strings.Index(text, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q … %q block", strings.TrimSpace(begin), strings.TrimSpace(end))
+		t.Fatalf("%s has no %q … %q block", path, strings.TrimSpace(begin), strings.TrimSpace(end))
 	}
 	got, want := text[i+len(begin):j], b.String()
 	if got == want {
@@ -198,5 +211,5 @@ func TestREADMESignals(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("README.md's table of signals differs from the code's (run with -update):\n--- README\n%s--- code\n%s", got, want)
+	t.Errorf("%s's table of signals differs from the code's (run with -update):\n--- docs\n%s--- code\n%s", path, got, want)
 }

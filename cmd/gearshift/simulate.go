@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/state/trace"
 )
@@ -30,7 +31,7 @@ each gear. Tune thresholds against last month's load before trusting the daemon.
 
 The trace has a header row. Columns: time (RFC 3339 or seconds) and load1
 are required; load5, load15, runnable, cpus and the signals
-(` + strings.Join(trace.Columns(), ", ") + `) are optional (an empty cell is a
+(` + strings.Join(trace.Columns(config.Default().ShownSignals()), ", ") + `) are optional (an empty cell is a
 missing figure). A row without runnable feeds the fast signal with load1. sadf -d output of sar -q
 (timestamp, ldavg-1, runq-sz; semicolons) is read as is.
 
@@ -78,7 +79,11 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 		defer f.Close()
 		in, name = f, path
 	}
-	rd, err := trace.NewReader(in, cpus, cpusFrom)
+	signals, err := cfg.Signals()
+	if err != nil {
+		return exitUsage, err
+	}
+	rd, err := trace.NewReader(in, signals, cpus, cpusFrom)
 	if err != nil {
 		return exitUsage, traceError(name, err)
 	}
@@ -87,7 +92,7 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 	}
 
 	fast := time.Duration(cfg.FastWindow)
-	res, err := trace.Replay(state.New(cfg.StateConfig(), fast), rd)
+	res, err := trace.Replay(state.New(cfg.StateConfig(signals), fast), rd)
 	if err != nil {
 		return exitUsage, traceError(name, err)
 	}
@@ -104,7 +109,7 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 		}
 	}
 	res.WriteText(a.stdout, trace.Heading{
-		Trace: name, CPUsFrom: rd.CPUs, Config: configFrom, FastWindow: fast, Machine: cfg.StateConfig(),
+		Trace: name, CPUsFrom: rd.CPUs, Config: configFrom, FastWindow: fast, Machine: cfg.StateConfig(signals),
 	})
 	return exitOK, nil
 }

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // opsRun runs the built gearshift with args and returns its exit code and output.
@@ -38,7 +38,7 @@ func opsKillDaemon(pidFile string) {
 // → WARNING restarted → reload → stop.
 func TestStartCheckStopRoundTrip(t *testing.T) {
 	v := varnishtest.Start(t, varnishtest.Config{})
-	path, cfg := testConfig(t, v, func(c *profiles.Config) {
+	path, cfg := testConfig(t, v, func(c *config.Config) {
 		c.Hysteresis.UpConfirm = 1000 // stay in light whatever the machine's load
 		// A runtime directory start has to create, shared with the pid file.
 		run := filepath.Join(filepath.Dir(c.Control.Socket), "run")
@@ -198,7 +198,7 @@ log: { file: $DIR/gs.log }
 // check follows Varnish going away and coming back, with the daemon alive.
 func TestCheckFollowsVarnish(t *testing.T) {
 	v := varnishtest.Start(t, varnishtest.Config{})
-	path, cfg := testConfig(t, v, func(c *profiles.Config) { c.Hysteresis.UpConfirm = 1000 })
+	path, cfg := testConfig(t, v, func(c *config.Config) { c.Hysteresis.UpConfirm = 1000 })
 	t.Cleanup(func() { opsKillDaemon(cfg.PIDFile) })
 	if code, out, errOut := opsRun(t, "start", "--config", path); code != 0 {
 		t.Fatalf("start: exit %d, %q %q", code, out, errOut)
@@ -250,7 +250,7 @@ func waitLogged(tb testing.TB, path, msg string) {
 // starts.
 func TestStalePidFileIsNotTheDaemon(t *testing.T) {
 	v := varnishtest.Start(t, varnishtest.Config{})
-	path, cfg := testConfig(t, v, func(c *profiles.Config) {
+	path, cfg := testConfig(t, v, func(c *config.Config) {
 		c.Hysteresis.UpConfirm = 1000
 		if os.Geteuid() == 0 {
 			c.Control.Group = "nogroup"

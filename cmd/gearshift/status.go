@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 func newStatusCmd(a *app) *cobra.Command {
@@ -43,12 +43,14 @@ func (a *app) status(ctx context.Context, asJSON bool) (int, error) {
 		enc.SetIndent("", "  ")
 		return exitOK, enc.Encode(st)
 	}
+	set := config.Default().ShownSignals()
 	var th *state.Config
 	if cfg != nil {
-		sc := cfg.StateConfig()
+		set = cfg.ShownSignals()
+		sc := cfg.StateConfig(set)
 		th = &sc
 	}
-	st.WriteText(a.stdout, th, time.Now())
+	st.WriteText(a.stdout, set, th, time.Now())
 	return exitOK, nil
 }
 
@@ -57,7 +59,7 @@ func (a *app) status(ctx context.Context, asJSON bool) (int, error) {
 // not yet reloaded, say) must not keep the operator from the daemon: the
 // socket path is then read leniently from the file (or the default used),
 // and the status shows no thresholds.
-func (a *app) controlSocket() (string, *profiles.Config) {
+func (a *app) controlSocket() (string, *config.Config) {
 	cfg, invalid := a.daemonConfig()
 	if invalid != nil {
 		return cfg.Control.Socket, nil

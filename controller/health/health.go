@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/numfmt"
+	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -52,9 +54,9 @@ type StatusGetter interface {
 // the daemon, systemd) are fields so that tests can replace them.
 type Checker struct {
 	Opts       Options
-	Config     *profiles.Config // names the daemon's socket and pid file
-	ConfigErr  error            // the config file does not validate; the daemon runs with what it loaded
-	ConfigPath string           // where the config comes from
+	Config     *config.Config // names the daemon's socket and pid file
+	ConfigErr  error          // the config file does not validate; the daemon runs with what it loaded
+	ConfigPath string         // where the config comes from
 	Client     StatusGetter
 	Now        func() time.Time
 	Running    func() (pid int, err error)             // the daemon's pid from the pid file, 0 when none runs
@@ -172,7 +174,7 @@ func (c *Checker) query(ctx context.Context) (*controller.Status, error) {
 		return nil, fmt.Errorf("%w %s: run the check as root or as a member of the config's control.group", errNoAccess, c.Config.Control.Socket)
 	}
 	if qctx.Err() != nil || errors.Is(err, controller.ErrNoAnswer) {
-		return nil, fmt.Errorf("daemon silent on %s for %s", c.Config.Control.Socket, profiles.Duration(c.Opts.Timeout).String())
+		return nil, fmt.Errorf("daemon silent on %s for %s", c.Config.Control.Socket, timefmt.Duration(c.Opts.Timeout).String())
 	}
 	pid, perr := c.Running()
 	switch {
@@ -268,7 +270,7 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 					msg += ": " + t.Error
 				}
 				add(Critical, "%s", msg)
-			case !t.InSync && st.VarnishMode == profiles.ModeLabel:
+			case !t.InSync && st.VarnishMode == config.ModeLabel:
 				on := t.LabelVCL
 				if on == "" {
 					on = "missing"
@@ -285,8 +287,8 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 				add(Critical, "target %s: varnish child %s, nothing is served (varnishadm start)", t.Admin, t.Child)
 			}
 			if at := t.ForeignVCLAt; at != nil && now.Sub(*at) < ForeignWindow {
-				ago := profiles.Duration(max(0, now.Sub(*at)).Round(time.Second)).String()
-				if st.VarnishMode == profiles.ModeLabel {
+				ago := timefmt.Duration(max(0, now.Sub(*at)).Round(time.Second)).String()
+				if st.VarnishMode == config.ModeLabel {
 					add(Warning, "target %s: label %s was moved outside gearshift %s ago and put back; pin a gear with gearshift force", t.Admin, profiles.Label, ago)
 				} else {
 					add(Warning, "target %s: active VCL changed outside gearshift %s ago (varnishreload?) and put back; to keep the site's own VCL active, set varnish.mode: label", t.Admin, ago)
@@ -299,10 +301,10 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 		switch {
 		case st.Sample != nil:
 			if age := now.Sub(st.Sample.Time); age > c.Opts.MaxAge {
-				add(Critical, "last sample %s old (max %s)", profiles.Duration(age.Round(time.Second)).String(), profiles.Duration(c.Opts.MaxAge).String())
+				add(Critical, "last sample %s old (max %s)", timefmt.Duration(age.Round(time.Second)).String(), timefmt.Duration(c.Opts.MaxAge).String())
 			}
 		case time.Duration(st.UptimeSeconds)*time.Second > c.Opts.MaxAge:
-			add(Critical, "no sample although up for %s", profiles.Duration(time.Duration(st.UptimeSeconds)*time.Second).String())
+			add(Critical, "no sample although up for %s", timefmt.Duration(time.Duration(st.UptimeSeconds)*time.Second).String())
 		}
 		if st.ConfigError != "" {
 			add(Warning, "config reload failed, old config in force: %s", st.ConfigError)
@@ -313,7 +315,7 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 		if st.Mode == "forced" && c.Opts.WarnForced {
 			until := "until gearshift auto"
 			if st.ForcedUntil != nil {
-				until = "for " + profiles.Duration(st.ForcedUntil.Sub(now).Round(time.Second)).String() + " more"
+				until = "for " + timefmt.Duration(st.ForcedUntil.Sub(now).Round(time.Second)).String() + " more"
 			}
 			add(Warning, "gear pinned to %s %s", st.State, until)
 		}
@@ -323,11 +325,11 @@ func judge(pre []Problem, st *controller.Status, c *Checker) Result {
 				break
 			}
 		}
-		r.Summary = fmt.Sprintf("gear %s (%s, %s)", st.State, st.Mode, profiles.Duration(now.Sub(st.Since).Round(time.Second)).String())
+		r.Summary = fmt.Sprintf("gear %s (%s, %s)", st.State, st.Mode, timefmt.Duration(now.Sub(st.Since).Round(time.Second)).String())
 		if st.Reason != "" {
 			r.Summary += ": " + st.Reason
 		}
-		r.Perf = Perfdata(st, now, c.Opts.MaxAge)
+		r.Perf = Perfdata(st, c.Config.ShownSignals(), now, c.Opts.MaxAge)
 	}
 	if c.ConfigErr != nil {
 		add(Warning, "config %s does not validate, the next start or reload will fail: %s", c.ConfigPath, firstProblem(c.ConfigErr))
@@ -351,11 +353,12 @@ func pluginText(s string) string {
 	return strings.ReplaceAll(s, "|", "/")
 }
 
-// perfdata renders the status in the standard 'label'=value[UOM];warn;crit;min;max form.
-func Perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []string {
+// Perfdata renders the status in the standard
+// 'label'=value[UOM];warn;crit;min;max form, the signals described by set.
+func Perfdata(st *controller.Status, set *state.Set, now time.Time, maxAge time.Duration) []string {
 	var p []string
 	if s := st.Sample; s != nil {
-		for _, sig := range state.Table() {
+		for _, sig := range set.All() {
 			v, ok := s.Signal(sig.Name)
 			if !ok {
 				continue
@@ -390,7 +393,7 @@ func Perfdata(st *controller.Status, now time.Time, maxAge time.Duration) []stri
 }
 
 func firstProblem(err error) string {
-	var ce *profiles.Error
+	var ce *config.Error
 	if errors.As(err, &ce) && len(ce.Problems) > 0 {
 		s := ce.Problems[0].String()
 		if n := len(ce.Problems); n > 1 {

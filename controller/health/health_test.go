@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/golden"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
@@ -81,7 +81,7 @@ func testChecker(tb testing.TB, d *fakeDaemon, o Options) *Checker {
 	if o.MaxAge == 0 {
 		o.MaxAge = 30 * time.Second
 	}
-	cfg := profiles.Default()
+	cfg := config.Default()
 	return &Checker{
 		Opts:       o,
 		Config:     cfg,
@@ -135,7 +135,7 @@ func TestCheckGolden(t *testing.T) {
 			st.ConfigError = "config /etc/gearshift/gearshift.yaml: on_exit: must be one of keep, light, moderate, heavy, got \"stop\""
 		}, code: 1, golden: "warning-config"},
 		{name: "warning config file invalid", setup: func(c *Checker, _ *fakeDaemon) {
-			c.ConfigErr = &profiles.Error{File: c.ConfigPath, Problems: []profiles.Problem{{Path: "cpus", Msg: "must be 0 (detect) or a number of CPUs, got -1", Line: 3}, {Path: "on_exit", Msg: "x"}}}
+			c.ConfigErr = &config.Error{File: c.ConfigPath, Problems: []config.Problem{{Path: "cpus", Msg: "must be 0 (detect) or a number of CPUs, got -1", Line: 3}, {Path: "on_exit", Msg: "x"}}}
 		}, code: 1, golden: "warning-config-file"},
 		{name: "critical not running", err: errRefused, code: 2, golden: "critical-not-running"},
 		{name: "critical running but refusing", err: errRefused, setup: func(c *Checker, _ *fakeDaemon) {
@@ -276,7 +276,7 @@ func TestPerfdataOfSources(t *testing.T) {
 		st.Sample.Signals[name] = opsF64(v)
 	}
 	st.Sample.Signals["backend_rps"] = nil // configured, not readable now
-	got := strings.Join(Perfdata(st, checkNow, 30*time.Second), " ")
+	got := strings.Join(Perfdata(st, config.Default().ShownSignals(), checkNow, 30*time.Second), " ")
 	for _, want := range []string{
 		"'client_rps'=410;;;0 ", "'backend_fail_rps'=0.3;;;0 ", "'queue_len'=3;;;0 ",
 		"'apache_busy_ratio'=0.5;;;0;1 ", "'backend_ttfb_ms'=812ms;;;0 ", "'injected'=-2;;; ",

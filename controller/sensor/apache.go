@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
 )
 
 // ApacheStatus reads the busy-worker ratio of an Apache from mod_status's
@@ -128,4 +130,36 @@ func parseApacheStatus(text string) (busy, slots int, err error) {
 		return 0, 0, fmt.Errorf("BusyWorkers %d exceeds the scoreboard's %d slots", busy, slots)
 	}
 	return busy, slots, nil
+}
+
+// ApacheBusyRatio is the signal of the apache_status source.
+const ApacheBusyRatio = "apache_busy_ratio"
+
+var apacheSource = Source{
+	Name: "apache_status",
+	Key:  "sensor.apache_status",
+	Signals: []state.Signal{{
+		Name: ApacheBusyRatio, Direction: state.Rises, Precision: 2, Max: 1,
+		Help:       "Apache's busy workers over its scoreboard slots (mod_status), 0 to 1.",
+		Metric:     "gearshift_apache_busy_ratio",
+		StatusLine: "apache busy",
+	}},
+	On: on(func(cfg HostConfig) string { return cfg.Sensor.ApacheStatus }),
+	Check: func(cfg HostConfig, problem func(key, format string, args ...any)) {
+		if u := cfg.Sensor.ApacheStatus; u != "" {
+			if _, err := NewApacheStatus(u, 0); err != nil {
+				problem("sensor.apache_status", "%v", err)
+			}
+		}
+	},
+	Open: func(cfg HostConfig) (Reader, error) { return NewApacheStatus(cfg.Sensor.ApacheStatus, 0) },
+}
+
+// Read implements Reader: the busy ratio.
+func (a *ApacheStatus) Read(ctx context.Context) (func(*Sample), error) {
+	v, err := a.BusyRatio(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(s *Sample) { s.Values[ApacheBusyRatio] = v }, nil
 }

@@ -1,6 +1,7 @@
 package sensor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -52,9 +53,9 @@ func NewCgroup(p string) *Cgroup {
 	return &Cgroup{Name: p, Dir: dir, readFile: os.ReadFile}
 }
 
-// Read reads the cgroup's files. Only a file that exists and cannot be read
+// Reading reads the cgroup's files. Only a file that exists and cannot be read
 // or parsed is an error; missing ones mean the controller is off.
-func (c *Cgroup) Read() (CgroupReading, error) {
+func (c *Cgroup) Reading() (CgroupReading, error) {
 	var r CgroupReading
 	_, err := c.readFile(c.file("cgroup.procs"))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -270,4 +271,41 @@ func detectCPUQuota(proc string, readFile func(string) ([]byte, error)) (CPUQuot
 	}
 	best.CPUs = max(1, int(math.Ceil(tightest)))
 	return best, true
+}
+
+var cgroupSource = Source{
+	Name:      "cgroup",
+	Key:       "sensor.cgroup",
+	Overrides: []string{MemAvailablePct, PSICPU, PSIMem},
+	On:        on(func(cfg HostConfig) string { return cfg.Sensor.Cgroup }),
+	Check: func(cfg HostConfig, problem func(key, format string, args ...any)) {
+		if p := cfg.Sensor.Cgroup; p != "" {
+			clean := filepath.Clean(p)
+			if !filepath.IsAbs(clean) && (clean == ".." || strings.HasPrefix(clean, "../")) {
+				problem("sensor.cgroup", "must be a path under /sys/fs/cgroup or an absolute path, got %q", p)
+			}
+		}
+	},
+	Open: func(cfg HostConfig) (Reader, error) { return NewCgroup(cfg.Sensor.Cgroup), nil },
+}
+
+// Read implements Reader: the cgroup's pressure and memory replace the
+// machine's (its memory figures need the machine's when it has no limit).
+func (c *Cgroup) Read(context.Context) (func(*Sample), error) {
+	r, err := c.Reading()
+	if err != nil {
+		return nil, err
+	}
+	return func(s *Sample) {
+		s.FromCgroup = c.Dir
+		delete(s.Values, PSICPU)
+		delete(s.Values, PSIMem)
+		if r.PSI != nil {
+			s.Values[PSICPU], s.Values[PSIMem] = r.PSI.CPUSome, r.PSI.MemorySome
+		}
+		delete(s.Values, MemAvailablePct)
+		if available, total := r.MemAvailable(s.MemTotal, s.MemAvailable); total > 0 {
+			s.Values[MemAvailablePct] = 100 * float64(available) / float64(total)
+		}
+	}, nil
 }

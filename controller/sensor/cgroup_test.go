@@ -110,7 +110,7 @@ func TestCgroupRead(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.dir, func(t *testing.T) {
 			c := &Cgroup{Dir: filepath.Join("testdata/cgroup", tc.dir), readFile: os.ReadFile}
-			got, err := c.Read()
+			got, err := c.Reading()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Read: error %v, want one containing %q", err, tc.wantErr)
@@ -138,7 +138,7 @@ func TestCgroupRead(t *testing.T) {
 			return os.ReadFile(p)
 		}
 		c := &Cgroup{Dir: "testdata/cgroup/limited", readFile: eacces}
-		if _, err := c.Read(); !errors.Is(err, fs.ErrPermission) {
+		if _, err := c.Reading(); !errors.Is(err, fs.ErrPermission) {
 			t.Errorf("Read: error %v, want a permission error", err)
 		}
 	})
@@ -337,11 +337,11 @@ func TestNewCgroup(t *testing.T) {
 		t.Errorf("NewCgroup(%s).Dir = %s, want that directory", abs, c.Dir)
 	}
 	notCgroup := t.TempDir()
-	_, err = NewCgroup(notCgroup).Read()
+	_, err = NewCgroup(notCgroup).Reading()
 	if want := "is not a cgroup v2 directory (no cgroup.procs)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Read of a plain directory: error %v, want one containing %q", err, want)
 	}
-	_, err = NewCgroup("system.slice/no-such-gearshift-test.service").Read()
+	_, err = NewCgroup("system.slice/no-such-gearshift-test.service").Reading()
 	if want := "cgroup system.slice/no-such-gearshift-test.service: "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Read of a missing cgroup: error %v, want one starting %q", err, want)
 	}
@@ -357,7 +357,7 @@ func TestCgroupAgainstKernel(t *testing.T) {
 	if dir == "" {
 		t.Logf("using the fixture tree testdata/cgroup/limited: %s", why)
 		abs, _ := filepath.Abs("testdata/cgroup/limited")
-		r, err := NewCgroup(abs).Read()
+		r, err := NewCgroup(abs).Reading()
 		if err != nil || r.PSI == nil || r.CPUQuota != 1.5 || r.MemLimit != 536870912 {
 			t.Fatalf("Read = %+v, %v; want the fixture's PSI and limits", r, err)
 		}
@@ -389,7 +389,7 @@ func TestCgroupAgainstKernel(t *testing.T) {
 	if c.Dir != dir {
 		t.Errorf("NewCgroup(%s).Dir = %s, want %s", name, c.Dir, dir)
 	}
-	r, err := c.Read()
+	r, err := c.Reading()
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}

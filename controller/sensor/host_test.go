@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 )
 
@@ -35,12 +36,14 @@ func TestHostAgainstRealSources(t *testing.T) {
 	cgroup, _ := filepath.Abs("testdata/cgroup/limited")
 
 	h, err := NewHost(HostConfig{
-		CPUs:         3,
-		Varnish:      []string{v.WorkDir},
-		Cgroup:       cgroup,
-		ApacheStatus: "http://" + apache + "/server-status",
-		ProbeURL:     backend.URL + "/",
-		InjectFile:   inject,
+		CPUs:    3,
+		Varnish: []string{v.WorkDir},
+		Sensor: Config{
+			Cgroup:       cgroup,
+			ApacheStatus: "http://" + apache + "/server-status",
+			Probe:        ProbeConfig{URL: backend.URL + "/"},
+			InjectFile:   inject,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +56,8 @@ func TestHostAgainstRealSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Traffic != nil || len(first.Problems) != 0 {
-		t.Errorf("first sample: traffic %+v, problems %v; want no traffic yet (a baseline), no problems", first.Traffic, first.Problems)
+	if _, ok := first.Values[state.ClientRPS]; ok || len(first.Problems) != 0 {
+		t.Errorf("first sample: values %v, problems %v; want no traffic yet (a baseline), no problems", first.Values, first.Problems)
 	}
 	for i := 0; i < 20; i++ {
 		resp, err := http.Get(v.URL("/"))
@@ -71,22 +74,29 @@ func TestHostAgainstRealSources(t *testing.T) {
 	if len(s.Problems) != 0 {
 		t.Errorf("problems: %v", s.Problems)
 	}
-	if s.Traffic == nil || s.Traffic.ClientRPS <= 0 || s.Traffic.BackendRPS <= 0 {
-		t.Errorf("traffic = %+v, want client and backend requests", s.Traffic)
+	val := func(name string) *float64 {
+		if v, ok := s.Values[name]; ok {
+			return &v
+		}
+		return nil
+	}
+	if c, b := val(state.ClientRPS), val(BackendRPS); c == nil || *c <= 0 || b == nil || *b <= 0 {
+		t.Errorf("traffic: client %s, backend %s; want client and backend requests", fmtF(c), fmtF(b))
 	}
 	// The status request itself, of 4 slots, and maybe a worker still
 	// closing the readiness check's connection.
-	if r := s.ApacheBusyRatio; r == nil || *r < 0.25 || *r > 0.5 {
+	if r := val(ApacheBusyRatio); r == nil || *r < 0.25 || *r > 0.5 {
 		t.Errorf("apache_busy_ratio = %s, want 0.25 or 0.5", fmtF(r))
 	}
-	if s.BackendTTFBMs == nil || *s.BackendTTFBMs <= 0 {
-		t.Errorf("backend_ttfb_ms = %s, want a time", fmtF(s.BackendTTFBMs))
+	if v := val(BackendTTFBMs); v == nil || *v <= 0 {
+		t.Errorf("backend_ttfb_ms = %s, want a time", fmtF(v))
 	}
-	if !eqF(s.Injected, f(7)) {
-		t.Errorf("injected = %s, want 7", fmtF(s.Injected))
+	if !eqF(val(Injected), f(7)) {
+		t.Errorf("injected = %s, want 7", fmtF(val(Injected)))
 	}
-	if s.FromCgroup != cgroup || s.PSI == nil || s.PSI.CPUSome != 23.5 || s.PSI.MemorySome != 5.25 || s.MemTotal != 536870912 {
-		t.Errorf("cgroup figures: from %q, PSI %s, mem total %d; want the fixture's", s.FromCgroup, psiString(s.PSI), s.MemTotal)
+	// The fixture's memory.max is 512 MiB; the machine's figures are replaced.
+	if s.FromCgroup != cgroup || !eqF(val(PSICPU), f(23.5)) || !eqF(val(PSIMem), f(5.25)) || val(MemAvailablePct) == nil {
+		t.Errorf("cgroup figures: from %q, values %v; want the fixture's", s.FromCgroup, s.Values)
 	}
 
 	// Sources failing: the sample still comes, without their figures.
@@ -94,8 +104,14 @@ func TestHostAgainstRealSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	backend.Close()
-	h.cgroup.Dir = t.TempDir() // no files: not readable as the fixture was
-	if err := os.WriteFile(filepath.Join(h.cgroup.Dir, "memory.max"), []byte("lots"), 0o644); err != nil {
+	var cg *Cgroup
+	for _, r := range h.readers {
+		if c, ok := r.Reader.(*Cgroup); ok {
+			cg = c
+		}
+	}
+	cg.Dir = t.TempDir() // no files: not readable as the fixture was
+	if err := os.WriteFile(filepath.Join(cg.Dir, "memory.max"), []byte("lots"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s, err = h.Sample(ctx)
@@ -109,10 +125,13 @@ func TestHostAgainstRealSources(t *testing.T) {
 	if got, want := strings.Join(sources, ","), "cgroup,inject_file,probe"; got != want {
 		t.Errorf("problems from %s, want %s", got, want)
 	}
-	if s.Injected != nil || s.BackendTTFBMs != nil || s.PSI != nil || s.MemTotal != 0 {
-		t.Errorf("failed sources left figures: %+v", s)
+	// A failed cgroup leaves its signals unknown, not the machine's.
+	for _, name := range []string{Injected, BackendTTFBMs, PSICPU, PSIMem, MemAvailablePct} {
+		if v, ok := s.Values[name]; ok {
+			t.Errorf("failed sources left %s = %g", name, v)
+		}
 	}
-	if s.Traffic == nil || s.ApacheBusyRatio == nil || s.CPUs != 3 {
+	if _, ok := s.Values[state.ClientRPS]; !ok || val(ApacheBusyRatio) == nil || s.CPUs != 3 {
 		t.Errorf("the working sources' figures are missing: %+v", s)
 	}
 }
@@ -133,9 +152,13 @@ func BenchmarkHostSample(b *testing.B) {
 	}
 	cgroup, _ := filepath.Abs("testdata/cgroup/limited")
 	h, err := NewHost(HostConfig{
-		Varnish: []string{v.WorkDir}, Cgroup: cgroup,
-		ApacheStatus: "http://" + apache + "/server-status",
-		ProbeURL:     v.URL("/"), InjectFile: inject,
+		Varnish: []string{v.WorkDir},
+		Sensor: Config{
+			Cgroup:       cgroup,
+			ApacheStatus: "http://" + apache + "/server-status",
+			Probe:        ProbeConfig{URL: v.URL("/")},
+			InjectFile:   inject,
+		},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -1,15 +1,19 @@
 package sensor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gearshift/gearshift/controller/state"
 )
 
 // maxInjectFile is the most an injected value's file may hold: a number
@@ -22,11 +26,11 @@ type InjectFile struct {
 	Path string
 }
 
-// Read returns the file's number. A missing file is no value (nil), not an
+// Number returns the file's number. A missing file is no value (nil), not an
 // error: whoever writes it has not yet, or has withdrawn it. Anything but
 // a regular file (a FIFO, a device, a directory) is an error, found without
 // blocking: the open does not wait for a FIFO's writer.
-func (f InjectFile) Read() (*float64, error) {
+func (f InjectFile) Number() (*float64, error) {
 	fh, err := os.OpenFile(f.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -87,4 +91,34 @@ func parseInjected(text string) (float64, error) {
 		return 0, fmt.Errorf("%q is not a number", s)
 	}
 	return v, nil
+}
+
+// Injected is the signal of the inject_file source.
+const Injected = "injected"
+
+var injectSource = Source{
+	Name: "inject_file",
+	Key:  "sensor.inject_file",
+	Signals: []state.Signal{{
+		Name: Injected, Direction: state.Rises, Precision: 2, Min: math.Inf(-1),
+		Help:       "The number in sensor.inject_file.",
+		Metric:     "gearshift_injected",
+		StatusLine: "injected",
+	}},
+	On: on(func(cfg HostConfig) string { return cfg.Sensor.InjectFile }),
+	Check: func(cfg HostConfig, problem func(key, format string, args ...any)) {
+		if f := cfg.Sensor.InjectFile; f != "" && !filepath.IsAbs(f) {
+			problem("sensor.inject_file", "must be an absolute path, got %q", f)
+		}
+	},
+	Open: func(cfg HostConfig) (Reader, error) { return InjectFile{Path: cfg.Sensor.InjectFile}, nil },
+}
+
+// Read implements Reader: the file's number, nothing while there is no file.
+func (f InjectFile) Read(context.Context) (func(*Sample), error) {
+	v, err := f.Number()
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return func(s *Sample) { s.Values[Injected] = *v }, nil
 }

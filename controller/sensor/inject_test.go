@@ -40,7 +40,7 @@ func TestInjectFile(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := InjectFile{Path: tc.path}.Read()
+			got, err := InjectFile{Path: tc.path}.Number()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Read = %s, %v; want an error containing %q", fmtF(got), err, tc.wantErr)
@@ -68,7 +68,7 @@ func TestInjectFileFIFO(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := InjectFile{Path: p}.Read()
+		v, err := InjectFile{Path: p}.Number()
 		done <- result{v, err}
 	}()
 	var r result

@@ -10,6 +10,9 @@ import (
 	"net/url"
 	"sync/atomic"
 	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // DefaultProbeTimeout is the probe's timeout when none is configured.
@@ -86,4 +89,68 @@ func (p *Probe) TTFB(ctx context.Context) (time.Duration, error) {
 		return d, nil
 	}
 	return time.Since(start), nil
+}
+
+// BackendTTFBMs is the signal of the probe source.
+const BackendTTFBMs = "backend_ttfb_ms"
+
+// ProbeConfig is the `sensor.probe` block: a backend URL timed every poll.
+type ProbeConfig struct {
+	URL     string           `yaml:"url"`     // default "" = off
+	Timeout timefmt.Duration `yaml:"timeout"` // default 1s; a probe that takes longer counts as this
+}
+
+// maxProbeTimeout bounds the probe: the poll waits for it.
+const maxProbeTimeout = 30 * time.Second
+
+// probeWindow smooths the backend's time to first byte: one slow page is
+// not a slow backend, ten seconds of them are.
+const probeWindow = 10 * time.Second
+
+var probeSource = Source{
+	Name: "probe",
+	Key:  "sensor.probe.url",
+	Signals: []state.Signal{{
+		Name: BackendTTFBMs, Unit: "ms", Direction: state.Rises, Precision: 0,
+		Help:       "The backend probe's time to first byte, smoothed.",
+		Metric:     "gearshift_backend_ttfb_seconds",
+		Scale:      0.001,
+		PerfUOM:    "ms",
+		StatusLine: "backend ttfb",
+	}},
+	On: on(func(cfg HostConfig) string { return cfg.Sensor.Probe.URL }),
+	Check: func(cfg HostConfig, problem func(key, format string, args ...any)) {
+		p := cfg.Sensor.Probe
+		if p.URL != "" {
+			if _, err := NewProbe(p.URL, time.Duration(p.Timeout)); err != nil {
+				problem("sensor.probe.url", "%v", err)
+			}
+		}
+		if t := p.Timeout; t <= 0 || t > timefmt.Duration(maxProbeTimeout) {
+			problem("sensor.probe.timeout", "must be positive and at most %s, got %s", timefmt.Duration(maxProbeTimeout), t)
+		}
+	},
+	Open: func(cfg HostConfig) (Reader, error) {
+		p, err := NewProbe(cfg.Sensor.Probe.URL, time.Duration(cfg.Sensor.Probe.Timeout))
+		if err != nil {
+			return nil, err
+		}
+		return &probeReader{probe: p, ttfb: state.EWMA{Window: probeWindow}}, nil
+	},
+}
+
+// probeReader smooths the probe's times.
+type probeReader struct {
+	probe *Probe
+	ttfb  state.EWMA
+}
+
+func (r *probeReader) Read(ctx context.Context) (func(*Sample), error) {
+	d, err := r.probe.TTFB(ctx)
+	if err != nil {
+		r.ttfb.Reset()
+		return nil, err
+	}
+	ms := r.ttfb.Update(time.Now(), float64(d)/float64(time.Millisecond))
+	return func(s *Sample) { s.Values[BackendTTFBMs] = ms }, nil
 }

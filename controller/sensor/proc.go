@@ -11,6 +11,8 @@ import (
 	"github.com/shirou/gopsutil/v3/common"
 	"github.com/shirou/gopsutil/v3/load"
 	"github.com/shirou/gopsutil/v3/mem"
+
+	"github.com/gearshift/gearshift/controller/state"
 )
 
 // vitals is the part of gopsutil the sensor reads; tests replace it. The
@@ -82,7 +84,7 @@ func (p *Proc) CPUs() int { return p.cpus }
 // Sample reads the vitals. A kernel without PSI gives a sample with a nil
 // PSI, not an error.
 func (p *Proc) Sample(ctx context.Context) (Sample, error) {
-	s := Sample{Time: p.now(), CPUs: p.cpus}
+	s := Sample{Time: p.now(), CPUs: p.cpus, Values: map[string]float64{}}
 	rq, err := p.runQueue()
 	if err != nil {
 		return Sample{}, fmt.Errorf("read run queue: %w", err)
@@ -107,5 +109,52 @@ func (p *Proc) Sample(ctx context.Context) (Sample, error) {
 	if s.PSI, err = readPSI(p.pressure, p.readFile); err != nil {
 		return Sample{}, err
 	}
+	if s.MemTotal > 0 {
+		s.Values[MemAvailablePct] = 100 * float64(s.MemAvailable) / float64(s.MemTotal)
+	}
+	if s.PSI != nil {
+		s.Values[PSICPU], s.Values[PSIMem] = s.PSI.CPUSome, s.PSI.MemorySome
+	}
 	return s, nil
+}
+
+// The signals of the machine's vitals.
+const (
+	MemAvailablePct = "mem_available_pct"
+	PSICPU          = "psi_cpu"
+	PSIMem          = "psi_mem"
+)
+
+// vitalsSource is the machine itself: always on, read by the Host (a
+// failure fails the sample), its figures possibly replaced by a cgroup's.
+var vitalsSource = Source{
+	Name: "vitals",
+	Signals: []state.Signal{
+		{
+			Name: MemAvailablePct, Unit: "%", Direction: state.Falls, Precision: 1, Max: 100,
+			Help:       "MemAvailable as a percentage of MemTotal.",
+			Metric:     "gearshift_mem_available_ratio",
+			Scale:      0.01,
+			PerfLabel:  "mem_available",
+			PerfUOM:    "%",
+			StatusLine: "mem avail",
+		},
+		{
+			Name: PSICPU, Unit: "%", Direction: state.Rises, Precision: 1, Max: 100,
+			Help:       "CPU pressure, some avg10.",
+			Metric:     "gearshift_psi_cpu_ratio",
+			Scale:      0.01,
+			PerfUOM:    "%",
+			StatusLine: "pressure", StatusPart: "cpu", StatusAbsent: "no PSI on this kernel",
+		},
+		{
+			Name: PSIMem, Unit: "%", Direction: state.Rises, Precision: 1, Max: 100,
+			Help:       "Memory pressure, some avg10.",
+			Metric:     "gearshift_psi_memory_ratio",
+			Scale:      0.01,
+			PerfUOM:    "%",
+			StatusLine: "pressure", StatusPart: "mem", StatusAbsent: "no PSI on this kernel",
+		},
+	},
+	On: func(HostConfig) bool { return true },
 }

@@ -5,12 +5,13 @@
 package sensor
 
 import (
+	"maps"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
 )
 
-// Sample is one reading of the server's vitals.
+// Sample is one reading of the server's vitals and of the configured sources.
 type Sample struct {
 	Time         time.Time
 	Load1        float64
@@ -23,15 +24,14 @@ type Sample struct {
 	SwapUsed     uint64  // bytes
 	PSI          *PSI    // nil when the kernel has no PSI
 
-	// FromCgroup is the cgroup directory PSI, MemTotal and MemAvailable
+	// Values holds the figure of each signal read, by name: the
+	// machine's memory and pressure, then each configured source's (see
+	// Sources). A signal missing is unknown: no PSI, a source failing
+	// (see Problems) or without a figure yet.
+	Values map[string]float64
+	// FromCgroup is the cgroup directory the memory and pressure signals
 	// come from; empty: the machine's.
 	FromCgroup string
-	// The optional sources' figures; nil when the source is not configured,
-	// failed (see Problems), or has no figure yet.
-	Traffic         *VarnishRates // summed over the Varnish targets with a -n name
-	ApacheBusyRatio *float64      // 0–1
-	BackendTTFBMs   *float64      // the probe's time to first byte, ms
-	Injected        *float64      // the number in the inject file
 
 	Problems []Problem // optional sources that failed this sample, by source
 }
@@ -47,40 +47,14 @@ type PSI struct {
 	IOFull     *float64
 }
 
-// Reading returns the state machine's input for the sample: the load and
-// run queue, and the raw figure of each signal the sample has
-// (mem_available_pct without a memory total, the PSI signals without PSI,
-// and the figures of sources not configured or failing are left out:
-// unknown).
+// Reading returns the state machine's input for the sample: the load, the
+// run queue and the figure of each signal the sample has.
 func (s Sample) Reading() state.Reading {
-	r := state.Reading{
+	return state.Reading{
 		Time:     s.Time,
 		Load1:    s.Load1,
 		RunQueue: s.Runnable,
 		CPUs:     s.CPUs,
-		Values:   map[string]float64{},
+		Values:   maps.Clone(s.Values),
 	}
-	if s.MemTotal > 0 {
-		r.Values["mem_available_pct"] = 100 * float64(s.MemAvailable) / float64(s.MemTotal)
-	}
-	if s.PSI != nil {
-		r.Values["psi_cpu"], r.Values["psi_mem"] = s.PSI.CPUSome, s.PSI.MemorySome
-	}
-	if t := s.Traffic; t != nil {
-		r.Values[state.ClientRPS] = t.ClientRPS
-		r.Values[state.BackendRPS] = t.BackendRPS
-		r.Values[state.BackendFailRPS] = t.BackendFailRPS
-		r.Values[state.DroppedRPS] = t.DroppedRPS
-		r.Values[state.QueueLen] = t.QueueLen
-	}
-	for name, v := range map[string]*float64{
-		state.ApacheBusyRatio: s.ApacheBusyRatio,
-		state.BackendTTFBMs:   s.BackendTTFBMs,
-		state.Injected:        s.Injected,
-	} {
-		if v != nil {
-			r.Values[name] = *v
-		}
-	}
-	return r
 }

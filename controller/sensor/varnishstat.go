@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/capbuf"
 )
 
@@ -219,4 +221,131 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// The signals of the varnishstat source (state.ClientRPS is the first).
+const (
+	BackendRPS     = "backend_rps"
+	BackendFailRPS = "backend_fail_rps"
+	DroppedRPS     = "dropped_rps"
+	QueueLen       = "queue_len"
+)
+
+var varnishSource = Source{
+	Name: "varnishstat",
+	Key:  "varnish.targets[].name",
+	Signals: []state.Signal{
+		{
+			Name: state.ClientRPS, Unit: "rps", Direction: state.Rises, Precision: 0,
+			Help:       "Varnish client requests per second, summed over the targets with a name.",
+			Metric:     "gearshift_client_requests_per_second",
+			StatusLine: "varnish", StatusPart: "client",
+		},
+		{
+			Name: BackendRPS, Unit: "rps", Direction: state.Rises, Precision: 0,
+			Help:       "Varnish backend requests per second, summed over the targets with a name.",
+			Metric:     "gearshift_backend_requests_per_second",
+			StatusLine: "varnish", StatusPart: "backend",
+		},
+		{
+			Name: BackendFailRPS, Unit: "rps", Direction: state.Rises, Precision: 1,
+			Help:       "Varnish backend connection failures per second.",
+			Metric:     "gearshift_backend_failures_per_second",
+			StatusLine: "varnish", StatusPart: "backend fail",
+		},
+		{
+			Name: DroppedRPS, Unit: "rps", Direction: state.Rises, Precision: 1,
+			Help:       "Varnish sessions dropped for want of a worker thread, per second.",
+			Metric:     "gearshift_dropped_sessions_per_second",
+			StatusLine: "varnish", StatusPart: "dropped",
+		},
+		{
+			Name: QueueLen, Direction: state.Rises, Precision: 0,
+			Help:       "Varnish sessions waiting for a worker thread (MAIN.thread_queue_len).",
+			Metric:     "gearshift_queue_length",
+			StatusLine: "varnish", StatusPart: "queue",
+		},
+	},
+	On: func(cfg HostConfig) bool { return len(cfg.Varnish) > 0 },
+	Open: func(cfg HostConfig) (Reader, error) {
+		r := &varnishReader{}
+		for _, name := range cfg.Varnish {
+			r.targets = append(r.targets, &varnishTarget{stat: Varnishstat{Name: name}})
+		}
+		return r, nil
+	},
+}
+
+// varnishReader reads every local target's counters and sums their rates.
+type varnishReader struct{ targets []*varnishTarget }
+
+type varnishTarget struct {
+	stat  Varnishstat
+	rates CounterRates
+}
+
+// SourceVarnish is the Problem.Source of the varnishd named name.
+func SourceVarnish(name string) string { return "varnishstat " + name }
+
+// Read implements Reader. Any target without rates (failing, or just
+// primed) makes the sum unknown, since a partial sum would look like the
+// traffic fell.
+func (r *varnishReader) Read(ctx context.Context) (func(*Sample), error) {
+	rates := make([]*VarnishRates, len(r.targets))
+	errs := make([]error, len(r.targets))
+	var wg sync.WaitGroup
+	for i, t := range r.targets {
+		wg.Go(func() { rates[i], errs[i] = t.read(ctx) })
+	}
+	wg.Wait()
+	var problems Problems
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, ErrBaseline) {
+			problems = append(problems, Problem{Source: SourceVarnish(r.targets[i].stat.Name), Err: err})
+		}
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	sum := sumTraffic(rates)
+	if sum == nil {
+		return nil, nil
+	}
+	return func(s *Sample) {
+		s.Values[state.ClientRPS] = sum.ClientRPS
+		s.Values[BackendRPS] = sum.BackendRPS
+		s.Values[BackendFailRPS] = sum.BackendFailRPS
+		s.Values[DroppedRPS] = sum.DroppedRPS
+		s.Values[QueueLen] = sum.QueueLen
+	}, nil
+}
+
+func (t *varnishTarget) read(ctx context.Context) (*VarnishRates, error) {
+	c, err := t.stat.Read(ctx)
+	if err != nil {
+		t.rates.Reset()
+		return nil, err
+	}
+	r, err := t.rates.Update(time.Now(), c)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// sumTraffic adds the targets' rates up; nil when any target has none.
+func sumTraffic(rates []*VarnishRates) *VarnishRates {
+	var sum VarnishRates
+	for _, r := range rates {
+		if r == nil {
+			return nil
+		}
+		sum.ClientRPS += r.ClientRPS
+		sum.BackendRPS += r.BackendRPS
+		sum.BackendFailRPS += r.BackendFailRPS
+		sum.DroppedRPS += r.DroppedRPS
+		sum.QueuedRPS += r.QueuedRPS
+		sum.QueueLen += r.QueueLen
+	}
+	return &sum
 }

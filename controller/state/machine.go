@@ -81,15 +81,15 @@ func (m *Machine) Current() Decision { return m.cur }
 // Step decides on the reading r observed at now.
 func (m *Machine) Step(now time.Time, r Reading) Decision {
 	m.start(now)
-	sig := derive(now, r, &m.fast)
+	sig := derive(now, m.cfg.Signals, r, &m.fast)
 	for st := Light + 1; st <= Heaviest; st++ {
 		b := m.band(st)
-		if b.Enter.Holds(sig) {
+		if b.Enter.Holds(m.cfg.Signals, sig) {
 			m.run[st]++
 		} else {
 			m.run[st] = 0
 		}
-		if b.Stay.Holds(sig) {
+		if b.Stay.Holds(m.cfg.Signals, sig) {
 			m.stayHeld[st] = now
 		}
 	}
@@ -230,7 +230,7 @@ func (m *Machine) trafficGuard(st State, sig Signals) (string, bool) {
 	if !ok || rps <= ratio**entry {
 		return "", false
 	}
-	s, _ := Lookup(ClientRPS)
+	s, _ := m.cfg.Signals.Lookup(ClientRPS)
 	return fmt.Sprintf("%s %s > %g × %s at entry", ClientRPS, s.Format(rps), ratio, s.Format(*entry)), true
 }
 
@@ -239,13 +239,13 @@ func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 	confirm := m.upConfirm()
 	for st := Heaviest; st > cur; st-- {
 		if m.run[st] >= confirm {
-			return st, fmt.Sprintf("%s for %d samples", m.band(st).Enter.explain(sig), m.run[st])
+			return st, fmt.Sprintf("%s for %d samples", m.band(st).Enter.explain(m.cfg.Signals, sig), m.run[st])
 		}
 	}
 	var pending string
 	for st := Heaviest; st > cur; st-- {
 		if n := m.run[st]; n > 0 {
-			pending = fmt.Sprintf("%s enter rule held %d of %d samples (%s)", st, n, confirm, m.band(st).Enter.explain(sig))
+			pending = fmt.Sprintf("%s enter rule held %d of %d samples (%s)", st, n, confirm, m.band(st).Enter.explain(m.cfg.Signals, sig))
 			break
 		}
 	}
@@ -253,15 +253,15 @@ func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 		if pending != "" {
 			return Light, pending
 		}
-		return Light, fmt.Sprintf("%s enter rule not held (%s)", Light+1, m.band(Light+1).Enter.explain(sig))
+		return Light, fmt.Sprintf("%s enter rule not held (%s)", Light+1, m.band(Light+1).Enter.explain(m.cfg.Signals, sig))
 	}
 	if pending != "" {
 		pending = "; " + pending
 	}
 
 	stay := m.band(cur).Stay
-	if stay.Holds(sig) {
-		return cur, fmt.Sprintf("stay rule of %s holds (%s)%s", cur, stay.explain(sig), pending)
+	if stay.Holds(m.cfg.Signals, sig) {
+		return cur, fmt.Sprintf("stay rule of %s holds (%s)%s", cur, stay.explain(m.cfg.Signals, sig), pending)
 	}
 	if why, ok := m.trafficGuard(cur, sig); ok {
 		return cur, "stay: " + why + pending
@@ -274,7 +274,7 @@ func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 		return cur, fmt.Sprintf("stay rule of %s not held, but only %s of min_dwell %s passed%s",
 			cur, seconds(since), seconds(m.cfg.MinDwell), pending)
 	}
-	return cur - 1, fmt.Sprintf("stay rule of %s not held within %s (%s)", cur, seconds(m.cfg.DownWindow), stay.explain(sig))
+	return cur - 1, fmt.Sprintf("stay rule of %s not held within %s (%s)", cur, seconds(m.cfg.DownWindow), stay.explain(m.cfg.Signals, sig))
 }
 
 func (m *Machine) forcedReason(now time.Time) string {

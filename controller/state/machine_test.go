@@ -29,8 +29,18 @@ func defaultConfig() Config {
 		UpConfirm:  3,
 		DownWindow: 120 * time.Second,
 		MinDwell:   60 * time.Second,
+		Signals:    testSignals,
 	}
 }
+
+// testSignals are the machine's own signal and, standing in for the
+// sources' (which the sensor declares), the ones these tests read.
+var testSignals = MustSet(Builtin, []Signal{
+	{Name: "mem_available_pct", Unit: "%", Direction: Falls, Precision: 1, Max: 100},
+	{Name: "psi_cpu", Unit: "%", Direction: Rises, Precision: 1, Max: 100},
+	{Name: "psi_mem", Unit: "%", Direction: Rises, Precision: 1, Max: 100},
+	{Name: ClientRPS, Unit: "rps", Direction: Rises, Precision: 0},
+})
 
 const defaultFastWindow = 10 * time.Second
 

@@ -108,7 +108,7 @@ func TestProperties(t *testing.T) {
 					t.Fatalf("seed %d sample %d: stepped down two states at once: %+v", seed, i, d)
 				}
 				for j := len(seen) - 1; j >= 0 && now.Sub(seen[j].Signals.Time) < cfg.DownWindow || j == len(seen)-1; j-- {
-					if m.band(d.From).Stay.Holds(seen[j].Signals) {
+					if m.band(d.From).Stay.Holds(testSignals, seen[j].Signals) {
 						t.Fatalf("seed %d sample %d: left %s at %s although its stay rule held at %s, within down_window %s: %+v",
 							seed, i, d.From, now, seen[j].Signals.Time, cfg.DownWindow, d)
 					}
@@ -127,7 +127,7 @@ func TestProperties(t *testing.T) {
 					t.Fatalf("seed %d sample %d: went up after %d samples", seed, i, len(seen))
 				}
 				for _, p := range seen[len(seen)-confirm:] {
-					if !m.band(d.State).Enter.Holds(p.Signals) {
+					if !m.band(d.State).Enter.Holds(testSignals, p.Signals) {
 						t.Fatalf("seed %d sample %d: went up to %s without its enter rule holding for %d samples: %+v",
 							seed, i, d.State, confirm, d)
 					}

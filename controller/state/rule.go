@@ -29,11 +29,11 @@ func (c cond) String() string {
 	return fmt.Sprintf("%s %.*f %s %s", c.sig.Name, c.sig.Precision, *c.value, op, c.sig.FormatLimit(c.limit))
 }
 
-// conds lists the rule's conditions in the order of the table. A key that
-// names no signal of the table is no condition (validation refuses it).
-func (r Rule) conds(sig Signals) []cond {
+// conds lists the rule's conditions in the order of the set. A key that
+// names no signal of the set is no condition (validation refuses it).
+func (r Rule) conds(set *Set, sig Signals) []cond {
 	var cs []cond
-	for _, s := range Table() {
+	for _, s := range set.All() {
 		limit, ok := r[s.Name]
 		if !ok {
 			continue
@@ -45,9 +45,9 @@ func (r Rule) conds(sig Signals) []cond {
 
 // Holds reports whether any configured condition of r holds for sig. A rule
 // with no condition never holds; a condition never holds on a signal that
-// is unavailable.
-func (r Rule) Holds(sig Signals) bool {
-	for _, c := range r.conds(sig) {
+// is unavailable or not in set.
+func (r Rule) Holds(set *Set, sig Signals) bool {
+	for _, c := range r.conds(set, sig) {
 		if c.holds() {
 			return true
 		}
@@ -58,8 +58,8 @@ func (r Rule) Holds(sig Signals) bool {
 // explain lists the conditions that hold ("load_per_cpu 1.82 >= 1.50 and
 // mem_available_pct 8.0 <= 10"), or when none does, the conditions whose
 // signal is available, as the reason why not.
-func (r Rule) explain(sig Signals) string {
-	cs := r.conds(sig)
+func (r Rule) explain(set *Set, sig Signals) string {
+	cs := r.conds(set, sig)
 	if len(cs) == 0 {
 		return "no condition configured"
 	}

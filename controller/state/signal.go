@@ -3,8 +3,6 @@ package state
 import (
 	"fmt"
 	"math"
-	"slices"
-	"sync"
 )
 
 // Direction says which way a signal moves when the server is under more
@@ -21,9 +19,9 @@ const (
 
 // Signal declares one input the rules can test. Every reader of signals
 // (validation, decisions and their reasons, status, check perfdata,
-// metrics, simulate's trace columns, the state change log) iterates the
-// table of signals, so a new signal is one Signal plus the code that fills
-// Reading.Values[Name] (see Register).
+// metrics, simulate's trace columns, the state change log) iterates a Set,
+// so a new signal is one Signal in its source's declaration plus the code
+// that fills Reading.Values[Name].
 type Signal struct {
 	Name      string    // rule key, status JSON field, trace column, perfdata label, log field
 	Unit      string    // "" (a plain number), "%", "rps", "ms", …
@@ -155,72 +153,74 @@ func (s Signal) MetricValue(v float64) float64 {
 // Bounded tells whether the signal has a finite upper bound.
 func (s Signal) Bounded() bool { return !math.IsInf(s.Max, 1) }
 
-var (
-	tableMu sync.RWMutex
-	table   = func() []Signal {
-		var t []Signal
-		for _, s := range vitals {
-			t = appendSignal(t, s)
-		}
-		return t
-	}()
-)
-
-func appendSignal(t []Signal, s Signal) []Signal {
-	if s.Name == "" || (s.Direction != Rises && s.Direction != Falls) {
-		panic(fmt.Sprintf("state: signal %q needs a name and a direction", s.Name))
-	}
-	if s.Max == 0 {
-		s.Max = math.Inf(1)
-	}
-	for _, x := range t {
-		if x.Name == s.Name {
-			panic(fmt.Sprintf("state: signal %q registered twice", s.Name))
-		}
-	}
-	return append(t, s)
+// Set is the signals one daemon, or one replay, knows: the machine's own
+// (Builtin), then those of each source, in that order, which is the order
+// of status, perfdata, metrics and reasons. It is a value: built once by
+// NewSet from the config and handed to whoever reads signals; nothing
+// changes it afterwards, so readers need no lock.
+type Set struct {
+	list  []Signal
+	index map[string]int
 }
 
-// Register adds s to the table of signals, after those registered before
-// it (the table's order is the order of status, perfdata and reasons). It
-// is meant for init functions, beside the signal's source, and for tests;
-// the returned function removes s again. It panics on a signal without a
-// name or direction, or a name already taken.
-func Register(s Signal) (unregister func()) {
-	tableMu.Lock()
-	defer tableMu.Unlock()
-	table = appendSignal(table, s)
-	return func() {
-		tableMu.Lock()
-		defer tableMu.Unlock()
-		table = slices.DeleteFunc(table, func(t Signal) bool { return t.Name == s.Name })
+// NewSet returns the set of the signals of each group, in order. It fails on
+// a signal without a name or direction, or on a name given twice.
+func NewSet(groups ...[]Signal) (*Set, error) {
+	set := &Set{index: map[string]int{}}
+	for _, g := range groups {
+		for _, s := range g {
+			if s.Name == "" || (s.Direction != Rises && s.Direction != Falls) {
+				return nil, fmt.Errorf("signal %q needs a name and a direction", s.Name)
+			}
+			if _, dup := set.index[s.Name]; dup {
+				return nil, fmt.Errorf("signal %q is declared twice", s.Name)
+			}
+			if s.Max == 0 {
+				s.Max = math.Inf(1)
+			}
+			set.index[s.Name] = len(set.list)
+			set.list = append(set.list, s)
+		}
 	}
+	return set, nil
 }
 
-// Table returns the signals in their order.
-func Table() []Signal {
-	tableMu.RLock()
-	defer tableMu.RUnlock()
-	return slices.Clone(table)
+// MustSet is NewSet for sets written in the code, which cannot be wrong
+// at run time: it panics on an error.
+func MustSet(groups ...[]Signal) *Set {
+	set, err := NewSet(groups...)
+	if err != nil {
+		panic("state: " + err.Error())
+	}
+	return set
+}
+
+// All returns the signals in their order (none for a nil set). The slice
+// is the set's own: read it, never change it.
+func (s *Set) All() []Signal {
+	if s == nil {
+		return nil
+	}
+	return s.list
 }
 
 // Lookup returns the signal named name.
-func Lookup(name string) (Signal, bool) {
-	tableMu.RLock()
-	defer tableMu.RUnlock()
-	for _, s := range table {
-		if s.Name == name {
-			return s, true
-		}
+func (s *Set) Lookup(name string) (Signal, bool) {
+	if s == nil {
+		return Signal{}, false
 	}
-	return Signal{}, false
+	i, ok := s.index[name]
+	if !ok {
+		return Signal{}, false
+	}
+	return s.list[i], true
 }
 
-// SignalNames returns the names of the signals in their order.
-func SignalNames() []string {
+// Names returns the names of the signals in their order.
+func (s *Set) Names() []string {
 	var ns []string
-	for _, s := range Table() {
-		ns = append(ns, s.Name)
+	for _, sig := range s.All() {
+		ns = append(ns, sig.Name)
 	}
 	return ns
 }

@@ -57,9 +57,9 @@ func (e *EWMA) Reset() { e.value, e.last, e.primed = 0, time.Time{}, false }
 
 // derive turns a reading into decision signals (SPEC section 3), feeding the
 // fast EWMA on the way: load_per_cpu = max(Load1, EWMA(run queue)) / CPUs.
-// Each signal of the table is read from the reading; one the reading lacks
+// Each signal of the set is read from the reading; one the reading lacks
 // is left out, and no condition holds on it.
-func derive(now time.Time, r Reading, fast *EWMA) Signals {
+func derive(now time.Time, set *Set, r Reading, fast *EWMA) Signals {
 	in := Input{Reading: r, Load: r.Load1}
 	if fast.Window > 0 {
 		in.Load = math.Max(in.Load, fast.Update(now, r.RunQueue))
@@ -70,7 +70,7 @@ func derive(now time.Time, r Reading, fast *EWMA) Signals {
 	if sig.Time.IsZero() {
 		sig.Time = now
 	}
-	for _, s := range Table() {
+	for _, s := range set.All() {
 		if v, ok := s.Value(in); ok {
 			sig.Values[s.Name] = v
 		}

@@ -82,7 +82,7 @@ func (s *State) UnmarshalText(b []byte) error {
 // threshold, the condition holding when the signal is at least as bad as
 // the threshold (>= for a signal that rises with pressure, <= for one that
 // falls). A rule with no condition never holds; a condition on a signal
-// that is unavailable, or not in the table, does not hold.
+// that is unavailable, or not in the set, does not hold.
 type Rule map[string]float64
 
 // Band is the pair of rules of one non-light state: Enter to go up into it,
@@ -102,12 +102,18 @@ type Config struct {
 	// client_rps is above this fraction of the rate at which the gear was
 	// entered (default 0.6). 0 turns it off; so does a missing client_rps.
 	DownTrafficRatio float64
+	// Signals are the signals the rules may name and the machine derives
+	// (nil: Builtin alone). The config builds the set once; see NewSet.
+	Signals *Set
 }
 
 // clone copies the rules, so that the caller's maps stay the caller's.
 func (c Config) clone() Config {
 	for i, b := range c.Bands {
 		c.Bands[i] = Band{Enter: maps.Clone(b.Enter), Stay: maps.Clone(b.Stay)}
+	}
+	if c.Signals == nil {
+		c.Signals = builtinSet
 	}
 	return c
 }

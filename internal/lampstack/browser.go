@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
@@ -18,10 +19,10 @@ import (
 
 // LoadProfiles renders the three profiles of cfg and loads them into v as
 // gs<suffix>-<gear> (gs-light, gs-moderate, gs-heavy for suffix "").
-func LoadProfiles(tb testing.TB, v *varnishtest.Varnish, cfg *profiles.Config, suffix string) {
+func LoadProfiles(tb testing.TB, v *varnishtest.Varnish, cfg *config.Config, suffix string) {
 	tb.Helper()
 	for _, s := range state.All {
-		text, err := profiles.Render(cfg, s)
+		text, err := profiles.Render(cfg.Site(), s)
 		if err != nil {
 			tb.Fatal(err)
 		}

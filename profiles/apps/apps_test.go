@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/lampstack"
 	"github.com/gearshift/gearshift/profiles"
@@ -42,8 +43,8 @@ func (st *stack) loadDefaults(t testing.TB, apachePort int) {
 
 // config is gearshift's default config with only the backend changed:
 // the stack's Apache, once loadDefaults has run.
-func (st *stack) config() *profiles.Config {
-	cfg := profiles.Default()
+func (st *stack) config() *config.Config {
+	cfg := config.Default()
 	cfg.Backend = st.backend
 	return cfg
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/lampstack"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 // BenchmarkWordPressHome measures the stock WordPress home page, anonymous,
@@ -22,7 +22,7 @@ import (
 func BenchmarkWordPressHome(b *testing.B) {
 	wrk := lampstack.Need(b, "wrk", "wrk")["wrk"]
 	st := startStack(b)
-	strict := profiles.Default()
+	strict := config.Default()
 	strict.Backend = st.backend
 	strict.Profiles.ModerateHeuristicTTL = 0
 	st.load(b, strict, "strict")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/lampstack"
 	"github.com/gearshift/gearshift/profiles"
@@ -45,7 +46,7 @@ func startStack(t testing.TB) *stack {
 	startApache(t, dir, st.site.root, apachePort, bin)
 	t.Logf("MariaDB, WordPress and Apache up in %s", time.Since(start).Round(time.Millisecond))
 
-	cfg := profiles.Default()
+	cfg := config.Default()
 	st.backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
 	cfg.Backend = st.backend
 	st.load(t, cfg, "")
@@ -53,7 +54,7 @@ func startStack(t testing.TB) *stack {
 }
 
 // load renders and loads the three profiles of cfg as gs<suffix>-<gear>.
-func (st *stack) load(t testing.TB, cfg *profiles.Config, suffix string) {
+func (st *stack) load(t testing.TB, cfg *config.Config, suffix string) {
 	t.Helper()
 	lampstack.LoadProfiles(t, st.v, cfg, suffix)
 }

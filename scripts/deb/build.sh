@@ -60,7 +60,7 @@ put 0640 "$tmp/gearshift.yaml" /etc/gearshift/gearshift.yaml
 usrbin "$repo/scripts/gearshift.service" | sed -e 's|^# the server.s load changes. Installed by scripts/install.sh.|# the server'"'"'s load changes. Installed by the gearshift package.|' >"$tmp/gearshift.service"
 put 0644 "$tmp/gearshift.service" /lib/systemd/system/gearshift.service
 # The watchdog ships switched off: the package does not start gearshift
-# before the admin has pointed it at Varnish (see the README).
+# before the admin has pointed it at Varnish (see docs/operating.md).
 usrbin "$repo/scripts/cron.d/gearshift" | sed -e 's|^\* \* \* \* \*|#* * * * *|' \
 	-e 's|^# gearshift watchdog, installed by scripts/install.sh.|# gearshift watchdog, installed by the gearshift package. Uncomment the\n# line at the bottom to turn it on, once gearshift runs.|' >"$tmp/cron"
 put 0644 "$tmp/cron" /etc/cron.d/gearshift
@@ -83,6 +83,11 @@ put 0644 "$tmp/fish" /usr/share/fish/vendor_completions.d/gearshift.fish
 doc=/usr/share/doc/gearshift
 gzip -9n <"$repo/README.md" >"$tmp/README.md.gz"
 put 0644 "$tmp/README.md.gz" "$doc/README.md.gz"
+# The README links docs/; they sit beside it, as in the source tree.
+for page in "$repo"/docs/*.md; do
+	gzip -9n <"$page" >"$tmp/page.gz"
+	put 0644 "$tmp/page.gz" "$doc/docs/$(basename "$page").gz"
+done
 put 0644 "$tmp/gearshift.yaml" "$doc/examples/gearshift.yaml"
 # Examples: on_change hooks, and the snippet for varnish.mode: label.
 for hook in "$repo"/scripts/hooks/*.sh; do

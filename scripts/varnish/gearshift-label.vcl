@@ -26,7 +26,7 @@
 #
 # A VCL that names the label compiles only once the label exists: start
 # varnishd with the file `gearshift profiles export` writes (-f '' -I
-# .../gearshift.cli, see the README), which creates the label before it
+# .../gearshift.cli, see docs/gears.md), which creates the label before it
 # loads your VCL.
 
 sub gearshift_recv {

@@ -24,7 +24,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		tr, err := Parse(bytes.NewReader(in), 2, "from --cpus")
+		tr, err := Parse(bytes.NewReader(in), signals, 2, "from --cpus")
 		if err != nil {
 			var te *Error
 			if !errors.As(err, &te) || te.Line < 1 || te.Line > bytes.Count(in, []byte("\n"))+1 {

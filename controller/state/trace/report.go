@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/profiles"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
-// Columns names the signals a trace can have a column for, in the order
-// of the table.
-func Columns() []string {
+// Columns names the signals of set a trace can have a column for, in the
+// order of the set.
+func Columns(set *state.Set) []string {
 	var ns []string
-	for _, s := range state.Table() {
+	for _, s := range set.All() {
 		if s.Raw() {
 			ns = append(ns, s.Name)
 		}
@@ -123,7 +123,7 @@ func offset(d time.Duration) string {
 }
 
 // dur formats a duration to the second, as the config writes durations.
-func dur(d time.Duration) string { return profiles.Duration(d.Round(time.Second)).String() }
+func dur(d time.Duration) string { return timefmt.Duration(d.Round(time.Second)).String() }
 
 func share(part, whole time.Duration) string {
 	if whole <= 0 {

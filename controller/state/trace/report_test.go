@@ -112,11 +112,11 @@ func TestWriteJSON(t *testing.T) {
 }
 
 func TestColumns(t *testing.T) {
-	cols := strings.Join(Columns(), ",")
+	cols := strings.Join(Columns(signals), ",")
 	if !strings.HasPrefix(cols, "mem_available_pct,psi_cpu,psi_mem") {
-		t.Errorf("Columns() = %s, want the raw signals of the table, in its order", cols)
+		t.Errorf("Columns(signals) = %s, want the raw signals of the table, in its order", cols)
 	}
 	if strings.Contains(cols, "load_per_cpu") {
-		t.Errorf("Columns() = %s: load_per_cpu is derived, not a column", cols)
+		t.Errorf("Columns(signals) = %s: load_per_cpu is derived, not a column", cols)
 	}
 }

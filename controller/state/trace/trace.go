@@ -66,12 +66,12 @@ var columns = map[string]string{
 }
 
 // column returns the column named key: one of columns, or a raw signal of
-// the state machine's table (mem_available_pct, psi_cpu, …).
-func column(key string) (string, bool) {
+// set (mem_available_pct, psi_cpu, …).
+func column(set *state.Set, key string) (string, bool) {
 	if col, ok := columns[key]; ok {
 		return col, true
 	}
-	if sig, ok := state.Lookup(key); ok && sig.Raw() {
+	if sig, ok := set.Lookup(key); ok && sig.Raw() {
 		return sig.Name, true
 	}
 	return "", false
@@ -80,7 +80,7 @@ func column(key string) (string, bool) {
 // Reader reads a CSV trace one sample at a time: a header row naming the
 // columns, then one sample per row. "time" (RFC 3339, "2006-01-02 15:04:05
 // [zone]", or seconds) and "load1" are required; "load5", "load15",
-// "runnable", "cpus" and every signal of the state machine that is a raw
+// "runnable", "cpus" and every signal of the set that is a raw
 // figure ("mem_available_pct", "psi_cpu", "psi_mem", …) are optional, and
 // a signal's cell must be within the signal's range; an empty cell is a figure the row does not have. A row
 // without "runnable" feeds the fast signal with load1. sar's names are
@@ -92,6 +92,7 @@ type Reader struct {
 	CPUs     string   // where the CPU count came from: "from the cpus column", or NewReader's cpusFrom
 	Warnings []string // columns that are ignored
 
+	set         *state.Set
 	cr          *csv.Reader
 	names       []string
 	index       map[string]int
@@ -101,9 +102,10 @@ type Reader struct {
 	prev        *Sample
 }
 
-// NewReader reads the header of the trace in r. Rows without a cpus figure
-// get cpus, which came from cpusFrom ("from --cpus").
-func NewReader(r io.Reader, cpus int, cpusFrom string) (*Reader, error) {
+// NewReader reads the header of the trace in r, whose signal columns are
+// the raw signals of set. Rows without a cpus figure get cpus, which came
+// from cpusFrom ("from --cpus").
+func NewReader(r io.Reader, set *state.Set, cpus int, cpusFrom string) (*Reader, error) {
 	br := bufio.NewReader(&lineLimiter{r: r})
 	header, headerLine, err := firstLine(br)
 	if err != nil {
@@ -120,10 +122,10 @@ func NewReader(r io.Reader, cpus int, cpusFrom string) (*Reader, error) {
 		return nil, &Error{Line: headerLine, Err: fmt.Errorf("read the header: %w", err)}
 	}
 
-	t := &Reader{CPUs: cpusFrom, names: names, index: map[string]int{}, headerLine: headerLine, cpus: cpus}
+	t := &Reader{CPUs: cpusFrom, set: set, names: names, index: map[string]int{}, headerLine: headerLine, cpus: cpus}
 	for i, n := range names {
 		key := strings.ToLower(strings.TrimSpace(n))
-		col, ok := column(key)
+		col, ok := column(set, key)
 		if !ok {
 			t.Warnings = append(t.Warnings, fmt.Sprintf("line %d, column %d: ignoring unknown column %q", headerLine, i+1, strings.TrimSpace(n)))
 			continue
@@ -236,7 +238,7 @@ func (t *Reader) sample(row rowReader) (Sample, error) {
 		cpus = int(min(*c, 1<<20))
 	}
 	s.Reading = state.Reading{Time: tm, Load1: *load1, RunQueue: *runq, CPUs: cpus, Values: map[string]float64{}}
-	for _, sig := range state.Table() {
+	for _, sig := range t.set.All() {
 		if !sig.Raw() {
 			continue
 		}
@@ -252,8 +254,8 @@ func (t *Reader) sample(row rowReader) (Sample, error) {
 }
 
 // Parse reads a whole trace (see Reader) into memory.
-func Parse(r io.Reader, cpus int, cpusFrom string) (*Trace, error) {
-	rd, err := NewReader(r, cpus, cpusFrom)
+func Parse(r io.Reader, set *state.Set, cpus int, cpusFrom string) (*Trace, error) {
+	rd, err := NewReader(r, set, cpus, cpusFrom)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 )
 
@@ -109,7 +110,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, err := Parse(strings.NewReader(tc.csv), 2, "from --cpus")
+			tr, err := Parse(strings.NewReader(tc.csv), signals, 2, "from --cpus")
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -151,7 +152,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, err := Parse(strings.NewReader(tc.csv), 2, "from --cpus")
+			tr, err := Parse(strings.NewReader(tc.csv), signals, 2, "from --cpus")
 			if err == nil {
 				t.Fatalf("Parse: want an error, got %d samples", len(tr.Samples))
 			}
@@ -171,7 +172,7 @@ func TestReplay(t *testing.T) {
 		"0,0.1,0,1\n10,0.1,0,1\n" + // light
 		"20,2,2,1\n30,2,2,1\n40,2,2,1\n" + // heavy from 40s
 		"400,0.1,0,1\n"
-	tr, err := Parse(strings.NewReader(csv), 1, "")
+	tr, err := Parse(strings.NewReader(csv), signals, 1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestReplay(t *testing.T) {
 func f(v float64) *float64 { return &v }
 
 func TestReplayStopsAtABadRow(t *testing.T) {
-	rd, err := NewReader(strings.NewReader("time,load1\n0,1\n1,1\n2,x\n3,1\n"), 1, "")
+	rd, err := NewReader(strings.NewReader("time,load1\n0,1\n1,1\n2,x\n3,1\n"), signals, 1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestParseBoundsLineLength(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse(tc.in, 2, "from --cpus")
+			_, err := Parse(tc.in, signals, 2, "from --cpus")
 			var te *Error
 			if !errors.As(err, &te) || err.Error() != tc.want {
 				t.Fatalf("Parse: %v (%T), want %s", err, err, tc.want)
@@ -248,7 +249,7 @@ func TestParseBoundsLineLength(t *testing.T) {
 	}
 	// A line of exactly MaxLineBytes is still read.
 	pad := strings.Repeat(" ", MaxLineBytes-len("1,2"))
-	tr, err := Parse(strings.NewReader("time,load1\n0,1\n1,2"+pad+"\n"), 2, "from --cpus")
+	tr, err := Parse(strings.NewReader("time,load1\n0,1\n1,2"+pad+"\n"), signals, 2, "from --cpus")
 	if err != nil || len(tr.Samples) != 2 {
 		t.Fatalf("Parse of a %d-byte line: %v", MaxLineBytes, err)
 	}
@@ -270,7 +271,7 @@ func TestParseStripsBOM(t *testing.T) {
 		"\ufeff# exported\ntime,load1\n0,1\n1,2\n",
 		"\ufeff\"time\",load1\n0,1\n1,2\n",
 	} {
-		tr, err := Parse(strings.NewReader(csv), 2, "from --cpus")
+		tr, err := Parse(strings.NewReader(csv), signals, 2, "from --cpus")
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", csv, err)
 		}
@@ -279,3 +280,13 @@ func TestParseStripsBOM(t *testing.T) {
 		}
 	}
 }
+
+// signals are the daemon's signals with no optional source configured:
+// every source's signal is a column a trace may have.
+var signals = func() *state.Set {
+	set, err := sensor.Signals(sensor.HostConfig{})
+	if err != nil {
+		panic(err)
+	}
+	return set
+}()

@@ -1,4 +1,4 @@
-package profiles
+package controller
 
 import (
 	"context"
@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/timefmt"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // Check compiles every gear in a real varnishd and leaves nothing behind;
@@ -21,15 +24,15 @@ func TestCheck(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("vcl 4.1;\nbackend default none;\nsub vcl_recv { set req.http.X = no_such_symbol; }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	config := func(edit func(*Config)) (*Config, Set) {
+	build := func(edit func(*config.Config)) (*config.Config, profiles.Set) {
 		t.Helper()
-		cfg := Default()
-		cfg.Varnish.Targets = []Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
-		cfg.Varnish.Timeout = Duration(30 * time.Second)
+		cfg := config.Default()
+		cfg.Varnish.Targets = []config.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
+		cfg.Varnish.Timeout = timefmt.Duration(30 * time.Second)
 		if edit != nil {
 			edit(cfg)
 		}
-		set, err := Build(cfg)
+		set, err := profiles.Build(cfg.Site())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,16 +43,16 @@ func TestCheck(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		edit   func(*Config)
+		edit   func(*config.Config)
 		failed map[string]bool // by gear
 	}{
 		{"all compile", nil, nil},
-		{"moderate does not", func(c *Config) { c.Profiles.Moderate.VCLFile = bad }, map[string]bool{"moderate": true}},
+		{"moderate does not", func(c *config.Config) { c.Profiles.Moderate.VCLFile = bad }, map[string]bool{"moderate": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, set := config(tc.edit)
+			cfg, set := build(tc.edit)
 			var got []CheckResult
-			if err := Check(ctx, cfg, set, func(r CheckResult) { got = append(got, r) }); err != nil {
+			if err := CheckProfiles(ctx, cfg, set, func(r CheckResult) { got = append(got, r) }); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != len(set) {
@@ -81,12 +84,12 @@ func TestCheck(t *testing.T) {
 	}
 
 	t.Run("refused before it starts", func(t *testing.T) {
-		cfg, set := config(func(c *Config) { c.Varnish.Targets = nil })
-		if err := Check(ctx, cfg, set, func(CheckResult) { t.Error("checked without a target") }); err == nil || !strings.Contains(err.Error(), "varnish.targets") {
+		cfg, set := build(func(c *config.Config) { c.Varnish.Targets = nil })
+		if err := CheckProfiles(ctx, cfg, set, func(CheckResult) { t.Error("checked without a target") }); err == nil || !strings.Contains(err.Error(), "varnish.targets") {
 			t.Errorf("no targets: %v, want an error naming varnish.targets", err)
 		}
-		cfg, set = config(func(c *Config) { c.Varnish.Targets[0].SecretFile = filepath.Join(t.TempDir(), "absent") })
-		if err := Check(ctx, cfg, set, func(CheckResult) { t.Error("checked without the secret") }); err == nil || !strings.Contains(err.Error(), v.AdminAddr) {
+		cfg, set = build(func(c *config.Config) { c.Varnish.Targets[0].SecretFile = filepath.Join(t.TempDir(), "absent") })
+		if err := CheckProfiles(ctx, cfg, set, func(CheckResult) { t.Error("checked without the secret") }); err == nil || !strings.Contains(err.Error(), v.AdminAddr) {
 			t.Errorf("unreadable secret: %v, want an error naming the target", err)
 		}
 	})

@@ -1,18 +1,21 @@
-package profiles
+package config
 
 import (
 	"errors"
 	"fmt"
-	"github.com/gearshift/gearshift/controller/state"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/timefmt"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // fixture writes a secret and a VCL file under a temp dir and returns a
@@ -56,7 +59,7 @@ func TestParseValid(t *testing.T) {
 		check func(t *testing.T, c *Config)
 	}{
 		{"empty document keeps the defaults", base, func(t *testing.T, c *Config) {
-			if c.PollInterval != Duration(time.Second) || c.Hysteresis.UpConfirm != 3 || c.Backend.Port != 8080 {
+			if c.PollInterval != timefmt.Duration(time.Second) || c.Hysteresis.UpConfirm != 3 || c.Backend.Port != 8080 {
 				t.Errorf("defaults lost: %+v", c)
 			}
 		}},
@@ -97,12 +100,12 @@ on_exit: light
 log: { level: debug, file: "" }
 metrics_listen: 127.0.0.1:9131
 `, func(t *testing.T, c *Config) {
-			if c.PollInterval != Duration(500*time.Millisecond) || c.FastWindow != 0 || c.CPUs != 4 || c.Profiles.NormalizeHost || c.OnExit != "light" {
+			if c.PollInterval != timefmt.Duration(500*time.Millisecond) || c.FastWindow != 0 || c.CPUs != 4 || c.Profiles.NormalizeHost || c.OnExit != "light" {
 				t.Errorf("got %+v", c)
 			}
 		}},
 		{"a vcl_file with comments before its declaration", base + "profiles: { moderate: { vcl_file: '{{commented}}' } }", func(t *testing.T, c *Config) {
-			if _, err := Build(c); err != nil {
+			if _, err := profiles.Build(c.Site()); err != nil {
 				t.Errorf("Build: %v", err)
 			}
 		}},
@@ -112,7 +115,7 @@ metrics_listen: 127.0.0.1:9131
 			}
 		}},
 		{"label mode and a hook", "varnish: { mode: label, targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' } ] }\nhooks: { on_change: [logger, -t, gearshift], timeout: 5s }", func(t *testing.T, c *Config) {
-			if c.Varnish.Mode != ModeLabel || strings.Join(c.Hooks.OnChange, " ") != "logger -t gearshift" || c.Hooks.Timeout != Duration(5*time.Second) {
+			if c.Varnish.Mode != ModeLabel || strings.Join(c.Hooks.OnChange, " ") != "logger -t gearshift" || c.Hooks.Timeout != timefmt.Duration(5*time.Second) {
 				t.Errorf("varnish.mode %q, hooks %+v", c.Varnish.Mode, c.Hooks)
 			}
 		}},
@@ -129,17 +132,21 @@ states:
   heavy: { enter: { client_rps: 600, backend_ttfb_ms: 800, queue_len: 10 }, stay: { client_rps: 400, backend_ttfb_ms: 500, queue_len: 2 } }
 `, func(t *testing.T, c *Config) {
 			hc := c.SensorConfig()
-			if strings.Join(hc.Varnish, ",") != "/var/lib/varnish/www" || hc.Cgroup != "system.slice/apache2.service" ||
-				hc.ProbeTimeout != 800*time.Millisecond || hc.InjectFile != "/run/gearshift/pressure" || !strings.HasSuffix(hc.ApacheStatus, "?auto") {
+			if strings.Join(hc.Varnish, ",") != "/var/lib/varnish/www" || hc.Sensor.Cgroup != "system.slice/apache2.service" ||
+				hc.Sensor.Probe.Timeout != timefmt.Duration(800*time.Millisecond) || hc.Sensor.InjectFile != "/run/gearshift/pressure" || !strings.HasSuffix(hc.Sensor.ApacheStatus, "?auto") {
 				t.Errorf("sensor config = %+v", hc)
 			}
-			sc := c.StateConfig()
+			set, err := c.Signals()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := c.StateConfig(set)
 			if sc.DownTrafficRatio != 0.5 || sc.Bands[state.Heavy].Enter["backend_ttfb_ms"] != 800 || sc.Bands[state.Moderate].Enter["injected"] != -1 {
 				t.Errorf("state config = %+v", sc)
 			}
 		}},
 		{"the traffic guard is on by default, probe timeout 1s", base, func(t *testing.T, c *Config) {
-			if c.Hysteresis.DownTrafficRatio != 0.6 || c.Sensor.Probe.Timeout != Duration(time.Second) || c.Sensor != (Sensor{Probe: Probe{Timeout: Duration(time.Second)}}) {
+			if c.Hysteresis.DownTrafficRatio != 0.6 || c.Sensor.Probe.Timeout != timefmt.Duration(time.Second) || c.Sensor != (sensor.Config{Probe: sensor.ProbeConfig{Timeout: timefmt.Duration(time.Second)}}) {
 				t.Errorf("defaults: ratio %v, sensor %+v", c.Hysteresis.DownTrafficRatio, c.Sensor)
 			}
 		}},
@@ -312,7 +319,7 @@ hysteresis: { down_traffic_ratio: 1.5 }`, []string{
 				got = append(got, p.String())
 			}
 			// The glob syntax's own words for a bad glob.
-			_, globErr := CookieGlobRegex("[0-9a-f")
+			_, globErr := profiles.CookieGlobRegex("[0-9a-f")
 			want := make([]string, len(tc.want))
 			for i, w := range tc.want {
 				want[i] = strings.ReplaceAll(r.Replace(w), "{{set}}", fmt.Sprint(globErr))
@@ -396,17 +403,6 @@ func TestDefaultValidatesSettings(t *testing.T) {
 	}
 }
 
-func TestDurationString(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		time.Second: "1s", 2 * time.Minute: "2m", time.Hour: "1h", 90 * time.Minute: "1h30m",
-		100 * time.Millisecond: "100ms", 0: "0s", 61 * time.Second: "1m1s", 3*time.Hour + 5*time.Second: "3h0m5s",
-	} {
-		if got := Duration(d).String(); got != want {
-			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
 func TestLoadLenient(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gearshift.yaml")
 	doc := "control: { socket: /tmp/x.sock, colour: blue }\npid_file: /tmp/x.pid\ncpus: many\nvarnish: { targets: [] }\n"
@@ -463,34 +459,6 @@ func rerunAsNobody(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("%s as nobody: %v\n%s", t.Name(), err, out)
-	}
-}
-
-func TestHasVCLDeclaration(t *testing.T) {
-	for text, want := range map[string]bool{
-		"vcl 4.1;":                          true,
-		"vcl 4.0;\nbackend default none;":   true,
-		"\ufeffvcl 4.1;":                    false,
-		"  \n\tvcl  4.1  ;":                 true,
-		"# c\n// c\n/* a\n b */vcl 4.1;":    true,
-		"/* unterminated vcl 4.1;":          false,
-		"# only a comment":                  false,
-		"":                                  false,
-		"vcl 4.2;":                          false,
-		"vcl 4.1":                           false,
-		"vcl4.1;":                           false,
-		"VCL 4.1;":                          false,
-		"backend default none;\nvcl 4.1;":   false,
-		"s3cr3t\n":                          false,
-		"vcl 4.10;":                         false,
-		"/* */ /* */ vcl 4.1;":              true,
-		"# c vcl 4.1;":                      false,
-		"#c\r\nvcl 4.0;":                    true,
-		"vcl 4.1;garbage is the compiler's": true,
-	} {
-		if got := hasVCLDeclaration([]byte(text)); got != want {
-			t.Errorf("hasVCLDeclaration(%q) = %v, want %v", text, got, want)
-		}
 	}
 }
 
@@ -602,17 +570,28 @@ func TestParseMaxTargets(t *testing.T) {
 	}
 }
 
-// Every source a signal names is one the validation knows how to look for.
-func TestSignalSourcesKnown(t *testing.T) {
-	for _, s := range state.Table() {
-		if s.Source != "" && !slices.Contains(sourceKeys, s.Source) {
-			t.Errorf("signal %s names source %q, which SourceConfigured does not know", s.Name, s.Source)
+// A rule on the signal of a source that is not configured is refused,
+// naming the key that would configure it, for every such signal.
+func TestRuleNeedsItsSource(t *testing.T) {
+	set, err := Default().Signals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range set.All() {
+		if s.Source == "" {
+			continue
+		}
+		n++
+		cfg := Default()
+		cfg.States.Heavy.Enter[s.Name] = s.Max
+		err := cfg.ValidateSettings()
+		want := "states.heavy.enter." + s.Name + ": needs " + s.Source + " to be set"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a rule on %s without its source: %v, want %q", s.Name, err, want)
 		}
 	}
-	cfg := Default()
-	for _, key := range sourceKeys {
-		if cfg.SourceConfigured(key) {
-			t.Errorf("the defaults configure %s, yet they set no optional source", key)
-		}
+	if n == 0 {
+		t.Error("no signal of the defaults' set has a source")
 	}
 }

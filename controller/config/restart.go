@@ -1,6 +1,8 @@
-package profiles
+package config
 
-import "slices"
+import (
+	"slices"
+)
 
 // restartKeys are the settings bound at start, in the order of the config
 // file, with how to tell that one changed.

@@ -1,4 +1,4 @@
-package profiles
+package controller
 
 import (
 	"context"
@@ -8,24 +8,26 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // CheckResult is the outcome of compiling one profile in one Varnish.
 type CheckResult struct {
 	Target  string // the admin address
-	Profile Profile
+	Profile profiles.Profile
 	Err     error // nil: it compiled, and was discarded again
 }
 
-// Check compiles every profile of set in every target of cfg under a
+// CheckProfiles compiles every profile of set in every target of cfg under a
 // temporary name (gearshift-check-…, which a running daemon never
 // touches) and discards it at once, so nothing changes in Varnish. each is
 // called with every outcome as it comes; a profile that does not compile
 // is a CheckResult whose Err is a *varnishadm.CLIError with the compiler's
 // message. The error is for what keeps the check from starting: no
 // targets, or a target's secret file that cannot be read.
-func Check(ctx context.Context, cfg *Config, set Set, each func(CheckResult)) error {
+func CheckProfiles(ctx context.Context, cfg *config.Config, set profiles.Set, each func(CheckResult)) error {
 	if len(cfg.Varnish.Targets) == 0 {
 		return errors.New("varnish.targets: no Varnish to check the profiles against")
 	}
@@ -49,13 +51,13 @@ func Check(ctx context.Context, cfg *Config, set Set, each func(CheckResult)) er
 }
 
 // checkProfile loads p under a temporary name and discards it.
-func checkProfile(ctx context.Context, c *varnishadm.Client, p Profile) error {
+func checkProfile(ctx context.Context, c *varnishadm.Client, p profiles.Profile) error {
 	raw := make([]byte, 4)
 	if _, err := rand.Read(raw); err != nil {
 		return err
 	}
 	// Cold: compiled and loaded, but no backend or probe is started.
-	name := NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
+	name := profiles.NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
 	if err := c.VCLInline(ctx, name, p.VCL, "cold"); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package profiles
+package config
 
 import (
 	"math"
@@ -19,7 +19,11 @@ func TestWayDownFollowsLoad1(t *testing.T) {
 	cfg := Default()
 	const surgeLoad1 = 16.0
 	for _, cpus := range []int{2, 4, 8} {
-		m := state.New(cfg.StateConfig(), time.Duration(cfg.FastWindow))
+		set, err := cfg.Signals()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := state.New(cfg.StateConfig(set), time.Duration(cfg.FastWindow))
 		t0 := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 		now := t0
 		step := func(load1, runq float64) state.Decision {

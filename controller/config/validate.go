@@ -1,23 +1,21 @@
-package profiles
+package config
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
-	"regexp/syntax"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // Limits of the settings that validation enforces.
@@ -25,13 +23,6 @@ const (
 	MinPollInterval = 10 * time.Millisecond
 	MaxPollInterval = time.Minute
 	maxSocketPath   = 107 // sun_path holds 108 bytes, NUL included
-)
-
-// What a static extension and a pass header may be: they go into the VCL
-// as they are.
-var (
-	extRE    = regexp.MustCompile(`^[A-Za-z0-9]+$`)
-	headerRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
 )
 
 // OnExitValues are the accepted values of on_exit.
@@ -79,8 +70,8 @@ func (v *validator) err() error {
 
 func (c *Config) validateSettings(v *validator) {
 	poll := c.PollInterval
-	if poll < Duration(MinPollInterval) || poll > Duration(MaxPollInterval) {
-		v.add("poll_interval", "must be between %s and %s, got %s", Duration(MinPollInterval), Duration(MaxPollInterval), poll)
+	if poll < timefmt.Duration(MinPollInterval) || poll > timefmt.Duration(MaxPollInterval) {
+		v.add("poll_interval", "must be between %s and %s, got %s", timefmt.Duration(MinPollInterval), timefmt.Duration(MaxPollInterval), poll)
 	}
 	if fw := c.FastWindow; fw < 0 {
 		v.add("fast_window", "must not be negative (0 turns the fast signal off), got %s", fw)
@@ -149,9 +140,9 @@ func (c *Config) validateSettings(v *validator) {
 	if r := c.Hysteresis.DownTrafficRatio; r < 0 || r > 1 || math.IsNaN(r) {
 		v.add("hysteresis.down_traffic_ratio", "must be between 0 (off) and 1, got %g", r)
 	}
-	c.Sensor.validate(v)
+	sensor.Check(c.SensorConfig(), v.add)
 
-	c.Profiles.validate(v)
+	c.Profiles.Check(v.add)
 
 	if !contains(OnExitValues, c.OnExit) {
 		v.add("on_exit", "must be one of %s, got %q", strings.Join(OnExitValues, ", "), c.OnExit)
@@ -193,106 +184,8 @@ func (h *Hooks) validate(v *validator) {
 // depend on the daemon's working directory.
 func hookCommandOK(cmd string) bool { return filepath.IsAbs(cmd) || !strings.Contains(cmd, "/") }
 
-func (s *Sensor) validate(v *validator) {
-	if s.Cgroup != "" {
-		clean := filepath.Clean(s.Cgroup)
-		if !filepath.IsAbs(clean) && (clean == ".." || strings.HasPrefix(clean, "../")) {
-			v.add("sensor.cgroup", "must be a path under /sys/fs/cgroup or an absolute path, got %q", s.Cgroup)
-		}
-	}
-	if s.ApacheStatus != "" {
-		if _, err := sensor.NewApacheStatus(s.ApacheStatus, 0); err != nil {
-			v.add("sensor.apache_status", "%v", err)
-		}
-	}
-	if s.Probe.URL != "" {
-		if _, err := sensor.NewProbe(s.Probe.URL, time.Duration(s.Probe.Timeout)); err != nil {
-			v.add("sensor.probe.url", "%v", err)
-		}
-	}
-	if t := s.Probe.Timeout; t <= 0 || t > Duration(maxProbeTimeout) {
-		v.add("sensor.probe.timeout", "must be positive and at most %s, got %s", Duration(maxProbeTimeout), t)
-	}
-	if s.InjectFile != "" && !filepath.IsAbs(s.InjectFile) {
-		v.add("sensor.inject_file", "must be an absolute path, got %q", s.InjectFile)
-	}
-}
-
-// maxProbeTimeout bounds the probe: the poll waits for it.
-const maxProbeTimeout = 30 * time.Second
-
-func (p *Profiles) validate(v *validator) {
-	for _, d := range []struct {
-		key  string
-		val  Duration
-		zero bool // 0 allowed
-	}{
-		{"static_ttl", p.StaticTTL, false},
-		{"heavy_min_ttl", p.HeavyMinTTL, false},
-		{"heavy_session_ttl", p.HeavySessionTTL, false},
-		{"heavy_grace", p.HeavyGrace, true},
-		{"moderate_heuristic_ttl", p.ModerateHeuristicTTL, true},
-	} {
-		switch {
-		case d.val < 0 && d.zero:
-			v.add("profiles."+d.key, "must not be negative, got %s", d.val)
-		case d.val < 0 || (d.val == 0 && !d.zero):
-			v.add("profiles."+d.key, "must be positive, got %s", d.val)
-		}
-	}
-	for _, l := range []struct {
-		key   string
-		globs []string
-	}{
-		{"session_cookies", p.SessionCookies},
-		{"ignore_cookies", p.IgnoreCookies},
-		{"strip_set_cookies", p.StripSetCookies},
-	} {
-		for i, name := range l.globs {
-			if _, err := CookieGlobRegex(name); err != nil {
-				v.add(fmt.Sprintf("profiles.%s[%d]", l.key, i), "%v", err)
-			}
-		}
-	}
-	for i, ext := range p.StaticExtensions {
-		if !extRE.MatchString(ext) {
-			v.add(fmt.Sprintf("profiles.static_extensions[%d]", i), "%q is not a file extension (letters and digits, no dot)", ext)
-		}
-	}
-	for i, re := range p.NeverCache {
-		key := fmt.Sprintf("profiles.never_cache[%d]", i)
-		if re == "" {
-			v.add(key, "an empty pattern would match every path")
-			continue
-		}
-		if strings.Contains(re, `"}`) || strings.ContainsAny(re, "\r\n") {
-			v.add(key, "%q cannot go into a VCL string (no newline, no \"})", re)
-			continue
-		}
-		// Varnish's regexes are PCRE; Go's RE2 is the same language but for
-		// lookarounds and the like, which are left to Varnish to judge.
-		var se *syntax.Error
-		if _, err := regexp.Compile(re); err != nil && !(errors.As(err, &se) && se.Code == syntax.ErrInvalidPerlOp) {
-			v.add(key, "%q is not a valid regex: %s", re, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-		}
-	}
-	for i, h := range p.PassHeaders {
-		if !headerRE.MatchString(h) {
-			v.add(fmt.Sprintf("profiles.pass_headers[%d]", i), "%q is not a header name (letters, digits and -)", h)
-		}
-	}
-	for i, a := range p.PurgeACL {
-		if _, err := netip.ParseAddr(a); err == nil {
-			continue
-		}
-		if _, err := netip.ParsePrefix(a); err == nil {
-			continue
-		}
-		v.add(fmt.Sprintf("profiles.purge_acl[%d]", i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/8)", a)
-	}
-}
-
 func (c *Config) validateFiles(v *validator) {
+	site := c.Site()
 	for i, t := range c.Varnish.Targets {
 		if t.SecretFile == "" {
 			continue
@@ -310,7 +203,7 @@ func (c *Config) validateFiles(v *validator) {
 			v.addKind(Machine, key, "%v", err)
 		} else if err := CheckTrusted(src.VCLFile); err != nil {
 			v.addKind(Machine, key, "%v", err)
-		} else if err := c.checkVCLFile(src.VCLFile, nil); err != nil {
+		} else if err := site.CheckVCLFile(src.VCLFile, nil); err != nil {
 			v.addKind(Machine, key, "%v", err)
 		}
 	}
@@ -326,61 +219,6 @@ func (c *Config) validateFiles(v *validator) {
 		}
 		if _, err := user.LookupGroup(g); err != nil {
 			v.addKind(Machine, key, "no group %q on this machine", g)
-		}
-	}
-}
-
-// checkVCLFile refuses a vcl_file that cannot be a VCL program: one of the
-// targets' admin secrets (Varnish's compiler would quote it in its error,
-// into logs and status), or a file without a VCL declaration. text is the
-// file's content, or nil to read it here. The error never quotes the file.
-func (c *Config) checkVCLFile(path string, text []byte) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("cannot stat %s: %v", path, unwrapPathError(err))
-	}
-	for i, t := range c.Varnish.Targets {
-		if t.SecretFile == "" {
-			continue
-		}
-		if si, err := os.Stat(t.SecretFile); err == nil && os.SameFile(fi, si) {
-			return fmt.Errorf("%s is the admin secret of varnish.targets[%d], not a VCL program", path, i)
-		}
-	}
-	if text == nil {
-		if text, err = os.ReadFile(path); err != nil {
-			return fmt.Errorf("cannot read %s: %v", path, unwrapPathError(err))
-		}
-	}
-	if !hasVCLDeclaration(text) {
-		return fmt.Errorf("%s is not a VCL program: it does not start with \"vcl 4.0;\" or \"vcl 4.1;\" (only comments may come first)", path)
-	}
-	return nil
-}
-
-var vclDeclaration = regexp.MustCompile(`^vcl[ \t\r\n]+4\.[01][ \t\r\n]*;`)
-
-// hasVCLDeclaration tells whether text starts with a VCL 4.0 or 4.1
-// declaration, after white space and comments (#, // and /* */).
-func hasVCLDeclaration(text []byte) bool {
-	s := string(text)
-	for {
-		s = strings.TrimLeft(s, " \t\r\n")
-		switch {
-		case strings.HasPrefix(s, "#") || strings.HasPrefix(s, "//"):
-			end := strings.IndexByte(s, '\n')
-			if end < 0 {
-				return false
-			}
-			s = s[end+1:]
-		case strings.HasPrefix(s, "/*"):
-			end := strings.Index(s[2:], "*/")
-			if end < 0 {
-				return false
-			}
-			s = s[2+end+2:]
-		default:
-			return vclDeclaration.MatchString(s)
 		}
 	}
 }

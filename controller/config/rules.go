@@ -1,4 +1,4 @@
-package profiles
+package config
 
 import (
 	"math"
@@ -8,10 +8,11 @@ import (
 
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // Rule is one enter or stay rule as the config writes it: a mapping from
-// signal name (a row of the state machine's table of signals) to threshold.
+// signal name (one of the config's signal set) to threshold.
 type Rule map[string]float64
 
 // Band holds the enter and stay rules of one non-light gear.
@@ -33,11 +34,11 @@ func (s *States) Bands() [len(state.All)]*Band {
 	return [...]*Band{state.Light: nil, state.Moderate: &s.Moderate, state.Heavy: &s.Heavy}
 }
 
-// MarshalYAML writes the rule's conditions in the order of the table of
-// signals (what `gearshift config show` prints).
+// MarshalYAML writes the rule's conditions in the order of the signal set
+// (what `gearshift config show` prints).
 func (r Rule) MarshalYAML() (any, error) {
 	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	for _, s := range state.Table() {
+	for _, s := range knownSignals.All() {
 		v, ok := r[s.Name]
 		if !ok {
 			continue
@@ -48,8 +49,8 @@ func (r Rule) MarshalYAML() (any, error) {
 		}
 		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s.Name}, &val)
 	}
-	for k, v := range r { // not in the table: validation refuses it, show it anyway
-		if _, ok := state.Lookup(k); ok {
+	for k, v := range r { // not in the set: validation refuses it, show it anyway
+		if _, ok := knownSignals.Lookup(k); ok {
 			continue
 		}
 		var val yaml.Node
@@ -63,7 +64,8 @@ func (r Rule) MarshalYAML() (any, error) {
 
 // decodeRule reads a rule: a mapping of signal names to numbers. A rule in
 // the file replaces the default rule as a whole; null is a rule with no
-// condition.
+// condition. The names are checked by validation, against the signal set
+// of the whole config.
 func (d *decoder) decodeRule(n *yaml.Node, v *Rule, path string) {
 	*v = Rule{}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
@@ -72,10 +74,6 @@ func (d *decoder) decodeRule(n *yaml.Node, v *Rule, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "want a mapping of keys, got %s", describe(n))
 		return
-	}
-	names := map[string]int{}
-	for i, name := range state.SignalNames() {
-		names[name] = i
 	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -94,10 +92,6 @@ func (d *decoder) decodeRule(n *yaml.Node, v *Rule, path string) {
 		}
 		seen[k.Value] = k.Line
 		d.lines[sub] = val.Line
-		if _, ok := names[k.Value]; !ok {
-			d.fail(k, sub, "unknown key%s", suggest(k.Value, names))
-			continue
-		}
 		var f float64
 		if val.Kind != yaml.ScalarNode || val.Decode(&f) != nil {
 			d.fail(val, sub, "want a number, got %s", describe(val))
@@ -111,6 +105,11 @@ func (d *decoder) decodeRule(n *yaml.Node, v *Rule, path string) {
 // than its enter rule, and that each gear is entered on worse figures than
 // the gear below it.
 func (c *Config) validateBands(v *validator) {
+	set, err := c.Signals()
+	if err != nil {
+		v.add("sensor", "%v", err)
+		return
+	}
 	var below *Band
 	var belowName string
 	for st, b := range c.States.Bands() {
@@ -118,13 +117,13 @@ func (c *Config) validateBands(v *validator) {
 			continue
 		}
 		path := "states." + state.State(st).String()
-		validateRule(v, path+".enter", b.Enter)
-		validateRule(v, path+".stay", b.Stay)
-		c.validateSources(v, path+".enter", b.Enter)
-		c.validateSources(v, path+".stay", b.Stay)
-		validateLooser(v, path, b.Enter, b.Stay)
+		validateRule(v, set, path+".enter", b.Enter)
+		validateRule(v, set, path+".stay", b.Stay)
+		c.validateSources(v, set, path+".enter", b.Enter)
+		c.validateSources(v, set, path+".stay", b.Stay)
+		validateLooser(v, set, path, b.Enter, b.Stay)
 		if below != nil {
-			validateStricter(v, belowName+".enter.", path+".enter.", below.Enter, b.Enter)
+			validateStricter(v, set, belowName+".enter.", path+".enter.", below.Enter, b.Enter)
 		}
 		below, belowName = b, path
 	}
@@ -134,8 +133,8 @@ func (c *Config) validateBands(v *validator) {
 // worth comparing with others (one out of range is reported once, by itself).
 func inRange(s state.Signal, v float64) bool { return v > s.Min && v <= s.Max }
 
-func validateRule(v *validator, path string, r Rule) {
-	for _, s := range state.Table() {
+func validateRule(v *validator, set *state.Set, path string, r Rule) {
+	for _, s := range set.All() {
 		val, ok := r[s.Name]
 		if !ok || inRange(s, val) {
 			continue
@@ -149,9 +148,13 @@ func validateRule(v *validator, path string, r Rule) {
 			v.add(path+"."+s.Name, "must be above %g and at most %g, got %g", s.Min, s.Max, val)
 		}
 	}
+	names := map[string]int{}
+	for i, n := range set.Names() {
+		names[n] = i
+	}
 	for k := range r {
-		if _, ok := state.Lookup(k); !ok {
-			v.add(path+"."+k, "unknown key%s", suggest(k, signalIndex()))
+		if _, ok := set.Lookup(k); !ok {
+			v.add(path+"."+k, "unknown key%s", suggest(k, names))
 		}
 	}
 }
@@ -160,44 +163,22 @@ func validateRule(v *validator, path string, r Rule) {
 // configured: the signal would never be available, so the rule could never
 // hold. Such a problem is of kind Unsourced: a trace replayed offline carries
 // the signal whatever the config says.
-func (c *Config) validateSources(v *validator, path string, r Rule) {
-	for _, s := range state.Table() {
-		if _, ok := r[s.Name]; !ok || s.Source == "" || c.SourceConfigured(s.Source) {
+func (c *Config) validateSources(v *validator, set *state.Set, path string, r Rule) {
+	hc := c.SensorConfig()
+	for _, s := range set.All() {
+		if _, ok := r[s.Name]; !ok {
 			continue
 		}
-		v.addKind(Unsourced, path+"."+s.Name, "needs %s to be set: %s comes from there, and without it the rule can never hold", s.Source, s.Name)
-	}
-}
-
-// SourceConfigured tells whether the source a signal names (Signal.Source,
-// a config key) is configured. A key it does not know is reported as
-// configured: the signal table and this switch are kept in step by a test.
-func (c *Config) SourceConfigured(key string) bool {
-	switch key {
-	case "varnish.targets[].name":
-		for _, t := range c.Varnish.Targets {
-			if t.Name != "" {
-				return true
-			}
+		if src, unsourced := sensor.Unsourced(hc, s.Name); unsourced {
+			v.addKind(Unsourced, path+"."+s.Name, "needs %s to be set: %s comes from there, and without it the rule can never hold", src.Key, s.Name)
 		}
-		return false
-	case "sensor.apache_status":
-		return c.Sensor.ApacheStatus != ""
-	case "sensor.probe.url":
-		return c.Sensor.Probe.URL != ""
-	case "sensor.inject_file":
-		return c.Sensor.InjectFile != ""
 	}
-	return true
 }
-
-// sourceKeys are the keys SourceConfigured knows.
-var sourceKeys = []string{"varnish.targets[].name", "sensor.apache_status", "sensor.probe.url", "sensor.inject_file"}
 
 // validateLooser checks that the stay rule is looser than the enter rule:
 // the gap is the hysteresis.
-func validateLooser(v *validator, path string, enter, stay Rule) {
-	for _, s := range state.Table() {
+func validateLooser(v *validator, set *state.Set, path string, enter, stay Rule) {
+	for _, s := range set.All() {
 		e, okE := enter[s.Name]
 		st, okS := stay[s.Name]
 		if !okE || !okS || !inRange(s, e) || !inRange(s, st) || !s.Worse(st, e) {
@@ -214,8 +195,8 @@ func validateLooser(v *validator, path string, enter, stay Rule) {
 
 // validateStricter checks that the upper gear is entered on strictly worse
 // figures than the lower one.
-func validateStricter(v *validator, lowerPath, upperPath string, lower, upper Rule) {
-	for _, s := range state.Table() {
+func validateStricter(v *validator, set *state.Set, lowerPath, upperPath string, lower, upper Rule) {
+	for _, s := range set.All() {
 		lo, okL := lower[s.Name]
 		up, okU := upper[s.Name]
 		if !okL || !okU || !inRange(s, lo) || !inRange(s, up) || s.Worse(up, lo) {
@@ -229,25 +210,10 @@ func validateStricter(v *validator, lowerPath, upperPath string, lower, upper Ru
 	}
 }
 
-func signalIndex() map[string]int {
-	m := map[string]int{}
-	for i, n := range state.SignalNames() {
-		m[n] = i
-	}
-	return m
-}
-
-// SensorConfig returns the sensor's view of the config: the CPUs and the
-// optional sources.
+// SensorConfig returns the sensor's view of the config: the CPUs, the
+// sensor block, and the local Varnish targets' names.
 func (c *Config) SensorConfig() sensor.HostConfig {
-	hc := sensor.HostConfig{
-		CPUs:         c.CPUs,
-		Cgroup:       c.Sensor.Cgroup,
-		ApacheStatus: c.Sensor.ApacheStatus,
-		ProbeURL:     c.Sensor.Probe.URL,
-		ProbeTimeout: time.Duration(c.Sensor.Probe.Timeout),
-		InjectFile:   c.Sensor.InjectFile,
-	}
+	hc := sensor.HostConfig{CPUs: c.CPUs, Sensor: c.Sensor}
 	for _, t := range c.Varnish.Targets {
 		if t.Name != "" {
 			hc.Varnish = append(hc.Varnish, t.Name)
@@ -256,9 +222,45 @@ func (c *Config) SensorConfig() sensor.HostConfig {
 	return hc
 }
 
-// StateConfig returns the state machine's view of the config.
-func (c *Config) StateConfig() state.Config {
+// Signals returns the signal set of the config: what its rules may name,
+// and what the daemon derives, shows and exports. The daemon builds it once
+// per config and hands it to the machine, the status and the metrics.
+func (c *Config) Signals() (*state.Set, error) { return sensor.Signals(c.SensorConfig()) }
+
+// ShownSignals is the set a client of the daemon (status, check) describes
+// the daemon's signals with: the config's, or every source's when the
+// config's cannot be built.
+func (c *Config) ShownSignals() *state.Set {
+	if set, err := c.Signals(); err == nil {
+		return set
+	}
+	return knownSignals
+}
+
+// knownSignals are the signals of every source, whatever is configured:
+// the order `config show` writes rules in.
+var knownSignals = func() *state.Set {
+	set, err := sensor.Signals(sensor.HostConfig{})
+	if err != nil {
+		panic("config: " + err.Error())
+	}
+	return set
+}()
+
+// Site returns what the profiles are built from.
+func (c *Config) Site() profiles.Site {
+	site := profiles.Site{Options: c.Profiles, Backend: c.Backend}
+	for _, t := range c.Varnish.Targets {
+		site.SecretFiles = append(site.SecretFiles, t.SecretFile)
+	}
+	return site
+}
+
+// StateConfig returns the state machine's view of the config, deciding on
+// the signals of set (the config's, see Signals).
+func (c *Config) StateConfig(set *state.Set) state.Config {
 	sc := state.Config{
+		Signals:    set,
 		UpConfirm:  c.Hysteresis.UpConfirm,
 		DownWindow: time.Duration(c.Hysteresis.DownWindow),
 		MinDwell:   time.Duration(c.Hysteresis.MinDwell),

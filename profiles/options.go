@@ -1,0 +1,265 @@
+package profiles
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/timefmt"
+)
+
+// Options is the `profiles:` block of gearshift's config: the values
+// rendered into the three VCL programs.
+type Options struct {
+	StaticTTL       timefmt.Duration `yaml:"static_ttl"`        // default 1h
+	HeavyMinTTL     timefmt.Duration `yaml:"heavy_min_ttl"`     // default 2m
+	HeavySessionTTL timefmt.Duration `yaml:"heavy_session_ttl"` // default 30s
+	HeavyGrace      timefmt.Duration `yaml:"heavy_grace"`       // default 10m
+	NormalizeHost   bool             `yaml:"normalize_host"`    // default true
+	ExposeHeaders   bool             `yaml:"expose_headers"`    // default true
+	// SessionCookies names the cookies that make a session request;
+	// empty (the default): every cookie not in IgnoreCookies does.
+	SessionCookies []string `yaml:"session_cookies"` // names or globs
+	// IgnoreCookies are harmless cookies (analytics, consent, A/B tests):
+	// never a session, removed from requests before the cache.
+	IgnoreCookies []string `yaml:"ignore_cookies"` // names or globs
+	// StripSetCookies are cookies heavy may strip from an anonymous
+	// response, to share it; default none.
+	StripSetCookies  []string `yaml:"strip_set_cookies"` // names or globs
+	StaticExtensions []string `yaml:"static_extensions"`
+	NeverCache       []string `yaml:"never_cache"`  // path regexes
+	PurgeACL         []string `yaml:"purge_acl"`    // addresses or CIDRs
+	PassHeaders      []string `yaml:"pass_headers"` // request headers that make a request uncacheable
+	// ModerateHeuristicTTL is moderate's TTL for anonymous responses with no
+	// freshness information; default 30s, 0 = none.
+	ModerateHeuristicTTL timefmt.Duration `yaml:"moderate_heuristic_ttl"`
+	Light                Source           `yaml:"light"`
+	Moderate             Source           `yaml:"moderate"`
+	Heavy                Source           `yaml:"heavy"`
+}
+
+// Sources returns each gear's source, by state. A gear added to state.All
+// fails to compile here until it has its field in Options.
+func (p *Options) Sources() [len(state.All)]*Source {
+	return [...]*Source{state.Light: &p.Light, state.Moderate: &p.Moderate, state.Heavy: &p.Heavy}
+}
+
+// Source optionally replaces a gear's built-in VCL with a user's file, used verbatim.
+type Source struct {
+	VCLFile string `yaml:"vcl_file"` // default "" = built-in template
+}
+
+// Backend is the origin server (Apache) the rendered profiles point at.
+type Backend struct {
+	Host string `yaml:"host"` // default 127.0.0.1
+	Port int    `yaml:"port"` // default 8080
+}
+
+// Site is what the profiles are built from: the `profiles:` and `backend:`
+// blocks of gearshift's config, and the targets' admin secret files, which
+// a vcl_file must never be (varnish.targets[i].secret_file, by i).
+type Site struct {
+	Options     Options
+	Backend     Backend
+	SecretFiles []string
+}
+
+// Label is the VCL label gearshift keeps pointed at the current gear's
+// profile in label mode; the site's VCL hands requests to it with
+// return (vcl(gearshift)).
+const Label = "gearshift"
+
+// DefaultOptions returns the defaults of the `profiles:` block.
+func DefaultOptions() Options {
+	return Options{
+		StaticTTL:            timefmt.Duration(time.Hour),
+		HeavyMinTTL:          timefmt.Duration(2 * time.Minute),
+		HeavySessionTTL:      timefmt.Duration(30 * time.Second),
+		HeavyGrace:           timefmt.Duration(10 * time.Minute),
+		NormalizeHost:        true,
+		ExposeHeaders:        true,
+		IgnoreCookies:        DefaultIgnoreCookies(),
+		StaticExtensions:     []string{"png", "gif", "jpg", "jpeg", "ico", "svg", "webp", "css", "js", "woff", "woff2", "ttf", "swf", "mp4", "pdf"},
+		NeverCache:           []string{`^/wp-admin`, `^/wp-login\.php`, `^/administrator`, `^/user/login`, `^/admin`, `^/cart`, `^/checkout`, `^/my-account`},
+		PurgeACL:             []string{"127.0.0.1", "::1"},
+		PassHeaders:          []string{"Authorization", "X-WP-Nonce", "X-CSRF-Token"},
+		ModerateHeuristicTTL: timefmt.Duration(30 * time.Second),
+	}
+}
+
+// DefaultBackend is the `backend:` block's default: Apache on 8080.
+var DefaultBackend = Backend{Host: "127.0.0.1", Port: 8080}
+
+// DefaultIgnoreCookies are the cookies known to identify nobody: set by
+// analytics, advertising, consent and A/B-testing scripts for their own
+// use, and the non-identifying cookies of the CMSs gearshift knows. A
+// cookie is added here only when no server-side code decides a page by
+// it for one user.
+func DefaultIgnoreCookies() []string {
+	return []string{
+		// Google Analytics, Tag Manager and Ads.
+		"_ga", "_ga_*", "_gid", "_gat*", "_gcl_*", "__utm*", "_dc_gtm_*",
+		// Meta, Microsoft (Clarity, Bing), Hotjar, Matomo, HubSpot, TikTok,
+		// Pinterest, LinkedIn.
+		"_fbp", "_fbc", "_clck", "_clsk", "_uetsid", "_uetvid", "_hj*",
+		"_pk_*", "__hstc", "__hssc", "__hssrc", "hubspotutk", "_ttp",
+		"_pin_unauth", "li_gc", "_tt_enable_cookie",
+		// Consent managers: Cookiebot, OneTrust, CookieYes, Complianz,
+		// GDPR Cookie Consent, IAB TCF.
+		"CookieConsent", "OptanonConsent", "OptanonAlertBoxClosed",
+		"cookieyes-consent", "cmplz_*", "cookielawinfo-*",
+		"viewed_cookie_policy", "euconsent-v2",
+		// WordPress: the login page's cookie check and the chosen
+		// language of the login form.
+		"wordpress_test_cookie", "wp_lang",
+		// Drupal 7's JavaScript check.
+		"has_js",
+	}
+}
+
+var (
+	extRE    = regexp.MustCompile(`^[A-Za-z0-9]+$`)
+	headerRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
+)
+
+// Check reports what is wrong with the options, by config key
+// ("profiles.never_cache[2]"). Build trusts options that pass it.
+func (p *Options) Check(problem func(key, format string, args ...any)) {
+	for _, d := range []struct {
+		key  string
+		val  timefmt.Duration
+		zero bool // 0 allowed
+	}{
+		{"static_ttl", p.StaticTTL, false},
+		{"heavy_min_ttl", p.HeavyMinTTL, false},
+		{"heavy_session_ttl", p.HeavySessionTTL, false},
+		{"heavy_grace", p.HeavyGrace, true},
+		{"moderate_heuristic_ttl", p.ModerateHeuristicTTL, true},
+	} {
+		switch {
+		case d.val < 0 && d.zero:
+			problem("profiles."+d.key, "must not be negative, got %s", d.val)
+		case d.val < 0 || (d.val == 0 && !d.zero):
+			problem("profiles."+d.key, "must be positive, got %s", d.val)
+		}
+	}
+	for _, l := range []struct {
+		key   string
+		globs []string
+	}{
+		{"session_cookies", p.SessionCookies},
+		{"ignore_cookies", p.IgnoreCookies},
+		{"strip_set_cookies", p.StripSetCookies},
+	} {
+		for i, name := range l.globs {
+			if _, err := CookieGlobRegex(name); err != nil {
+				problem(fmt.Sprintf("profiles.%s[%d]", l.key, i), "%v", err)
+			}
+		}
+	}
+	for i, ext := range p.StaticExtensions {
+		if !extRE.MatchString(ext) {
+			problem(fmt.Sprintf("profiles.static_extensions[%d]", i), "%q is not a file extension (letters and digits, no dot)", ext)
+		}
+	}
+	for i, re := range p.NeverCache {
+		key := fmt.Sprintf("profiles.never_cache[%d]", i)
+		if re == "" {
+			problem(key, "an empty pattern would match every path")
+			continue
+		}
+		if strings.Contains(re, `"}`) || strings.ContainsAny(re, "\r\n") {
+			problem(key, "%q cannot go into a VCL string (no newline, no \"})", re)
+			continue
+		}
+		// Varnish's regexes are PCRE; Go's RE2 is the same language but for
+		// lookarounds and the like, which are left to Varnish to judge.
+		var se *syntax.Error
+		if _, err := regexp.Compile(re); err != nil && !(errors.As(err, &se) && se.Code == syntax.ErrInvalidPerlOp) {
+			problem(key, "%q is not a valid regex: %s", re, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+	}
+	for i, h := range p.PassHeaders {
+		if !headerRE.MatchString(h) {
+			problem(fmt.Sprintf("profiles.pass_headers[%d]", i), "%q is not a header name (letters, digits and -)", h)
+		}
+	}
+	for i, a := range p.PurgeACL {
+		if _, err := netip.ParseAddr(a); err == nil {
+			continue
+		}
+		if _, err := netip.ParsePrefix(a); err == nil {
+			continue
+		}
+		problem(fmt.Sprintf("profiles.purge_acl[%d]", i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/8)", a)
+	}
+}
+
+// CheckVCLFile refuses a vcl_file that cannot be a VCL program: one of the
+// targets' admin secrets (Varnish's compiler would quote it in its error,
+// into logs and status), or a file without a VCL declaration. text is the
+// file's content, or nil to read it here. The error never quotes the file.
+func (s *Site) CheckVCLFile(path string, text []byte) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("cannot stat %s: %v", path, unwrapPathError(err))
+	}
+	for i, secret := range s.SecretFiles {
+		if secret == "" {
+			continue
+		}
+		if si, err := os.Stat(secret); err == nil && os.SameFile(fi, si) {
+			return fmt.Errorf("%s is the admin secret of varnish.targets[%d], not a VCL program", path, i)
+		}
+	}
+	if text == nil {
+		if text, err = os.ReadFile(path); err != nil {
+			return fmt.Errorf("cannot read %s: %v", path, unwrapPathError(err))
+		}
+	}
+	if !hasVCLDeclaration(text) {
+		return fmt.Errorf("%s is not a VCL program: it does not start with \"vcl 4.0;\" or \"vcl 4.1;\" (only comments may come first)", path)
+	}
+	return nil
+}
+
+var vclDeclaration = regexp.MustCompile(`^vcl[ \t\r\n]+4\.[01][ \t\r\n]*;`)
+
+// hasVCLDeclaration tells whether text starts with a VCL 4.0 or 4.1
+// declaration, after white space and comments (#, // and /* */).
+func hasVCLDeclaration(text []byte) bool {
+	s := string(text)
+	for {
+		s = strings.TrimLeft(s, " \t\r\n")
+		switch {
+		case strings.HasPrefix(s, "#") || strings.HasPrefix(s, "//"):
+			end := strings.IndexByte(s, '\n')
+			if end < 0 {
+				return false
+			}
+			s = s[end+1:]
+		case strings.HasPrefix(s, "/*"):
+			end := strings.Index(s[2:], "*/")
+			if end < 0 {
+				return false
+			}
+			s = s[2+end+2:]
+		default:
+			return vclDeclaration.MatchString(s)
+		}
+	}
+}
+
+// unwrapPathError drops the operation and path an *fs.PathError repeats.
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
