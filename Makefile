@@ -37,8 +37,8 @@ FUZZTIME ?= 50000x
 FUZZ_TARGETS := \
 	FuzzReadResponse:./controller/varnishadm \
 	FuzzParseSettings:./controller/config \
-	FuzzParse:./controller/state/trace \
-	FuzzForceBody:./controller \
+	FuzzParse:./controller/trace \
+	FuzzForceBody:./controller/api \
 	FuzzPrint:./controller/logging
 
 fuzz:

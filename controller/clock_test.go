@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
@@ -34,7 +35,7 @@ func TestWallClockJumps(t *testing.T) {
 		cfg.Hysteresis.DownWindow = timefmt.Duration(60 * time.Second)
 	}, func(o *Options) { o.Mono = mono.now })
 	// step advances both clocks by d, after jumping the wall clock by jump.
-	step := func(jump, d time.Duration) Status {
+	step := func(jump, d time.Duration) api.Status {
 		t.Helper()
 		r.clock.add(jump + d)
 		mono.add(d)

@@ -1,3 +1,7 @@
+// Package controller is the gearshift daemon's loop: poll → decide →
+// apply, keeping every Varnish target on the gear the state machine
+// chooses, with its targets, hooks, reload and metrics. It serves the
+// control socket's API (package api).
 package controller
 
 import (
@@ -9,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sdnotify"
@@ -21,6 +26,11 @@ import (
 type Sensor interface {
 	Sample(ctx context.Context) (sensor.Sample, error)
 }
+
+var (
+	_ Sensor  = (*sensor.Host)(nil)
+	_ api.API = (*Controller)(nil)
+)
 
 // Target is one Varnish admin port, as the controller drives it. It owns
 // its connection: it dials when a command needs one, and after a lost
@@ -80,7 +90,7 @@ type Options struct {
 	Mono func() time.Duration
 	// OnChange is called by the loop after every transition, once the gear
 	// is applied (systemd STATUS=).
-	OnChange func(Status)
+	OnChange func(api.Status)
 	// OnReload is called by the loop after a successful reload, with the
 	// config now in force (log level).
 	OnReload func(*config.Config)
@@ -98,7 +108,7 @@ type Options struct {
 	// … READY=1 around a reload, WATCHDOG=1 from the loop itself.
 	Notify func(state ...string)
 	// LogHealth, when set, reports what is wrong with the log file ("":
-	// nothing) and the count of failed writes, for Status.
+	// nothing) and the count of failed writes, for api.Status.
 	LogHealth func() (problem string, writeErrors uint64)
 	// WatchdogInterval is how often the loop sends WATCHDOG=1 (0: never).
 	// A loop stuck anywhere stops sending, and systemd restarts it.
@@ -138,7 +148,7 @@ type Controller struct {
 	reqs  chan request
 	done  chan struct{} // closed when Run returns
 	ready chan struct{} // closed when the first poll has finished
-	snap  atomic.Pointer[Status]
+	snap  atomic.Pointer[api.Status]
 
 	// synced receives each target whose background sync ended; until the
 	// loop receives it the target is busy and the loop leaves it alone.
@@ -161,7 +171,7 @@ type request struct {
 }
 
 type response struct {
-	status Status
+	status api.Status
 	err    error
 }
 
@@ -555,38 +565,38 @@ func (c *Controller) handle(ctx context.Context, r request) response {
 	return response{status: c.Status()}
 }
 
-func (c *Controller) call(ctx context.Context, r request) (Status, error) {
+func (c *Controller) call(ctx context.Context, r request) (api.Status, error) {
 	r.reply = make(chan response, 1)
 	select {
 	case c.reqs <- r:
 	case <-c.done:
-		return Status{}, ErrStopped
+		return api.Status{}, api.ErrStopped
 	case <-ctx.Done():
-		return Status{}, ctx.Err()
+		return api.Status{}, ctx.Err()
 	}
 	select {
 	case resp := <-r.reply:
 		return resp.status, resp.err
 	case <-ctx.Done():
-		return Status{}, ctx.Err()
+		return api.Status{}, ctx.Err()
 	}
 }
 
 // Force pins st until the deadline (zero: until Auto) and returns the status
 // once the gear is applied.
-func (c *Controller) Force(ctx context.Context, st state.State, until time.Time) (Status, error) {
+func (c *Controller) Force(ctx context.Context, st state.State, until time.Time) (api.Status, error) {
 	return c.call(ctx, request{kind: reqForce, state: st, until: until})
 }
 
 // Auto releases a pinned gear.
-func (c *Controller) Auto(ctx context.Context) (Status, error) {
+func (c *Controller) Auto(ctx context.Context) (api.Status, error) {
 	return c.call(ctx, request{kind: reqAuto})
 }
 
 // Reload re-reads the config and profiles. The new profiles are loaded into
 // every reachable target before any switch; on error the old config and
-// profiles stay in force and the error shows in Status.ConfigError.
-func (c *Controller) Reload(ctx context.Context) (Status, error) {
+// profiles stay in force and the error shows in api.Status.ConfigError.
+func (c *Controller) Reload(ctx context.Context) (api.Status, error) {
 	return c.call(ctx, request{kind: reqReload})
 }
 
@@ -606,7 +616,7 @@ func (c *Controller) wall(t time.Time) time.Time {
 }
 
 // Status returns the status as of the last tick or request.
-func (c *Controller) Status() Status {
+func (c *Controller) Status() api.Status {
 	s := *c.snap.Load()
 	s.UptimeSeconds = int64(c.clock().Sub(c.started) / time.Second)
 	if c.opts.LogHealth != nil {
@@ -615,17 +625,17 @@ func (c *Controller) Status() Status {
 	return s
 }
 
-// publish records the loop's current state for Status and returns it.
-func (c *Controller) publish() Status {
+// publish records the loop's current state for api.Status and returns it.
+func (c *Controller) publish() api.Status {
 	d := c.machine.Current()
-	s := &Status{
+	s := &api.Status{
 		Version:     Version,
 		State:       d.State.String(),
 		Mode:        "auto",
 		Since:       c.wall(d.Since),
 		Reason:      d.Reason,
 		Transitions: d.Transitions,
-		Targets:     make([]TargetStatus, 0, len(c.targets)),
+		Targets:     make([]api.TargetStatus, 0, len(c.targets)),
 		ConfigError: c.configErr,
 		VarnishMode: c.cfg.Varnish.Mode,
 	}
@@ -641,7 +651,7 @@ func (c *Controller) publish() Status {
 	}
 	if c.lastSample != nil {
 		ls := c.lastSample
-		s.Sample = &SampleStatus{
+		s.Sample = &api.SampleStatus{
 			Time:     ls.Time,
 			Load1:    ls.Load1,
 			Load5:    ls.Load5,

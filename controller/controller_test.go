@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
@@ -182,7 +183,7 @@ func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), o
 	return r
 }
 
-func (r *rig) tick(t *testing.T) Status {
+func (r *rig) tick(t *testing.T) api.Status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -623,8 +624,8 @@ func TestRunServesRequestsAndAppliesOnExit(t *testing.T) {
 	if _, active := r.vcls(t); active != r.c.set[state.Heavy].Name {
 		t.Errorf("on_exit heavy: active = %s", active)
 	}
-	if _, err := r.c.Auto(context.Background()); err != ErrStopped {
-		t.Errorf("Auto after stop = %v, want ErrStopped", err)
+	if _, err := r.c.Auto(context.Background()); err != api.ErrStopped {
+		t.Errorf("Auto after stop = %v, want api.ErrStopped", err)
 	}
 }
 

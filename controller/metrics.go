@@ -1,9 +1,6 @@
 package controller
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
 	"runtime"
 	"runtime/debug"
@@ -14,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/state"
 )
 
@@ -125,7 +123,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // watch makes the scrape-time gauges read status and rules; both must be
 // safe for concurrent use.
-func (m *Metrics) watch(status func() Status, rules func() state.Config) {
+func (m *Metrics) watch(status func() api.Status, rules func() state.Config) {
 	m.view.src.Store(&statusSource{status: status, rules: rules})
 }
 
@@ -177,31 +175,14 @@ func (m *Metrics) forget(addr string) {
 // whose rules (and signals) are rules, with no event metrics counted: for
 // tests and tools that have a status only. status is called once per
 // scrape; it must be safe for concurrent use.
-func MetricsHandler(status func() Status, rules state.Config) http.Handler {
+func MetricsHandler(status func() api.Status, rules state.Config) http.Handler {
 	m := NewMetrics()
 	m.watch(status, func() state.Config { return rules })
 	return m.Handler()
 }
 
-// ServeMetrics serves m on ln until ctx is done.
-func ServeMetrics(ctx context.Context, ln net.Listener, m *Metrics) error {
-	return serveMetrics(ctx, ln, m.Handler(), metricsTimeouts)
-}
-
-func serveMetrics(ctx context.Context, ln net.Listener, h http.Handler, timeouts serverTimeouts) error {
-	srv := timeouts.apply(&http.Server{Handler: h})
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
 type statusSource struct {
-	status func() Status
+	status func() api.Status
 	rules  func() state.Config
 }
 

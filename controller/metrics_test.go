@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
@@ -39,13 +40,13 @@ func scrape(t *testing.T, h http.Handler) string {
 func TestMetricsFromStatus(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	since := time.Date(2026, 11, 30, 14, 51, 2, 0, time.UTC)
-	st := Status{
+	st := api.Status{
 		Version: "0.1.0", State: "moderate", Mode: "forced", Since: since, Transitions: 4, LogWriteErrors: 3,
-		Sample: &SampleStatus{Time: since.Add(time.Hour), Signals: map[string]*float64{
+		Sample: &api.SampleStatus{Time: since.Add(time.Hour), Signals: map[string]*float64{
 			"load_per_cpu": f(0.82), "mem_available_pct": f(41.3), "psi_cpu": f(12.5), "psi_mem": nil,
 			"backend_ttfb_ms": f(250),
 		}},
-		Targets: []TargetStatus{
+		Targets: []api.TargetStatus{
 			{Admin: "127.0.0.1:6082", Reachable: true, InSync: true},
 			{Admin: `10.0.0.2:6082"`, Reachable: false},
 		},
@@ -54,7 +55,7 @@ func TestMetricsFromStatus(t *testing.T) {
 	rules.Bands[state.Moderate].Enter = state.Rule{"load_per_cpu": 0.7, "mem_available_pct": 20}
 	rules.Bands[state.Heavy].Stay = state.Rule{"backend_ttfb_ms": 800}
 	m := NewMetrics()
-	m.watch(func() Status { return st }, func() state.Config { return rules })
+	m.watch(func() api.Status { return st }, func() state.Config { return rules })
 	m.reloaded(true, since)
 	m.reloaded(false, since.Add(time.Minute))
 	m.target("127.0.0.1:6082").switches.Observe(0.0004)

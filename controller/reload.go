@@ -104,7 +104,7 @@ func (c *Controller) tryReload(ctx context.Context) error {
 		profileNames = append(profileNames, zap.String(p.State.String(), p.Name))
 	}
 	c.log.Info("config reloaded", profileNames...)
-	warnNarrowSessions(c.log, cfg)
+	WarnNarrowSessions(c.log, cfg)
 	if c.opts.OnReload != nil {
 		c.opts.OnReload(cfg)
 	}
@@ -144,11 +144,11 @@ func contains(ts []*target, t *target) bool {
 	return false
 }
 
-// warnNarrowSessions says, at start and on each reload, that a config
+// WarnNarrowSessions says, at start and on each reload, that a config
 // listing profiles.session_cookies keeps 0.2's behaviour: a cookie not
 // listed is no session, and is stripped in moderate and heavy, which logs
 // out the users of any site whose session cookie the list lacks.
-func warnNarrowSessions(log *zap.Logger, cfg *config.Config) {
+func WarnNarrowSessions(log *zap.Logger, cfg *config.Config) {
 	if len(cfg.Profiles.SessionCookies) == 0 {
 		return
 	}

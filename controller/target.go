@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
@@ -37,9 +38,9 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // goroutine owns every field but busy and shown; the loop owns them all
 // otherwise.
 type target struct {
-	busy   bool         // a sync is in flight (loop only)
-	shown  TargetStatus // the last status published while idle (loop only)
-	result struct {     // of the last sync, read once it ended
+	busy   bool             // a sync is in flight (loop only)
+	shown  api.TargetStatus // the last status published while idle (loop only)
+	result struct {         // of the last sync, read once it ended
 		ms       float64
 		switched bool
 	}
@@ -126,7 +127,7 @@ func (c *Controller) makeTargets(cfg *config.Config, old []*target) (ts []*targe
 	}
 }
 
-func (t *target) status(want string) TargetStatus {
+func (t *target) status(want string) api.TargetStatus {
 	if t.busy {
 		st := t.shown
 		if on := st.ActiveVCL; on != want && (t.mode != config.ModeLabel || st.LabelVCL != want) {
@@ -141,12 +142,12 @@ func (t *target) status(want string) TargetStatus {
 	return t.shown
 }
 
-func (t *target) statusNow(want string) TargetStatus {
+func (t *target) statusNow(want string) api.TargetStatus {
 	err := t.err
 	if err == "" && !t.contacted && !t.reachable {
 		err = "not contacted yet: the first poll is loading the profiles"
 	}
-	st := TargetStatus{
+	st := api.TargetStatus{
 		Admin:        t.addr,
 		Reachable:    t.reachable,
 		ActiveVCL:    t.active,

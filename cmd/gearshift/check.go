@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/health"
 	"github.com/gearshift/gearshift/controller/pidfile"
@@ -83,7 +83,7 @@ func (a *app) check(ctx context.Context, o health.Options) (int, error) {
 		Config:     cfg,
 		ConfigErr:  cfgErr,
 		ConfigPath: a.configSource(),
-		Client:     controller.NewClient(cfg.Control.Socket),
+		Client:     api.NewClient(cfg.Control.Socket),
 		Now:        time.Now,
 		Running:    func() (int, error) { return pidfile.Running(cfg.PIDFile) },
 		Start:      func(ctx context.Context) error { return health.StartDetached(ctx, exe, a.configPath, a.configSet) },

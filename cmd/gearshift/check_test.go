@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 )
 
 var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
@@ -20,19 +20,19 @@ var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
 func opsF64(v float64) *float64 { return &v }
 
 // healthyStatus is a daemon in moderate, in sync, with a fresh sample.
-func healthyStatus() *controller.Status {
-	return &controller.Status{
+func healthyStatus() *api.Status {
+	return &api.Status{
 		Version: "0.1.0", State: "moderate", Mode: "auto",
 		Since:       checkNow.Add(-12*time.Minute - 3*time.Second),
 		Reason:      "load_per_cpu 0.82 >= 0.70 for 3 samples",
 		Transitions: 4,
-		Sample: &controller.SampleStatus{
+		Sample: &api.SampleStatus{
 			Time: checkNow.Add(-400 * time.Millisecond), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2,
 			CPUs: 2, Signals: map[string]*float64{
 				"load_per_cpu": opsF64(0.82), "mem_available_pct": opsF64(41.3), "psi_cpu": opsF64(12.5), "psi_mem": opsF64(0),
 			},
 		},
-		Targets: []controller.TargetStatus{{
+		Targets: []api.TargetStatus{{
 			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41,
 		}},
 		UptimeSeconds: 3600,
@@ -40,7 +40,7 @@ func healthyStatus() *controller.Status {
 }
 
 // serveStatus serves canned /v1/status JSON on a unix socket in dir.
-func serveStatus(tb testing.TB, socket string, st *controller.Status) {
+func serveStatus(tb testing.TB, socket string, st *api.Status) {
 	tb.Helper()
 	l, err := net.Listen("unix", socket)
 	if err != nil {

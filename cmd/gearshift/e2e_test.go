@@ -23,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
@@ -32,8 +33,8 @@ import (
 // Tests in this file drive the built binary against a real varnishd, as an
 // operator would.
 
-// daemon is a `gearshift run` started by a test.
-type daemon struct {
+// runningDaemon is a `gearshift run` started by a test.
+type runningDaemon struct {
 	t          *testing.T
 	cmd        *exec.Cmd
 	configPath string
@@ -85,19 +86,19 @@ func backend(t *testing.T) (*httptest.Server, *atomic.Int64, profiles.Backend) {
 	return srv, &hits, profiles.Backend{Host: host, Port: p}
 }
 
-func startDaemon(t *testing.T, edit func(*config.Config)) *daemon {
+func startDaemon(t *testing.T, edit func(*config.Config)) *runningDaemon {
 	t.Helper()
 	return startDaemonEnv(t, edit, "NOTIFY_SOCKET=")
 }
 
 // startDaemonEnv is startDaemon with extra environment variables.
-func startDaemonEnv(t *testing.T, edit func(*config.Config), env ...string) *daemon {
+func startDaemonEnv(t *testing.T, edit func(*config.Config), env ...string) *runningDaemon {
 	t.Helper()
 	return startDaemonOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, env...)
 }
 
 // startDaemonOn is startDaemonEnv driving an already running varnishd.
-func startDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), env ...string) *daemon {
+func startDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), env ...string) *runningDaemon {
 	t.Helper()
 	d := launchDaemonOn(t, v, edit, env...)
 	d.eventually("daemon in sync on light", 90*time.Second, func() error {
@@ -112,13 +113,13 @@ func startDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Confi
 
 // launchDaemon starts `gearshift run` as startDaemonEnv does, without
 // waiting for anything.
-func launchDaemon(t *testing.T, edit func(*config.Config), env ...string) *daemon {
+func launchDaemon(t *testing.T, edit func(*config.Config), env ...string) *runningDaemon {
 	t.Helper()
 	return launchDaemonOn(t, varnishtest.Start(t, varnishtest.Config{}), edit, env...)
 }
 
 // launchDaemonOn is launchDaemon driving an already running varnishd.
-func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), env ...string) *daemon {
+func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), env ...string) *runningDaemon {
 	t.Helper()
 	_, _, be := backend(t)
 	path, cfg := testConfig(t, v, func(cfg *config.Config) {
@@ -144,9 +145,9 @@ func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Conf
 
 // spawnDaemon starts `gearshift run --config path` driving v, its output
 // kept in d.out; the caller stops it.
-func spawnDaemon(t *testing.T, v *varnishtest.Varnish, path string, env ...string) *daemon {
+func spawnDaemon(t *testing.T, v *varnishtest.Varnish, path string, env ...string) *runningDaemon {
 	t.Helper()
-	d := &daemon{t: t, configPath: path, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
+	d := &runningDaemon{t: t, configPath: path, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(gearshiftBin, "run", "--config", path)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	d.cmd.Env = append(os.Environ(), env...)
@@ -157,7 +158,7 @@ func spawnDaemon(t *testing.T, v *varnishtest.Varnish, path string, env ...strin
 	return d
 }
 
-func (d *daemon) running() bool {
+func (d *runningDaemon) running() bool {
 	select {
 	case <-d.exited:
 		return false
@@ -167,7 +168,7 @@ func (d *daemon) running() bool {
 }
 
 // gs runs the binary with the daemon's config and returns its output and exit code.
-func (d *daemon) gs(args ...string) (stdout, stderr string, code int) {
+func (d *runningDaemon) gs(args ...string) (stdout, stderr string, code int) {
 	d.t.Helper()
 	return runGearshift(d.t, append(args, "--config", d.configPath)...)
 }
@@ -191,13 +192,13 @@ func runGearshift(tb testing.TB, args ...string) (stdout, stderr string, code in
 	return o.String(), e.String(), code
 }
 
-func (d *daemon) status() (*controller.Status, error) {
+func (d *runningDaemon) status() (*api.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return controller.NewClient(d.cfg.Control.Socket).Status(ctx)
+	return api.NewClient(d.cfg.Control.Socket).Status(ctx)
 }
 
-func (d *daemon) eventually(what string, timeout time.Duration, cond func() error) {
+func (d *runningDaemon) eventually(what string, timeout time.Duration, cond func() error) {
 	d.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -215,7 +216,7 @@ func (d *daemon) eventually(what string, timeout time.Duration, cond func() erro
 	}
 }
 
-func inSync(s *controller.Status, gear string) error {
+func inSync(s *api.Status, gear string) error {
 	if s.State != gear {
 		return fmt.Errorf("state %s, want %s", s.State, gear)
 	}
@@ -267,7 +268,7 @@ func TestE2E(t *testing.T) {
 			t.Fatalf("status: code %d\n%s%s", code, out, errOut)
 		}
 		out, _, code = d.gs("status", "--json")
-		var s controller.Status
+		var s api.Status
 		if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil {
 			t.Fatalf("status --json: code %d, %v\n%s", code, err, out)
 		}
@@ -384,7 +385,7 @@ func TestE2E(t *testing.T) {
 		os.WriteFile(d.configPath, b, 0o644)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		s, err := controller.NewClient(d.cfg.Control.Socket).Reload(ctx)
+		s, err := api.NewClient(d.cfg.Control.Socket).Reload(ctx)
 		if err != nil || s.ConfigError != "" {
 			t.Fatalf("good reload: %+v, %v", s, err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/state"
 )
 
@@ -27,14 +27,14 @@ func newForceCmd(a *app) *cobra.Command {
 			if err != nil {
 				return exitUsage, err
 			}
-			d, err := controller.ParseForceDuration(forStr)
+			d, err := api.ParseForceDuration(forStr)
 			if err != nil {
 				return exitUsage, fmt.Errorf("--for: %w", err)
 			}
 			socket, _ := a.controlSocket()
 			ctx, cancel := context.WithTimeout(ctxOrBackground(cmd.Context()), 90*time.Second)
 			defer cancel()
-			s, err := controller.NewClient(socket).Force(ctx, st, d)
+			s, err := api.NewClient(socket).Force(ctx, st, d)
 			if err != nil {
 				return clientFailure(err)
 			}
@@ -48,7 +48,7 @@ func newForceCmd(a *app) *cobra.Command {
 
 // printApplied prints the gear the daemon is in after a force or auto, and
 // fails when a target did not follow.
-func printApplied(w io.Writer, s *controller.Status) (int, error) {
+func printApplied(w io.Writer, s *api.Status) (int, error) {
 	switch {
 	case s.Mode == "forced" && s.ForcedUntil != nil:
 		fmt.Fprintf(w, "gear %s, forced until %s\n", s.State, s.ForcedUntil.Local().Format("2006-01-02 15:04:05 MST"))

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/internal/golden"
 )
 
@@ -34,14 +34,14 @@ func TestPrintAppliedNamesTheGearVCL(t *testing.T) {
 		{"label", "gearshift-heavy-1a2b3c4d", "site-router"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			s := &controller.Status{State: "heavy", Mode: "forced", VarnishMode: tc.mode}
-			ts := controller.TargetStatus{Admin: "127.0.0.1:6082", Reachable: true, InSync: true, LastSwitchMS: 0.4}
+			s := &api.Status{State: "heavy", Mode: "forced", VarnishMode: tc.mode}
+			ts := api.TargetStatus{Admin: "127.0.0.1:6082", Reachable: true, InSync: true, LastSwitchMS: 0.4}
 			if tc.mode == "label" {
 				ts.ActiveVCL, ts.LabelVCL = "site-router", "gearshift-heavy-1a2b3c4d"
 			} else {
 				ts.ActiveVCL = "gearshift-heavy-1a2b3c4d"
 			}
-			s.Targets = []controller.TargetStatus{ts}
+			s.Targets = []api.TargetStatus{ts}
 			var b strings.Builder
 			if code, err := printApplied(&b, s); code != exitOK || err != nil {
 				t.Fatalf("printApplied = %d, %v", code, err)

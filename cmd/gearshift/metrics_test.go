@@ -24,7 +24,7 @@ import (
 // metricsDaemon starts a daemon serving metrics, with the Varnish traffic
 // (varnishstat) and backend probe signals on, and returns it with the
 // metrics address.
-func metricsDaemon(t *testing.T) (*daemon, string) {
+func metricsDaemon(t *testing.T) (*runningDaemon, string) {
 	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	addr := varnishtest.FreeAddr(t)

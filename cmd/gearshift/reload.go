@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
@@ -48,8 +48,8 @@ it first.`,
 			}
 			ctx, cancel := context.WithTimeout(ctxOrBackground(cmd.Context()), reloadWait)
 			defer cancel()
-			s, err := controller.NewClient(cfg.Control.Socket).Reload(ctx)
-			if errors.Is(err, controller.ErrUnreachable) && !errors.Is(err, os.ErrPermission) {
+			s, err := api.NewClient(cfg.Control.Socket).Reload(ctx)
+			if errors.Is(err, api.ErrUnreachable) && !errors.Is(err, os.ErrPermission) {
 				// No socket to ask (a daemon started before the socket
 				// moved, say): SIGHUP does the same, without an answer.
 				if pid, err := pidfile.Signal(cfg.PIDFile, syscall.SIGHUP); err != nil || pid == 0 {
@@ -58,7 +58,7 @@ it first.`,
 				fmt.Fprintf(a.stdout, "sent SIGHUP to gearshift (pid %d): it does not answer on %s, so the outcome is in `gearshift status` (config_error) and its log\n", pid, cfg.Control.Socket)
 				return exitOK, nil
 			}
-			var ae *controller.APIError
+			var ae *api.APIError
 			if errors.As(err, &ae) && ae.StatusCode == 422 {
 				return exitFailure, fmt.Errorf("the daemon refused the new config and keeps the old one in force: %s", ae.Message)
 			}

@@ -6,8 +6,8 @@ import (
 	godaemon "github.com/sevlyar/go-daemon"
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/internal/daemon"
 )
 
 func newRunCmd(a *app) *cobra.Command {
@@ -38,15 +38,15 @@ STATUS=gear <state>.`,
 // another daemon running). logToStderr copies the log to a.stderr in a
 // human format (`run`; a detached daemon passes false).
 func runDaemon(a *app, cfg *config.Config, logToStderr bool) (int, error) {
-	opts := controller.DaemonOptions{LoadConfig: a.loadConfig, Detached: godaemon.WasReborn()}
+	opts := daemon.Options{LoadConfig: a.loadConfig, Detached: godaemon.WasReborn()}
 	if logToStderr {
 		opts.Console = a.stderr
 	}
-	err := controller.RunDaemon(cfg, opts)
+	err := daemon.Run(cfg, opts)
 	switch {
 	case err == nil:
 		return exitOK, nil
-	case errors.Is(err, controller.ErrConfig):
+	case errors.Is(err, daemon.ErrConfig):
 		return exitUsage, err
 	}
 	return exitFailure, err

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
@@ -120,7 +120,7 @@ func TestClientFailureBusyDaemon(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = controller.NewClient(socket).Force(ctx, state.Heavy, 0)
+	_, err = api.NewClient(socket).Force(ctx, state.Heavy, 0)
 	code, err := clientFailure(err)
 	if code != exitFailure || err == nil || strings.Contains(err.Error(), "is the daemon running") ||
 		!strings.Contains(err.Error(), "did not answer within 200ms") {
@@ -139,7 +139,7 @@ func TestClientFailureExitCodes(t *testing.T) {
 		{http.StatusForbidden, exitFailure},
 		{http.StatusInternalServerError, exitFailure},
 	} {
-		code, err := clientFailure(&controller.APIError{StatusCode: tc.status, Message: "nope"})
+		code, err := clientFailure(&api.APIError{StatusCode: tc.status, Message: "nope"})
 		if code != tc.code || err == nil || !strings.Contains(err.Error(), "nope") {
 			t.Errorf("clientFailure(%d) = %d, %v; want %d and the daemon's message", tc.status, code, err, tc.code)
 		}
@@ -183,7 +183,7 @@ func TestRunSignalDuringStartup(t *testing.T) {
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := controller.NewClient(cfg.Control.Socket).Status(ctx)
+		_, err := api.NewClient(cfg.Control.Socket).Status(ctx)
 		cancel()
 		if err == nil {
 			break
@@ -308,7 +308,7 @@ func TestRunWarnsNarrowSessions(t *testing.T) {
 	narrow := startDaemon(t, func(cfg *config.Config) {
 		cfg.Profiles.SessionCookies = []string{"PHPSESSID", "wordpress_logged_in_*"}
 	})
-	logged := func(d *daemon) int {
+	logged := func(d *runningDaemon) int {
 		b, err := os.ReadFile(d.cfg.Log.File)
 		if err != nil {
 			t.Fatal(err)

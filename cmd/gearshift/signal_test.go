@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/health"
 	"github.com/gearshift/gearshift/controller/sensor"
@@ -87,11 +88,11 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 	})
 
 	t.Run("shown", func(t *testing.T) {
-		smp := &controller.SampleStatus{Time: time.Now(), CPUs: 1, Signals: map[string]*float64{}, Order: set.Names()}
+		smp := &api.SampleStatus{Time: time.Now(), CPUs: 1, Signals: map[string]*float64{}, Order: set.Names()}
 		for _, sig := range set.All() {
 			smp.Signals[sig.Name] = d.Signals.Ptr(sig.Name)
 		}
-		st := &controller.Status{State: d.State.String(), Mode: "auto", Since: time.Now(), Reason: d.Reason, Sample: smp}
+		st := &api.Status{State: d.State.String(), Mode: "auto", Since: time.Now(), Reason: d.Reason, Sample: smp}
 
 		var text bytes.Buffer
 		sc := cfg.StateConfig(set)
@@ -107,7 +108,7 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 		if !strings.Contains(string(js), `"injected":null,"test_queue":150}`) {
 			t.Errorf("status JSON lacks test_queue after the other signals: %s", js)
 		}
-		var back controller.Status
+		var back api.Status
 		if err := json.Unmarshal(js, &back); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +121,7 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 		}
 
 		rec := httptest.NewRecorder()
-		controller.MetricsHandler(func() controller.Status { return *st }, sc).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		controller.MetricsHandler(func() api.Status { return *st }, sc).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		body, _ := io.ReadAll(rec.Body)
 		if want := "# HELP gearshift_test_queue Requests waiting, as only this test counts them.\n# TYPE gearshift_test_queue gauge\ngearshift_test_queue 75\n"; !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/state/trace"
+	"github.com/gearshift/gearshift/controller/trace"
 )
 
 func newSimulateCmd(a *app) *cobra.Command {

@@ -11,7 +11,7 @@ import (
 	godaemon "github.com/sevlyar/go-daemon"
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/sdnotify"
@@ -56,7 +56,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 		return exitFailure, fmt.Errorf("gearshift is already running (pid %d from %s); stop it first or use reload", pid, cfg.PIDFile)
 	}
 	ctxq, cancel := context.WithTimeout(ctx, time.Second)
-	_, err = controller.NewClient(cfg.Control.Socket).Status(ctxq)
+	_, err = api.NewClient(cfg.Control.Socket).Status(ctxq)
 	cancel()
 	if err == nil {
 		return exitFailure, fmt.Errorf("a gearshift daemon already answers on %s; stop it first", cfg.Control.Socket)
@@ -64,7 +64,7 @@ func (a *app) start(ctx context.Context, wait time.Duration) (int, error) {
 	// The socket's directory first, and 0755 whatever the umask: when the
 	// pid file or log shares it, creating it 0750 would lock
 	// control.group out of the socket.
-	if err := controller.MkdirAllMode(filepath.Dir(cfg.Control.Socket), 0o755); err != nil {
+	if err := api.MkdirAllMode(filepath.Dir(cfg.Control.Socket), 0o755); err != nil {
 		return exitFailure, fmt.Errorf("create %s: %w", filepath.Dir(cfg.Control.Socket), err)
 	}
 	for _, p := range []string{cfg.PIDFile, cfg.Log.File} {
@@ -144,5 +144,5 @@ func waitReady(ctx context.Context, ready *sdnotify.Listener, socket string, wai
 	case <-ctx.Done():
 		return fmt.Errorf("the daemon was not ready within %s (its first poll did not finish)", wait)
 	}
-	return controller.WaitAnswering(ctx, socket, time.Until(deadline), exited)
+	return api.WaitAnswering(ctx, socket, time.Until(deadline), exited)
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 )
@@ -34,7 +34,7 @@ func (a *app) status(ctx context.Context, asJSON bool) (int, error) {
 	socket, cfg := a.controlSocket()
 	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 10*time.Second)
 	defer cancel()
-	st, err := controller.NewClient(socket).Status(ctx)
+	st, err := api.NewClient(socket).Status(ctx)
 	if err != nil {
 		return clientFailure(err)
 	}
@@ -70,16 +70,16 @@ func (a *app) controlSocket() (string, *config.Config) {
 // clientFailure turns a control client error into an exit code and one
 // sentence naming what to do.
 func clientFailure(err error) (int, error) {
-	if errors.Is(err, controller.ErrUnreachable) && errors.Is(err, os.ErrPermission) {
+	if errors.Is(err, api.ErrUnreachable) && errors.Is(err, os.ErrPermission) {
 		return exitFailure, fmt.Errorf("%v (run as root, or as a member of the config's control.group)", err)
 	}
-	if errors.Is(err, controller.ErrNoAnswer) {
+	if errors.Is(err, api.ErrNoAnswer) {
 		return exitFailure, fmt.Errorf("%v: the daemon is running but busy (a Varnish target slow to load a profile?); see `gearshift logs`", err)
 	}
-	if errors.Is(err, controller.ErrUnreachable) {
+	if errors.Is(err, api.ErrUnreachable) {
 		return exitFailure, fmt.Errorf("%v (is the daemon running? start it with `gearshift start` or `systemctl start gearshift`)", err)
 	}
-	var ae *controller.APIError
+	var ae *api.APIError
 	if errors.As(err, &ae) && ae.StatusCode == http.StatusForbidden {
 		// A refusal for want of permission is a runtime failure (SPEC
 		// section 7 keeps 2 for usage and config errors).

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/numfmt"
@@ -47,8 +47,10 @@ type Options struct {
 
 // StatusGetter is what check asks of the daemon.
 type StatusGetter interface {
-	Status(ctx context.Context) (*controller.Status, error)
+	Status(ctx context.Context) (*api.Status, error)
 }
+
+var _ StatusGetter = (*api.Client)(nil)
 
 // Checker runs one health check. Its edges (the daemon, the clock, starting
 // the daemon, systemd) are fields so that tests can replace them.
@@ -159,21 +161,21 @@ func (c *Checker) evaluate(ctx context.Context) Result {
 
 // query asks the daemon for its status within --timeout, and says why not
 // when it cannot: not running, or running but silent.
-func (c *Checker) query(ctx context.Context) (*controller.Status, error) {
+func (c *Checker) query(ctx context.Context) (*api.Status, error) {
 	qctx, cancel := context.WithTimeout(ctx, c.Opts.Timeout)
 	defer cancel()
 	st, err := c.Client.Status(qctx)
 	if err == nil {
 		return st, nil
 	}
-	var apiErr *controller.APIError
+	var apiErr *api.APIError
 	if errors.As(err, &apiErr) {
 		return nil, fmt.Errorf("daemon answered with an error: %s", apiErr.Message)
 	}
 	if errors.Is(err, os.ErrPermission) {
 		return nil, fmt.Errorf("%w %s: run the check as root or as a member of the config's control.group", errNoAccess, c.Config.Control.Socket)
 	}
-	if qctx.Err() != nil || errors.Is(err, controller.ErrNoAnswer) {
+	if qctx.Err() != nil || errors.Is(err, api.ErrNoAnswer) {
 		return nil, fmt.Errorf("daemon silent on %s for %s", c.Config.Control.Socket, timefmt.Duration(c.Opts.Timeout).String())
 	}
 	pid, perr := c.Running()
@@ -193,12 +195,12 @@ var errNoAccess = errors.New("no access to the control socket")
 // trimUnreachable drops the client's "not reachable on <socket>: " prefix,
 // which the caller words itself.
 func trimUnreachable(err error, socket string) string {
-	return strings.TrimPrefix(err.Error(), controller.ErrUnreachable.Error()+" on "+socket+": ")
+	return strings.TrimPrefix(err.Error(), api.ErrUnreachable.Error()+" on "+socket+": ")
 }
 
 // restart starts the daemon when it is not running, under a lock that keeps
 // overlapping runs (cron) from starting two. It returns the fresh status.
-func (c *Checker) restart(ctx context.Context, cause error) (restarted bool, st *controller.Status, err error) {
+func (c *Checker) restart(ctx context.Context, cause error) (restarted bool, st *api.Status, err error) {
 	if !errors.Is(cause, errNotRunning) {
 		return false, nil, cause // running but silent: starting another would not help
 	}
@@ -237,7 +239,7 @@ func (c *Checker) restart(ctx context.Context, cause error) (restarted bool, st 
 
 // Settled tells whether a daemon has sampled once and brought every
 // target onto its gear.
-func Settled(st *controller.Status) bool {
+func Settled(st *api.Status) bool {
 	if st.Sample == nil {
 		return false
 	}
@@ -254,7 +256,7 @@ func Settled(st *controller.Status) bool {
 const ForeignWindow = time.Hour
 
 // judge judges a status (nil when the daemon did not answer).
-func judge(pre []Problem, st *controller.Status, c *Checker) Result {
+func judge(pre []Problem, st *api.Status, c *Checker) Result {
 	problems := pre
 	add := func(code int, format string, args ...any) {
 		problems = append(problems, Problem{code, fmt.Sprintf(format, args...)})
@@ -355,7 +357,7 @@ func pluginText(s string) string {
 
 // Perfdata renders the status in the standard
 // 'label'=value[UOM];warn;crit;min;max form, the signals described by set.
-func Perfdata(st *controller.Status, set *state.Set, now time.Time, maxAge time.Duration) []string {
+func Perfdata(st *api.Status, set *state.Set, now time.Time, maxAge time.Duration) []string {
 	var p []string
 	if s := st.Sample; s != nil {
 		for _, sig := range set.All() {
@@ -410,7 +412,7 @@ func firstProblem(err error) string {
 func flockWait(ctx context.Context, path string) (unlock func(), err error) {
 	// The lock sits beside the pid file, often in the control socket's
 	// directory: create that 0755, like the daemon does (see start).
-	if err := controller.MkdirAllMode(filepath.Dir(path), 0o755); err != nil {
+	if err := api.MkdirAllMode(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)

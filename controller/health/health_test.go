@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/golden"
 )
@@ -22,19 +22,19 @@ var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
 func opsF64(v float64) *float64 { return &v }
 
 // healthyStatus is a daemon in moderate, in sync, with a fresh sample.
-func healthyStatus() *controller.Status {
-	return &controller.Status{
+func healthyStatus() *api.Status {
+	return &api.Status{
 		Version: "0.1.0", State: "moderate", Mode: "auto",
 		Since:       checkNow.Add(-12*time.Minute - 3*time.Second),
 		Reason:      "load_per_cpu 0.82 >= 0.70 for 3 samples",
 		Transitions: 4,
-		Sample: &controller.SampleStatus{
+		Sample: &api.SampleStatus{
 			Time: checkNow.Add(-400 * time.Millisecond), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2,
 			CPUs: 2, Signals: map[string]*float64{
 				"load_per_cpu": opsF64(0.82), "mem_available_pct": opsF64(41.3), "psi_cpu": opsF64(12.5), "psi_mem": opsF64(0),
 			},
 		},
-		Targets: []controller.TargetStatus{{
+		Targets: []api.TargetStatus{{
 			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41, Child: "running",
 		}},
 		UptimeSeconds: 3600,
@@ -44,14 +44,14 @@ func healthyStatus() *controller.Status {
 // fakeDaemon answers Status with st, or err; after started it answers st.
 type fakeDaemon struct {
 	mu      sync.Mutex
-	st      *controller.Status
+	st      *api.Status
 	err     error
 	block   bool // never answer: honour ctx only
 	started bool
 	starts  int
 }
 
-func (f *fakeDaemon) Status(ctx context.Context) (*controller.Status, error) {
+func (f *fakeDaemon) Status(ctx context.Context) (*api.Status, error) {
 	f.mu.Lock()
 	st, err, block := f.st, f.err, f.block
 	if f.started {
@@ -60,7 +60,7 @@ func (f *fakeDaemon) Status(ctx context.Context) (*controller.Status, error) {
 	f.mu.Unlock()
 	if block {
 		<-ctx.Done()
-		return nil, fmt.Errorf("%w on /run/x.sock: %v", controller.ErrUnreachable, ctx.Err())
+		return nil, fmt.Errorf("%w on /run/x.sock: %v", api.ErrUnreachable, ctx.Err())
 	}
 	return st, err
 }
@@ -97,12 +97,12 @@ func testChecker(tb testing.TB, d *fakeDaemon, o Options) *Checker {
 	}
 }
 
-var errRefused = fmt.Errorf("%w on /run/gearshift/gearshift.sock: connect: no such file or directory", controller.ErrUnreachable)
+var errRefused = fmt.Errorf("%w on /run/gearshift/gearshift.sock: connect: no such file or directory", api.ErrUnreachable)
 
 func TestCheckGolden(t *testing.T) {
 	tests := []struct {
 		name   string
-		edit   func(st *controller.Status)
+		edit   func(st *api.Status)
 		err    error
 		opts   Options
 		setup  func(c *Checker, d *fakeDaemon)
@@ -111,27 +111,27 @@ func TestCheckGolden(t *testing.T) {
 	}{
 		{name: "ok", code: 0, golden: "ok"},
 		{name: "ok quiet prints nothing", opts: Options{Quiet: true}, code: 0, golden: "ok-quiet"},
-		{name: "forced without --warn-forced", edit: func(st *controller.Status) {
+		{name: "forced without --warn-forced", edit: func(st *api.Status) {
 			st.Mode, st.State, st.Reason = "forced", "heavy", "forced by operator until 15:34"
 			u := checkNow.Add(30 * time.Minute)
 			st.ForcedUntil = &u
 		}, code: 0, golden: "ok-forced"},
-		{name: "warning forced", edit: func(st *controller.Status) {
+		{name: "warning forced", edit: func(st *api.Status) {
 			st.Mode, st.State, st.Reason = "forced", "heavy", "forced by operator until 15:34"
 			u := checkNow.Add(30 * time.Minute)
 			st.ForcedUntil = &u
 		}, opts: Options{WarnForced: true}, code: 1, golden: "warning-forced"},
-		{name: "warning forced until auto", edit: func(st *controller.Status) {
+		{name: "warning forced until auto", edit: func(st *api.Status) {
 			st.Mode, st.State, st.Reason = "forced", "light", "forced by operator"
 		}, opts: Options{WarnForced: true}, code: 1, golden: "warning-forced-until-auto"},
-		{name: "warning state", edit: func(st *controller.Status) {
+		{name: "warning state", edit: func(st *api.Status) {
 			st.State, st.Reason = "heavy", "load_per_cpu 1.82 >= 1.50 for 3 samples"
 			st.Sample.Signals["load_per_cpu"] = opsF64(1.82)
 		}, opts: Options{WarnStates: []string{"moderate", "heavy"}}, code: 1, golden: "warning-state"},
-		{name: "warning multi-line config error on one line", edit: func(st *controller.Status) {
+		{name: "warning multi-line config error on one line", edit: func(st *api.Status) {
 			st.ConfigError = "config /etc/gearshift/gearshift.yaml has 2 problems:\ncpus: must be 0 (detect) or a number of CPUs, got -1 (line 3)\nprofiles.never_cache[0]: \"a|b\" is odd"
 		}, code: 1, golden: "warning-config-multiline"},
-		{name: "warning config reload failed", edit: func(st *controller.Status) {
+		{name: "warning config reload failed", edit: func(st *api.Status) {
 			st.ConfigError = "config /etc/gearshift/gearshift.yaml: on_exit: must be one of keep, light, moderate, heavy, got \"stop\""
 		}, code: 1, golden: "warning-config"},
 		{name: "warning config file invalid", setup: func(c *Checker, _ *fakeDaemon) {
@@ -145,43 +145,43 @@ func TestCheckGolden(t *testing.T) {
 			d.block = true
 			c.Opts.Timeout = 20 * time.Millisecond
 		}, code: 2, golden: "critical-silent"},
-		{name: "critical target unreachable", edit: func(st *controller.Status) {
+		{name: "critical target unreachable", edit: func(st *api.Status) {
 			st.Targets[0].Reachable, st.Targets[0].InSync, st.Targets[0].ActiveVCL = false, false, ""
 			st.Targets[0].Error = "dial tcp 127.0.0.1:6082: connect: connection refused"
 		}, code: 2, golden: "critical-target-unreachable"},
-		{name: "critical target out of sync and config warning", edit: func(st *controller.Status) {
-			st.Targets = append(st.Targets, controller.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: "boot", LastSwitchMS: 1.5})
+		{name: "critical target out of sync and config warning", edit: func(st *api.Status) {
+			st.Targets = append(st.Targets, api.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: "boot", LastSwitchMS: 1.5})
 			st.ConfigError = "varnish refused the heavy profile"
 		}, code: 2, golden: "critical-out-of-sync"},
-		{name: "warning foreign vcl.use in the last hour", edit: func(st *controller.Status) {
+		{name: "warning foreign vcl.use in the last hour", edit: func(st *api.Status) {
 			at := checkNow.Add(-12 * time.Minute)
 			st.Targets[0].ForeignVCLAt = &at
 		}, code: 1, golden: "warning-foreign-vcl"},
-		{name: "ok foreign vcl.use over an hour ago", edit: func(st *controller.Status) {
+		{name: "ok foreign vcl.use over an hour ago", edit: func(st *api.Status) {
 			at := checkNow.Add(-61 * time.Minute)
 			st.Targets[0].ForeignVCLAt = &at
 		}, code: 0, golden: "ok"},
-		{name: "warning label moved in label mode", edit: func(st *controller.Status) {
+		{name: "warning label moved in label mode", edit: func(st *api.Status) {
 			at := checkNow.Add(-30 * time.Second)
 			st.VarnishMode, st.Targets[0].LabelVCL, st.Targets[0].ActiveVCL = "label", st.Targets[0].ActiveVCL, "reload_20261130_140000_77"
 			st.Targets[0].ForeignVCLAt = &at
 		}, code: 1, golden: "warning-foreign-label"},
-		{name: "critical label mode out of sync", edit: func(st *controller.Status) {
+		{name: "critical label mode out of sync", edit: func(st *api.Status) {
 			st.VarnishMode, st.Targets[0].LabelVCL, st.Targets[0].ActiveVCL, st.Targets[0].InSync = "label", "", "boot", false
 		}, code: 2, golden: "critical-label-missing"},
-		{name: "critical stale sample", edit: func(st *controller.Status) {
+		{name: "critical stale sample", edit: func(st *api.Status) {
 			st.Sample.Time = checkNow.Add(-95 * time.Second)
 		}, code: 2, golden: "critical-stale"},
-		{name: "critical no sample", edit: func(st *controller.Status) {
+		{name: "critical no sample", edit: func(st *api.Status) {
 			st.Sample = nil
 		}, code: 2, golden: "critical-no-sample"},
-		{name: "ok no sample yet just started", edit: func(st *controller.Status) {
+		{name: "ok no sample yet just started", edit: func(st *api.Status) {
 			st.Sample, st.UptimeSeconds, st.State, st.Reason = nil, 1, "light", "starting"
 			st.Since = checkNow.Add(-time.Second)
 			st.Targets[0].LastSwitchMS = 0
 		}, code: 0, golden: "ok-starting"},
-		{name: "critical varnish child stopped", edit: func(st *controller.Status) {
-			st.Targets = append(st.Targets, controller.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: st.Targets[0].ActiveVCL, InSync: true, Child: "running"})
+		{name: "critical varnish child stopped", edit: func(st *api.Status) {
+			st.Targets = append(st.Targets, api.TargetStatus{Admin: "10.0.0.2:6082", Reachable: true, ActiveVCL: st.Targets[0].ActiveVCL, InSync: true, Child: "running"})
 			st.Targets[0].Child = "stopped"
 		}, code: 2, golden: "critical-child-stopped"},
 		{name: "warning restarted", err: errRefused, opts: Options{Restart: true}, code: 1, golden: "warning-restarted"},

@@ -1,4 +1,4 @@
-package controller
+package api
 
 import (
 	"context"
@@ -319,4 +319,22 @@ func serve(ctx context.Context, ln net.Listener, api API, access Access, timeout
 		return nil
 	}
 	return err
+}
+
+// ServeMetrics serves h, the daemon's metrics, on ln (metrics_listen) until
+// ctx is done.
+func ServeMetrics(ctx context.Context, ln net.Listener, h http.Handler) error {
+	return serveHTTP(ctx, ln, h, metricsTimeouts)
+}
+
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeouts serverTimeouts) error {
+	srv := timeouts.apply(&http.Server{Handler: h})
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

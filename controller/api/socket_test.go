@@ -1,4 +1,4 @@
-package controller
+package api
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type fakeAPI struct {
 }
 
 func (f *fakeAPI) Status() Status {
-	return Status{Version: Version, State: "light", Mode: "auto", Targets: f.targets}
+	return Status{Version: "0.0.0-test", State: "light", Mode: "auto", Targets: f.targets}
 }
 
 func (f *fakeAPI) Force(ctx context.Context, st state.State, until time.Time) (Status, error) {
@@ -336,7 +336,7 @@ func TestServersCloseIdleConnections(t *testing.T) {
 			return serve(ctx, ln, &fakeAPI{}, Access{adminGID: -1}, short)
 		}},
 		{"metrics", "tcp", func(ctx context.Context, ln net.Listener) error {
-			return serveMetrics(ctx, ln, MetricsHandler((&fakeAPI{}).Status, state.Config{}), short)
+			return serveHTTP(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "gearshift_up 1\n") }), short)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,7 @@
-// Package controller is the gearshift daemon: the poll → decide → apply loop
-// that keeps every Varnish target on the gear the state machine chooses, and
-// the control socket that operators and monitoring talk to.
-package controller
+// Package api is the daemon's control socket: the server, the client, and
+// the JSON documents they exchange (SPEC section 8), with the status as
+// `gearshift status` prints it.
+package api
 
 import (
 	"bytes"

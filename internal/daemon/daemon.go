@@ -1,4 +1,7 @@
-package controller
+// Package daemon is gearshift's process wiring: signals, the pid file, the
+// log file, the control socket and metrics listeners, and systemd's notify
+// protocol around the controller's loop.
+package daemon
 
 import (
 	"context"
@@ -13,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/pidfile"
@@ -20,8 +25,8 @@ import (
 	"github.com/gearshift/gearshift/controller/sensor"
 )
 
-// DaemonOptions are what RunDaemon needs besides the config.
-type DaemonOptions struct {
+// Options are what Run needs besides the config.
+type Options struct {
 	LoadConfig func() (*config.Config, error) // reads the config again, for a reload; required
 	Console    io.Writer                      // a human-formatted copy of the log (a terminal, the journal); nil for none
 	// Detached: the daemon was detached by `gearshift start`, whose
@@ -29,7 +34,7 @@ type DaemonOptions struct {
 	Detached bool
 }
 
-// ErrConfig marks an error of RunDaemon that the config caused (a log
+// ErrConfig marks an error of Run that the config caused (a log
 // level, profiles the daemon cannot use), as opposed to a runtime failure.
 var ErrConfig = errors.New("unusable config")
 
@@ -38,7 +43,7 @@ type configError struct{ error }
 func (e configError) Is(target error) bool { return target == ErrConfig }
 func (e configError) Unwrap() error        { return e.error }
 
-// RunDaemon runs the daemon with cfg until SIGTERM or SIGINT: the log
+// Run runs the daemon with cfg until SIGTERM or SIGINT: the log
 // file, the pid file, the controller's loop, the control socket, metrics
 // and systemd's notify protocol. It returns nil after a clean stop, an
 // error matching ErrConfig for a config it cannot use, and another error
@@ -46,7 +51,7 @@ func (e configError) Unwrap() error        { return e.error }
 // running) or its control socket fails. It removes the pid file and the
 // control socket at exit. SIGHUP reloads through opts.LoadConfig; SIGUSR1
 // reopens the log file.
-func RunDaemon(cfg *config.Config, opts DaemonOptions) error {
+func Run(cfg *config.Config, opts Options) error {
 	// Catch the signals before anyone can know the pid (pid file, socket):
 	// a SIGHUP or SIGUSR1 sent during start would otherwise kill the
 	// daemon. They are handled once it runs.
@@ -98,20 +103,20 @@ func RunDaemon(cfg *config.Config, opts DaemonOptions) error {
 	cpus, cpusFrom := sens.CPUs()
 	log.Info("sensors", zap.Int("cpus", cpus), zap.String("cpus_from", cpusFrom), zap.Strings("sources", sens.Sources()))
 
-	metrics := NewMetrics()
+	metrics := controller.NewMetrics()
 	running := cfg
-	ctrl, err := New(Options{
+	ctrl, err := controller.New(controller.Options{
 		Metrics:          metrics,
 		Config:           cfg,
 		Sensor:           sens,
-		Dial:             DialAdmin(time.Duration(cfg.Varnish.Timeout)),
-		Build:            BuildProfiles,
+		Dial:             controller.DialAdmin(time.Duration(cfg.Varnish.Timeout)),
+		Build:            controller.BuildProfiles,
 		LoadConfig:       opts.LoadConfig,
 		Logger:           log,
 		Notify:           notify,
 		WatchdogInterval: watchdog,
 		LogHealth:        logFile.Health,
-		OnChange: func(s Status) {
+		OnChange: func(s api.Status) {
 			notify("STATUS=gear " + s.State)
 		},
 		OnReload: func(next *config.Config) {
@@ -127,11 +132,11 @@ func RunDaemon(cfg *config.Config, opts DaemonOptions) error {
 		return cannotStart(configError{err})
 	}
 
-	access, err := NewAccess(cfg.Control.AdminGroup)
+	access, err := api.NewAccess(cfg.Control.AdminGroup)
 	if err != nil {
 		return cannotStart(configError{err})
 	}
-	ln, err := ListenSocket(cfg.Control.Socket, cfg.Control.Group)
+	ln, err := api.ListenSocket(cfg.Control.Socket, cfg.Control.Group)
 	if err != nil {
 		return cannotStart(err)
 	}
@@ -147,10 +152,10 @@ func RunDaemon(cfg *config.Config, opts DaemonOptions) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, ln, ctrl, access) }()
+	go func() { served <- api.Serve(ctx, ln, ctrl, access) }()
 	if metricsLn != nil {
 		go func() {
-			if err := ServeMetrics(ctx, metricsLn, metrics); err != nil {
+			if err := api.ServeMetrics(ctx, metricsLn, metrics.Handler()); err != nil {
 				log.Error("metrics listener failed", zap.Error(err))
 			}
 		}()
@@ -159,10 +164,10 @@ func RunDaemon(cfg *config.Config, opts DaemonOptions) error {
 	stopped := make(chan error, 1)
 	go func() { stopped <- ctrl.Run(ctx) }()
 
-	log.Info("started", zap.String("version", Version), zap.Int("pid", os.Getpid()),
+	log.Info("started", zap.String("version", controller.Version), zap.Int("pid", os.Getpid()),
 		zap.String("socket", cfg.Control.Socket), zap.Int("targets", len(cfg.Varnish.Targets)),
 		zap.Duration("poll_interval", time.Duration(cfg.PollInterval)))
-	warnNarrowSessions(log, cfg)
+	controller.WarnNarrowSessions(log, cfg)
 	// READY=1 comes from the loop once its first poll has finished.
 
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
