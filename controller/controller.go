@@ -38,7 +38,9 @@ var (
 // closed before answering (a restarted manager) is sent once more on a
 // fresh one; a command that timed out is not. The controller asks for a
 // Target once per admin port and never re-dials: it only decides when to
-// try again, with backoff.
+// try again, with backoff. An error Varnish answered (a rejected command,
+// a VCL that does not compile) is, or wraps, a *varnishadm.CLIError: the
+// controller keeps the connection; any other error counts as a broken one.
 type Target interface {
 	VCLInline(ctx context.Context, name, src, state string) error
 	VCLUse(ctx context.Context, name string) error
@@ -306,12 +308,12 @@ func (c *Controller) Tick(ctx context.Context) {
 	if err != nil {
 		c.sensorFails++
 		if logWorthy(c.sensorFails) {
-			c.log.Warn("read sensors", zap.Error(err), zap.Int("failures", c.sensorFails))
+			c.log.Warn("read sensors", zap.Error(err), zap.Int(logging.FieldFailures, c.sensorFails))
 		}
 		d = c.machine.Expire(now)
 	} else {
 		if c.sensorFails > 0 {
-			c.log.Info("sensors readable again", zap.Int("failures", c.sensorFails))
+			c.log.Info("sensors readable again", zap.Int(logging.FieldFailures, c.sensorFails))
 			c.sensorFails = 0
 		}
 		c.sourceProblems(s.Problems)
@@ -332,12 +334,13 @@ func (c *Controller) sourceProblems(problems []sensor.Problem) {
 		}
 		c.sourceFails[p.Source]++
 		if n := c.sourceFails[p.Source]; logWorthy(n) {
-			c.log.Warn("read source", zap.String("source", p.Source), zap.Error(p.Err), zap.Int("failures", n))
+			c.log.Warn("read source", zap.String(logging.FieldSource, p.Source), zap.Error(p.Err),
+				zap.Int(logging.FieldFailures, n))
 		}
 	}
 	for source, n := range c.sourceFails {
 		if !failing[source] {
-			c.log.Info("source readable again", zap.String("source", source), zap.Int("failures", n))
+			c.log.Info("source readable again", zap.String(logging.FieldSource, source), zap.Int(logging.FieldFailures, n))
 			delete(c.sourceFails, source)
 		}
 	}
@@ -450,7 +453,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 		}
 		logging.StateChange(c.log, d.From.String(), d.State.String(), d.Reason, fields...)
 	} else {
-		fields := []zap.Field{zap.String("state", d.State.String()), zap.String(logging.FieldReason, d.Reason)}
+		fields := []zap.Field{zap.String(logging.FieldState, d.State.String()), zap.String(logging.FieldReason, d.Reason)}
 		if s := c.lastSample; s != nil {
 			fields = append(fields, zap.Float64(logging.FieldRunnable, round(s.Runnable, 2)), zap.Float64(logging.FieldLoad1, s.Load1))
 		}
@@ -484,7 +487,7 @@ func (c *Controller) syncAll(ctx context.Context, want state.State, wait time.Du
 	started := map[*target]bool{}
 	for _, t := range c.targets {
 		if t.busy {
-			t.log.Debug("target still busy with an earlier sync", zap.String("to", want.String()))
+			t.log.Debug("target still busy with an earlier sync", zap.String(logging.FieldTo, want.String()))
 			continue
 		}
 		t.busy = true
@@ -703,9 +706,9 @@ func (c *Controller) stop() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			ms := c.syncAll(ctx, st, -1)
 			cancel()
-			fields := []zap.Field{zap.String("to", st.String())}
+			fields := []zap.Field{zap.String(logging.FieldTo, st.String())}
 			if ms >= 0 {
-				fields = append(fields, zap.Float64("switch_ms", ms))
+				fields = append(fields, zap.Float64(logging.FieldSwitchMS, ms))
 			}
 			c.log.Info("applied on_exit gear", fields...)
 		}
@@ -714,7 +717,8 @@ func (c *Controller) stop() {
 		t.close()
 	}
 	c.hooks.close(hookStopGrace)
-	c.log.Info("stopped", zap.String("state", c.machine.Current().State.String()), zap.String("on_exit", onExit))
+	c.log.Info("stopped", zap.String(logging.FieldState, c.machine.Current().State.String()),
+		zap.String(logging.FieldOnExit, onExit))
 }
 
 // logWorthy reports whether the n-th consecutive failure is logged: the

@@ -20,6 +20,7 @@ import (
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -439,7 +440,7 @@ func TestTickDiscardsOnlyStaleOwnVCLs(t *testing.T) {
 }
 
 func TestTickUnreachableTarget(t *testing.T) {
-	dead := varnishtest.FreeAddr(t)
+	dead := testenv.FreeAddr(t)
 	r := newRig(t, func(cfg *config.Config) {
 		cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
 	})
@@ -573,7 +574,7 @@ func TestReload(t *testing.T) {
 	})
 
 	t.Run("an unreachable new target does not block a reload", func(t *testing.T) {
-		dead := varnishtest.FreeAddr(t)
+		dead := testenv.FreeAddr(t)
 		r.next = func() (*config.Config, error) {
 			cfg := testConfig(r.v)
 			cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)

@@ -22,6 +22,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -322,7 +323,7 @@ func TestLoopServesWhileTargetStalls(t *testing.T) {
 func TestBackoffCappedForRefusedConnections(t *testing.T) {
 	cfg := config.Default()
 	cfg.PollInterval = timefmt.Duration(2 * time.Second)
-	cfg.Varnish.Targets = []config.Target{{Admin: varnishtest.FreeAddr(t), SecretFile: "/nonexistent"}}
+	cfg.Varnish.Targets = []config.Target{{Admin: testenv.FreeAddr(t), SecretFile: "/nonexistent"}}
 	c := &Controller{log: zap.NewNop(), opts: Options{Dial: func(string, string) (Target, error) { return nil, nil }}}
 	tgs, _ := c.makeTargets(cfg, nil)
 	tg := tgs[0]

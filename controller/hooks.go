@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/internal/capbuf"
 )
@@ -77,7 +78,7 @@ func (h *hookRunner) enqueue(ev hookEvent) {
 		old := h.pending[0]
 		h.pending = h.pending[1:]
 		h.log.Warn("hook skipped: gear changes came faster than the hook runs",
-			zap.String("hook", old.argv[0]), zap.String("from", old.from), zap.String("to", old.to))
+			zap.String(logging.FieldHook, old.argv[0]), zap.String(logging.FieldFrom, old.from), zap.String(logging.FieldTo, old.to))
 	}
 	h.pending = append(h.pending, ev)
 	if !h.running {
@@ -123,7 +124,7 @@ func (h *hookRunner) close(grace time.Duration) {
 	}
 	h.mu.Lock()
 	if n := len(h.pending); n > 0 {
-		h.log.Warn("stopping: hooks not run", zap.Int("skipped", n))
+		h.log.Warn("stopping: hooks not run", zap.Int(logging.FieldSkipped, n))
 		h.pending = nil
 	}
 	h.mu.Unlock()
@@ -132,7 +133,8 @@ func (h *hookRunner) close(grace time.Duration) {
 }
 
 func (h *hookRunner) run(ev hookEvent) {
-	log := h.log.With(zap.String("hook", ev.argv[0]), zap.String("from", ev.from), zap.String("to", ev.to))
+	log := h.log.With(zap.String(logging.FieldHook, ev.argv[0]),
+		zap.String(logging.FieldFrom, ev.from), zap.String(logging.FieldTo, ev.to))
 	ctx, cancel := context.WithTimeout(h.ctx, ev.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ev.argv[0], ev.argv[1:]...)
@@ -154,20 +156,20 @@ func (h *hookRunner) run(ev hookEvent) {
 	if cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind
 	}
-	fields := []zap.Field{zap.Float64("duration_ms", round(float64(elapsed.Microseconds())/1000, 1)),
-		zap.String("output", hookOutput(out))}
+	fields := []zap.Field{zap.Float64(logging.FieldDurationMS, round(float64(elapsed.Microseconds())/1000, 1)),
+		zap.String(logging.FieldOutput, hookOutput(out))}
 	var exitErr *exec.ExitError
 	switch {
 	case ctx.Err() != nil && h.ctx.Err() != nil:
 		log.Warn("hook killed: the daemon is stopping", fields...)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		log.Warn("hook timed out and was killed", append(fields, zap.Duration("timeout", ev.timeout))...)
+		log.Warn("hook timed out and was killed", append(fields, zap.Duration(logging.FieldTimeout, ev.timeout))...)
 	case errors.As(err, &exitErr):
-		log.Warn("hook failed", append(fields, zap.Int("exit_code", exitErr.ExitCode()), zap.Error(err))...)
+		log.Warn("hook failed", append(fields, zap.Int(logging.FieldExitCode, exitErr.ExitCode()), zap.Error(err))...)
 	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
 		log.Error("hook could not run", append(fields, zap.Error(err))...)
 	default:
-		log.Info("hook ran", append(fields, zap.Int("exit_code", 0))...)
+		log.Info("hook ran", append(fields, zap.Int(logging.FieldExitCode, 0))...)
 	}
 }
 

@@ -8,9 +8,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/profiles"
 )
+
+// errLabelIsVCL is why label mode cannot label: the label's name is taken
+// by a VCL program. Varnish answered; the connection is fine (see
+// isCommandError).
+var errLabelIsVCL = fmt.Errorf("a VCL program named %q is loaded, not a label", profiles.Label)
 
 // syncLabel points the label gearshift at desired (label mode). The active
 // VCL is the site's and is never touched: it hands the requests it wants
@@ -24,8 +30,8 @@ func (t *target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desir
 			continue
 		}
 		if v.Label == "" {
-			return 0, false, &CommandError{Err: fmt.Errorf("label %s on %s: a VCL program named %q is loaded, not a label; discard it (varnishadm vcl.discard %s) so that gearshift can label its profiles",
-				profiles.Label, t.addr, profiles.Label, profiles.Label)}
+			return 0, false, fmt.Errorf("label %s on %s: %w; discard it (varnishadm vcl.discard %s) so that gearshift can label its profiles",
+				profiles.Label, t.addr, errLabelIsVCL, profiles.Label)
 		}
 		current, found = v.Label, true
 		switch {
@@ -33,42 +39,30 @@ func (t *target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desir
 			t.unusedLab = false
 		case !t.unusedLab:
 			t.unusedLab = true
-			t.log.Warn("no VCL hands requests to the label: every gear serves the same", zap.String("label", profiles.Label),
-				zap.String("active_vcl", t.active),
-				zap.String("hint", "add the snippet of scripts/varnish/gearshift-label.vcl to the site's VCL (see the README, \"Label mode\")"))
+			t.log.Warn("no VCL hands requests to the label: every gear serves the same",
+				zap.String(logging.FieldLabel, profiles.Label), zap.String(logging.FieldActiveVCL, t.active),
+				zap.String(logging.FieldHint, "add the snippet of scripts/varnish/gearshift-label.vcl to the site's VCL (see docs/gears.md, \"Label mode\")"))
 		}
 	}
 	t.label = current
-	if current == desired {
-		return 0, false, nil
+	if !found && t.lastUsed != "" { // switchTo says nothing of a VCL not found
+		t.log.Warn("varnish lost the label (manager restarted?): labelling again", zap.String(logging.FieldLabel, profiles.Label))
 	}
-	switch {
-	case !found && t.lastUsed != "":
-		t.log.Warn("varnish lost the label (manager restarted?): labelling again", zap.String("label", profiles.Label))
-	case found && t.lastUsed != "" && current != t.lastUsed && t.reconnected:
-		t.log.Info("label not on the current gear after reconnecting (manager restarted?): labelling again",
-			zap.String("label", profiles.Label), zap.String("label_vcl", current), zap.String("to", want.String()))
-	case found && t.lastUsed != "" && current != t.lastUsed:
-		t.foreignAt = now
-		t.log.Warn("label changed outside gearshift", zap.String("label", profiles.Label), zap.String("label_vcl", current),
-			zap.String("expected", t.lastUsed), zap.String("to", want.String()),
-			zap.String("hint", "to pin a gear, use gearshift force"))
-	}
-	cctx, cancel := t.cmdCtx(ctx, false)
-	start := time.Now()
-	err := t.conn.VCLLabel(cctx, profiles.Label, desired)
-	elapsed := time.Since(start)
-	cancel()
-	if err != nil {
-		return 0, false, fmt.Errorf("label %s on %s: %w", desired, t.addr, err)
-	}
-	t.metrics.switches.Observe(elapsed.Seconds())
-	ms := round(float64(elapsed.Microseconds())/1000, 3)
-	t.lastSwitch = ms
-	t.log.Info("vcl relabelled", zap.String("label", profiles.Label), zap.String("from_vcl", current),
-		zap.String("vcl", desired), zap.String("to", want.String()), zap.Float64("switch_ms", ms))
-	t.label = desired
-	return ms, true, nil
+	return t.switchTo(ctx, now, switchMode{
+		command: func(ctx context.Context, vcl string) error {
+			return t.conn.VCLLabel(ctx, profiles.Label, vcl)
+		},
+		wrap: func(err error) error {
+			return fmt.Errorf("label %s on %s: %w", desired, t.addr, err)
+		},
+		switched:    "vcl relabelled",
+		reconnected: "label not on the current gear after reconnecting (manager restarted?): labelling again",
+		foreign:     "label changed outside gearshift",
+		currentKey:  logging.FieldLabelVCL,
+		extra:       []zap.Field{zap.String(logging.FieldLabel, profiles.Label)},
+		hint:        "to pin a gear, use gearshift force",
+		field:       &t.label,
+	}, current, found, desired, want)
 }
 
 // gearOf returns the gear whose profile the target runs: the active VCL in

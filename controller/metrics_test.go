@@ -16,8 +16,8 @@ import (
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/promtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 // scrape GETs the metrics of h in the text format.
@@ -183,7 +183,7 @@ func TestMetricsRefusedReloadAddsNoTarget(t *testing.T) {
 	r := newRig(t, nil, withMetrics(m))
 	r.tick(t)
 	ctx := context.Background()
-	added := varnishtest.FreeAddr(t)
+	added := testenv.FreeAddr(t)
 	bad := filepath.Join(t.TempDir(), "bad.vcl")
 	if err := os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/logging"
 )
 
 // reload starts the new config and profiles, then retires the old: the new
@@ -155,5 +156,5 @@ func WarnNarrowSessions(log *zap.Logger, cfg *config.Config) {
 	log.Warn("profiles.session_cookies lists the only cookies that make a session: "+
 		"a request with any other cookie is anonymous, and moderate and heavy strip that cookie; "+
 		"remove the key to make every cookie not in profiles.ignore_cookies a session",
-		zap.Strings("session_cookies", cfg.Profiles.SessionCookies))
+		zap.Strings(logging.FieldSessionCookies, cfg.Profiles.SessionCookies))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"syscall"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -25,14 +28,6 @@ const (
 // ownName matches the names gearshift gives its profiles; only these are
 // ever discarded (a temporary name used by `profiles check` is not).
 var ownName = regexp.MustCompile(`^` + regexp.QuoteMeta(profiles.NamePrefix) + `(` + state.OneOf("|") + `)-[0-9a-f]{8}$`)
-
-// CommandError marks an error Varnish answered (a rejected command, a VCL
-// that does not compile) as opposed to a broken connection. A DialFunc's
-// Target wraps such errors so the controller keeps the connection.
-type CommandError struct{ Err error }
-
-func (e *CommandError) Error() string { return e.Err.Error() }
-func (e *CommandError) Unwrap() error { return e.Err }
 
 // target is the loop's view of one Varnish instance. While busy, a sync
 // goroutine owns every field but busy and shown; the loop owns them all
@@ -108,7 +103,7 @@ func (c *Controller) makeTargets(cfg *config.Config, old []*target) (ts []*targe
 				secretFile:     tc.SecretFile,
 				dial:           c.opts.Dial,
 				metrics:        c.metrics.target(tc.Admin),
-				log:            c.log.With(zap.String("target", tc.Admin)),
+				log:            c.log.With(zap.String(logging.FieldTarget, tc.Admin)),
 				noDiscard:      map[string]bool{},
 				mode:           cfg.Varnish.Mode,
 				timeout:        timeout,
@@ -264,11 +259,11 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *profiles.Set
 		switch {
 		case t.lastUsed != "" && !present[t.lastUsed]:
 			t.log.Warn("varnish lost gearshift's profiles (manager restarted?): loading them again",
-				zap.Int("missing", missing))
+				zap.Int(logging.FieldMissing, missing))
 		case !t.contacted:
-			t.log.Info("loading profiles", zap.Int("missing", missing))
+			t.log.Info("loading profiles", zap.Int(logging.FieldMissing, missing))
 		default:
-			t.log.Info("loading new profiles", zap.Int("missing", missing))
+			t.log.Info("loading new profiles", zap.Int(logging.FieldMissing, missing))
 		}
 		if t.lastUsed != "" && !present[t.lastUsed] {
 			t.lastUsed = ""
@@ -311,33 +306,66 @@ func (t *target) reconcile(ctx context.Context, now time.Time, set *profiles.Set
 
 // syncActive makes desired the active VCL.
 func (t *target) syncActive(ctx context.Context, now time.Time, active, desired string, want state.State) (float64, bool, error) {
-	if active == desired {
+	return t.switchTo(ctx, now, switchMode{
+		command: t.conn.VCLUse,
+		wrap: func(err error) error {
+			return fmt.Errorf("switch %s to %s: %w", t.addr, desired, err)
+		},
+		switched:    "vcl switched",
+		reconnected: "active VCL not gearshift's after reconnecting (manager restarted?): switching back",
+		foreign:     "active VCL changed outside gearshift",
+		currentKey:  logging.FieldActiveVCL,
+		hint:        foreignHint,
+		field:       &t.active,
+	}, active, true, desired, want)
+}
+
+// switchMode is what tells a switch of active mode (vcl.use) from one of
+// label mode (vcl.label) in switchTo.
+type switchMode struct {
+	command     func(ctx context.Context, vcl string) error // makes vcl the one that serves
+	wrap        func(err error) error                       // the command's error, with what it did and where
+	switched    string                                      // logged once switched
+	reconnected string                                      // logged when a reconnect explains the VCL found
+	foreign     string                                      // logged when someone else changed it
+	currentKey  string                                      // the field that names the VCL found
+	extra       []zap.Field                                 // first in every message
+	hint        string                                      // for an operator who changed it
+	field       *string                                     // the target's record of what serves
+}
+
+// switchTo switches from current, what the target serves now, to desired,
+// saying first when current is not what gearshift left (found false:
+// there is no current, and the caller said why).
+func (t *target) switchTo(ctx context.Context, now time.Time, m switchMode,
+	current string, found bool, desired string, want state.State) (float64, bool, error) {
+	if current == desired {
 		return 0, false, nil
 	}
+	fields := func(f ...zap.Field) []zap.Field { return append(slices.Clip(m.extra), f...) }
 	switch {
-	case t.lastUsed == "" || active == t.lastUsed:
+	case !found || t.lastUsed == "" || current == t.lastUsed:
 	case t.reconnected:
-		t.log.Info("active VCL not gearshift's after reconnecting (manager restarted?): switching back",
-			zap.String("active_vcl", active), zap.String("to", want.String()))
+		t.log.Info(m.reconnected, fields(zap.String(m.currentKey, current), zap.String(logging.FieldTo, want.String()))...)
 	default:
 		t.foreignAt = now
-		t.log.Warn("active VCL changed outside gearshift", zap.String("active_vcl", active),
-			zap.String("expected", t.lastUsed), zap.String("to", want.String()), zap.String("hint", foreignHint))
+		t.log.Warn(m.foreign, fields(zap.String(m.currentKey, current), zap.String(logging.FieldExpected, t.lastUsed),
+			zap.String(logging.FieldTo, want.String()), zap.String(logging.FieldHint, m.hint))...)
 	}
 	cctx, cancel := t.cmdCtx(ctx, false)
 	start := time.Now()
-	err := t.conn.VCLUse(cctx, desired)
+	err := m.command(cctx, desired)
 	elapsed := time.Since(start)
 	cancel()
 	if err != nil {
-		return 0, false, fmt.Errorf("switch %s to %s: %w", t.addr, desired, err)
+		return 0, false, m.wrap(err)
 	}
 	t.metrics.switches.Observe(elapsed.Seconds())
 	ms := round(float64(elapsed.Microseconds())/1000, 3)
 	t.lastSwitch = ms
-	t.log.Info("vcl switched", zap.String("from_vcl", active), zap.String("vcl", desired),
-		zap.String("to", want.String()), zap.Float64("switch_ms", ms))
-	t.active = desired
+	t.log.Info(m.switched, fields(zap.String(logging.FieldFromVCL, current), zap.String(logging.FieldVCL, desired),
+		zap.String(logging.FieldTo, want.String()), zap.Float64(logging.FieldSwitchMS, ms))...)
+	*m.field = desired
 	return ms, true, nil
 }
 
@@ -345,7 +373,7 @@ func (t *target) syncActive(ctx context.Context, now time.Time, active, desired 
 // varnishreload, `systemctl reload varnish`) gearshift has just undone.
 const foreignHint = "gearshift keeps its profile active in varnish.mode active; to keep the site's own VCL active " +
 	"(varnishreload, systemctl reload varnish), set varnish.mode: label and hand requests to " +
-	"vcl(" + profiles.Label + ") from the site's VCL (see the README, \"Label mode\"); to pin a gear, use gearshift force"
+	"vcl(" + profiles.Label + ") from the site's VCL (see docs/gears.md, \"Label mode\"); to pin a gear, use gearshift force"
 
 // discardStale discards gearshift's own profiles that are not in set and
 // that nothing references: not the active VCL, not the target of any
@@ -378,10 +406,10 @@ func (t *target) discardStale(ctx context.Context, vcls []VCL, set *profiles.Set
 			}
 			// Still referenced (a label), say: leave it, and say so once.
 			t.noDiscard[v.Name] = true
-			t.log.Warn("discard stale profile", zap.String("vcl", v.Name), zap.Error(err))
+			t.log.Warn("discard stale profile", zap.String(logging.FieldVCL, v.Name), zap.Error(err))
 			continue
 		}
-		t.log.Info("discarded stale profile", zap.String("vcl", v.Name))
+		t.log.Info("discarded stale profile", zap.String(logging.FieldVCL, v.Name))
 	}
 	return nil
 }
@@ -415,7 +443,7 @@ func (t *target) checkChild(ctx context.Context) error {
 	case child == "running" && t.child != "":
 		t.log.Info("varnish child running again")
 	case child != "running" && child != "":
-		t.log.Warn("varnish child not running: nothing is served (varnishadm start)", zap.String("child", child))
+		t.log.Warn("varnish child not running: nothing is served (varnishadm start)", zap.String(logging.FieldChild, child))
 	}
 	t.child = child
 	return nil
@@ -453,22 +481,25 @@ func (t *target) fail(now time.Time, err error) {
 		t.active, t.label, t.child = "", "", ""
 	}
 	if logWorthy(t.failures) {
-		t.log.Error("varnish target failing", zap.Error(err), zap.Int("failures", t.failures),
-			zap.Duration("retry_in", t.backoff))
+		t.log.Error("varnish target failing", zap.Error(err), zap.Int(logging.FieldFailures, t.failures),
+			zap.Duration(logging.FieldRetryIn, t.backoff))
 	}
 }
 
 func (t *target) recover(now time.Time) {
 	if t.failures > 0 {
-		t.log.Info("varnish reachable again", zap.Int("failures", t.failures),
-			zap.Duration("down_for", now.Sub(t.downSince).Round(time.Millisecond)))
+		t.log.Info("varnish reachable again", zap.Int(logging.FieldFailures, t.failures),
+			zap.Duration(logging.FieldDownFor, now.Sub(t.downSince).Round(time.Millisecond)))
 	}
 	t.failures, t.backoff, t.err = 0, 0, ""
 }
 
+// isCommandError reports whether err is one Varnish answered (a rejected
+// command, a VCL that does not compile: a *varnishadm.CLIError) or one
+// gearshift drew from an answer (errLabelIsVCL), as opposed to a broken
+// connection: the controller keeps the connection.
 func isCommandError(err error) bool {
-	var ce *CommandError
-	return errors.As(err, &ce)
+	return errors.As(err, new(*varnishadm.CLIError)) || errors.Is(err, errLabelIsVCL)
 }
 
 // preload loads the profiles of set into a connected, healthy target, and
@@ -506,7 +537,7 @@ func (t *target) unload(ctx context.Context, names []string) {
 	for _, n := range names {
 		cctx, cancel := t.cmdCtx(ctx, false)
 		if err := t.conn.VCLDiscard(cctx, n); err != nil {
-			t.log.Warn("discard abandoned profile", zap.String("vcl", n), zap.Error(err))
+			t.log.Warn("discard abandoned profile", zap.String(logging.FieldVCL, n), zap.Error(err))
 		}
 		cancel()
 	}

@@ -26,8 +26,11 @@ func DialAdmin(timeout time.Duration) DialFunc {
 	}
 }
 
-// adminTarget adapts *varnishadm.Client to Target: it marks errors Varnish
-// answered as *CommandError and reduces vcl.list to what the loop uses.
+var _ Target = (*adminTarget)(nil)
+
+// adminTarget adapts *varnishadm.Client to Target: it reduces vcl.list to
+// what the loop uses, and returns the client's errors as they are (those
+// Varnish answered wrap a *varnishadm.CLIError).
 // When varnishd refuses the secret it reads the secret file again, for the
 // next command's dial: the file may have changed (a reinstalled varnish).
 type adminTarget struct {
@@ -56,7 +59,7 @@ func (a *adminTarget) client() *varnishadm.Client {
 	return a.c
 }
 
-// done marks err, and after a refused secret swaps in a client with the
+// done returns err, and after a refused secret swaps in a client with the
 // secret file read again (the one that failed holds no connection).
 func (a *adminTarget) done(c *varnishadm.Client, err error) error {
 	if errors.Is(err, varnishadm.ErrAuth) {
@@ -70,7 +73,7 @@ func (a *adminTarget) done(c *varnishadm.Client, err error) error {
 			a.mu.Unlock()
 		}
 	}
-	return mark(err)
+	return err
 }
 
 func (a *adminTarget) VCLInline(ctx context.Context, name, src, state string) error {
@@ -131,14 +134,6 @@ func (a *adminTarget) Sessions() int64 {
 }
 
 func (a *adminTarget) Close() error { return a.client().Close() }
-
-func mark(err error) error {
-	var ce *varnishadm.CLIError
-	if err != nil && errors.As(err, &ce) {
-		return &CommandError{Err: err}
-	}
-	return err
-}
 
 // BuildProfiles is the BuildFunc of the daemon: the config's profiles.
 func BuildProfiles(cfg *config.Config) (profiles.Set, error) { return profiles.Build(cfg.Site()) }

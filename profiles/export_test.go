@@ -13,6 +13,7 @@ import (
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 func TestExportFiles(t *testing.T) {
@@ -158,7 +159,7 @@ func bootWithCLI(t *testing.T, dir, cli string, noF bool) (string, map[string]va
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(boot, []byte(varnishtest.DefaultVCL), 0o644)
 	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
-	admin, http := varnishtest.FreeAddr(t), varnishtest.FreeAddr(t)
+	admin, http := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	if noF {
 		boot = ""
 	}

@@ -17,27 +17,27 @@ import (
 // Options is the `profiles:` block of gearshift's config: the values
 // rendered into the three VCL programs.
 type Options struct {
-	StaticTTL       timefmt.Duration `yaml:"static_ttl"`        // default 1h
-	HeavyMinTTL     timefmt.Duration `yaml:"heavy_min_ttl"`     // default 2m
-	HeavySessionTTL timefmt.Duration `yaml:"heavy_session_ttl"` // default 30s
-	HeavyGrace      timefmt.Duration `yaml:"heavy_grace"`       // default 10m
-	NormalizeHost   bool             `yaml:"normalize_host"`    // default true
-	ExposeHeaders   bool             `yaml:"expose_headers"`    // default true
+	StaticTTL       timefmt.Duration `yaml:"static_ttl"`        // TTL of static objects, in every gear
+	HeavyMinTTL     timefmt.Duration `yaml:"heavy_min_ttl"`     // least TTL heavy gives an anonymous page
+	HeavySessionTTL timefmt.Duration `yaml:"heavy_session_ttl"` // TTL of a page heavy caches for one session
+	HeavyGrace      timefmt.Duration `yaml:"heavy_grace"`       // how long heavy serves a stale page while it fetches a fresh one
+	NormalizeHost   bool             `yaml:"normalize_host"`    // lowercase the Host and drop its port before the cache
+	ExposeHeaders   bool             `yaml:"expose_headers"`    // add X-Cache and X-Gearshift-Profile to responses
 	// SessionCookies names the cookies that make a session request;
-	// empty (the default): every cookie not in IgnoreCookies does.
+	// []: every cookie not in IgnoreCookies does.
 	SessionCookies []string `yaml:"session_cookies"` // names or globs
 	// IgnoreCookies are harmless cookies (analytics, consent, A/B tests):
 	// never a session, removed from requests before the cache.
 	IgnoreCookies []string `yaml:"ignore_cookies"` // names or globs
 	// StripSetCookies are cookies heavy may strip from an anonymous
-	// response, to share it; default none.
+	// response, to share it; []: none.
 	StripSetCookies  []string `yaml:"strip_set_cookies"` // names or globs
-	StaticExtensions []string `yaml:"static_extensions"`
-	NeverCache       []string `yaml:"never_cache"`  // path regexes
-	PurgeACL         []string `yaml:"purge_acl"`    // addresses or CIDRs
-	PassHeaders      []string `yaml:"pass_headers"` // request headers that make a request uncacheable
+	StaticExtensions []string `yaml:"static_extensions"` // file extensions cached as static objects in every gear
+	NeverCache       []string `yaml:"never_cache"`       // path regexes never cached, in any gear
+	PurgeACL         []string `yaml:"purge_acl"`         // addresses or CIDRs that may send PURGE
+	PassHeaders      []string `yaml:"pass_headers"`      // request headers that make a request uncacheable
 	// ModerateHeuristicTTL is moderate's TTL for anonymous responses with no
-	// freshness information; default 30s, 0 = none.
+	// freshness information; 0: none.
 	ModerateHeuristicTTL timefmt.Duration `yaml:"moderate_heuristic_ttl"`
 	Light                Source           `yaml:"light"`
 	Moderate             Source           `yaml:"moderate"`
@@ -52,13 +52,13 @@ func (p *Options) Sources() [len(state.All)]*Source {
 
 // Source optionally replaces a gear's built-in VCL with a user's file, used verbatim.
 type Source struct {
-	VCLFile string `yaml:"vcl_file"` // default "" = built-in template
+	VCLFile string `yaml:"vcl_file"` // a VCL file used verbatim for the gear; "": the built-in template
 }
 
 // Backend is the origin server (Apache) the rendered profiles point at.
 type Backend struct {
-	Host string `yaml:"host"` // default 127.0.0.1
-	Port int    `yaml:"port"` // default 8080
+	Host string `yaml:"host"` // the origin server (Apache) the profiles send requests to
+	Port int    `yaml:"port"` // its port
 }
 
 // Site is what the profiles are built from: the `profiles:` and `backend:`

@@ -105,11 +105,12 @@ func (a *app) check(ctx context.Context, o health.Options) (int, error) {
 // answer is the verdict): a member of control.admin_group may not read
 // the admin secret either.
 func (a *app) checkConfig() (*config.Config, error) {
+	if a.usingDefaults() {
+		return config.Default(), nil
+	}
 	b, err := config.ReadConfigFile(a.configPath)
 	switch {
 	case err == nil:
-	case errors.Is(err, os.ErrNotExist) && !a.configSet:
-		return config.Default(), nil
 	case errors.Is(err, os.ErrPermission):
 		return config.Default(), nil
 	default:

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -54,7 +52,7 @@ default file does not exist, the embedded defaults are what applies.`,
 
 // configSource names where the config in force comes from.
 func (a *app) configSource() string {
-	if _, err := os.Stat(a.configPath); !a.configSet && errors.Is(err, os.ErrNotExist) {
+	if a.usingDefaults() {
 		return "embedded defaults (" + a.configPath + " does not exist)"
 	}
 	return a.configPath

@@ -59,8 +59,8 @@ func TestDebianStockVarnish(t *testing.T) {
 	v := &varnishtest.Varnish{
 		Dir:        dir,
 		WorkDir:    filepath.Join(dir, "n"),
-		AdminAddr:  varnishtest.FreeAddr(t),
-		HTTPAddr:   varnishtest.FreeAddr(t),
+		AdminAddr:  testenv.FreeAddr(t),
+		HTTPAddr:   testenv.FreeAddr(t),
 		SecretFile: filepath.Join(dir, "secret"),
 	}
 	os.WriteFile(v.SecretFile, []byte("a-secret-of-this-test\n"), 0o600)

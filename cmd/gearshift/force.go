@@ -11,6 +11,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 func newForceCmd(a *app) *cobra.Command {
@@ -51,7 +52,7 @@ func newForceCmd(a *app) *cobra.Command {
 func printApplied(w io.Writer, s *api.Status) (int, error) {
 	switch {
 	case s.Mode == "forced" && s.ForcedUntil != nil:
-		fmt.Fprintf(w, "gear %s, forced until %s\n", s.State, s.ForcedUntil.Local().Format("2006-01-02 15:04:05 MST"))
+		fmt.Fprintf(w, "gear %s, forced until %s\n", s.State, s.ForcedUntil.Local().Format(timefmt.Stamp))
 	case s.Mode == "forced":
 		fmt.Fprintf(w, "gear %s, forced until `gearshift auto`\n", s.State)
 	default:

@@ -19,6 +19,7 @@ import (
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/promtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 // metricsDaemon starts a daemon serving metrics, with the Varnish traffic
@@ -27,7 +28,7 @@ import (
 func metricsDaemon(t *testing.T) (*runningDaemon, string) {
 	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
-	addr := varnishtest.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	d := startDaemonOn(t, v, func(cfg *config.Config) {
 		cfg.MetricsListen = addr
 		cfg.Varnish.Targets[0].Name = v.WorkDir

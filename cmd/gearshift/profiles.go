@@ -34,8 +34,8 @@ loads all three into Varnish under content-addressed names
 		Long: `Write ` + strings.ReplaceAll(state.OneOf("and"), ",", ".vcl,") + `.vcl
 into DIR (a file per gear, named after it), and gearshift.cli: the varnishd
 commands that load them under their gearshift names and make one of them
-active. Add "-I DIR/gearshift.cli" to varnishd's command line (see the
-README) and a restarted Varnish boots straight into gearshift's profiles,
+active. Add "-I DIR/gearshift.cli" to varnishd's command line (see
+docs/gears.md) and a restarted Varnish boots straight into gearshift's profiles,
 before gearshift reconnects.
 
 With varnish.mode: label, gearshift.cli instead points the label gearshift at

@@ -10,6 +10,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -174,7 +175,7 @@ func TestProfilesCheck(t *testing.T) {
 		t.Errorf("check left VCLs behind:\n%s", l)
 	}
 
-	path, _ = testConfig(t, v, func(c *config.Config) { c.Varnish.Targets[0].Admin = varnishtest.FreeAddr(t) })
+	path, _ = testConfig(t, v, func(c *config.Config) { c.Varnish.Targets[0].Admin = testenv.FreeAddr(t) })
 	if code, _, errs = runMain(t, "--config", path, "profiles", "check"); code != 1 {
 		t.Errorf("check against a closed port: exit %d, want 1: %s", code, errs)
 	}

@@ -123,16 +123,24 @@ func runE(fn func(cmd *cobra.Command, args []string) (int, error)) func(*cobra.C
 	}
 }
 
-// loadConfig loads the config named by --config. When --config was not given
-// and the default file does not exist, the embedded defaults apply.
+// loadConfig loads the config named by --config, or the embedded defaults
+// (see usingDefaults).
 func (a *app) loadConfig() (*config.Config, error) {
-	if !a.configSet {
-		if _, err := os.Stat(a.configPath); errors.Is(err, os.ErrNotExist) {
-			cfg := config.Default()
-			return cfg, cfg.Validate()
-		}
+	if a.usingDefaults() {
+		cfg := config.Default()
+		return cfg, cfg.Validate()
 	}
 	return config.Load(a.configPath)
+}
+
+// usingDefaults tells whether the embedded defaults stand in for a config
+// file: --config was not given and the default file does not exist.
+func (a *app) usingDefaults() bool {
+	if a.configSet {
+		return false
+	}
+	_, err := os.Stat(a.configPath)
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // daemonConfig returns the config of commands that act on a running daemon

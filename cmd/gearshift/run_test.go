@@ -18,7 +18,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 func TestRunBadConfig(t *testing.T) {
@@ -235,7 +235,7 @@ func notifySocket(t *testing.T) (env string, want func(msg string) string) {
 // has a sample, the live target in sync, the dead one reported down.
 func TestRunReadyAfterFirstPoll(t *testing.T) {
 	env, want := notifySocket(t)
-	dead := varnishtest.FreeAddr(t)
+	dead := testenv.FreeAddr(t)
 	d := launchDaemon(t, func(cfg *config.Config) {
 		cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: dead, SecretFile: cfg.Varnish.Targets[0].SecretFile})
 	}, env, "WATCHDOG_USEC=400000")
@@ -267,7 +267,7 @@ func TestRunReadyAfterFirstPoll(t *testing.T) {
 // A log that cannot be written (a full disk): the daemon goes on, status
 // says why in log_error, check warns, and the metrics count the failures.
 func TestRunLogWriteErrorsVisible(t *testing.T) {
-	metrics := varnishtest.FreeAddr(t)
+	metrics := testenv.FreeAddr(t)
 	d := startDaemon(t, func(cfg *config.Config) {
 		cfg.Log.File = "/dev/full"
 		cfg.MetricsListen = metrics

@@ -103,10 +103,8 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 		return exitOK, nil
 	}
 	configFrom := a.configPath
-	if !a.configSet {
-		if _, err := os.Stat(a.configPath); errors.Is(err, os.ErrNotExist) {
-			configFrom = "embedded defaults"
-		}
+	if a.usingDefaults() {
+		configFrom = "embedded defaults"
 	}
 	res.WriteText(a.stdout, trace.Heading{
 		Trace: name, CPUsFrom: rd.CPUs, Config: configFrom, FastWindow: fast, Machine: cfg.StateConfig(signals),

@@ -175,14 +175,15 @@ func sizeString(n int64) string {
 	return fmt.Sprintf("%d KiB", n>>10)
 }
 
-// waitedString renders d for a person: "90s", "0.2s".
+// waitedString renders d for a person, to the second from ten seconds on,
+// else to a tenth: "1m30s", "200ms".
 func waitedString(d time.Duration) string {
 	if d >= 10*time.Second {
 		d = d.Round(time.Second)
 	} else {
 		d = d.Round(100 * time.Millisecond)
 	}
-	return timefmt.Duration(d).String()
+	return timefmt.Short(d)
 }
 
 // unwrapURLError drops net/http's `Get "http://gearshift/v1/status":` prefix

@@ -10,6 +10,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/numfmt"
+	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -26,7 +27,7 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 	switch {
 	case s.Mode == "forced" && s.ForcedUntil != nil:
 		gear += fmt.Sprintf("   forced by operator until %s (%s left; `gearshift auto` releases it)",
-			clockAt(*s.ForcedUntil, now), ago(s.ForcedUntil.Sub(now)))
+			timefmt.Clock(s.ForcedUntil.In(now.Location()), now, true), timefmt.Coarse(s.ForcedUntil.Sub(now)))
 	case s.Mode == "forced":
 		gear += "   forced by operator until `gearshift auto`"
 	default:
@@ -34,7 +35,7 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 	}
 	fmt.Fprintf(tw, "gear\t%s\n", gear)
 	fmt.Fprintf(tw, "since\t%s (%s ago), %d transitions since start\n",
-		s.Since.In(loc).Format("2006-01-02 15:04:05 MST"), ago(now.Sub(s.Since)), s.Transitions)
+		s.Since.In(loc).Format(timefmt.Stamp), timefmt.Coarse(now.Sub(s.Since)), s.Transitions)
 	fmt.Fprintf(tw, "why\t%s\n", s.Reason)
 
 	if sm := s.Sample; sm != nil {
@@ -42,7 +43,7 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 			fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
 		}
 		fmt.Fprintf(tw, "load\t%.2f %.2f %.2f, %s runnable, %d CPUs (sampled %s ago)\n",
-			sm.Load1, sm.Load5, sm.Load15, numfmt.Trim(sm.Runnable, 2), sm.CPUs, ago(now.Sub(sm.Time)))
+			sm.Load1, sm.Load5, sm.Load15, numfmt.Trim(sm.Runnable, 2), sm.CPUs, timefmt.Coarse(now.Sub(sm.Time)))
 	} else {
 		fmt.Fprintf(tw, "inputs\tno sample yet\n")
 	}
@@ -82,7 +83,7 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 	if s.ConfigError != "" {
 		fmt.Fprintf(tw, "config\tRELOAD FAILED, previous config still in force: %s\n", oneLine(s.ConfigError))
 	}
-	fmt.Fprintf(tw, "daemon\tgearshift %s, up %s\n", s.Version, ago(time.Duration(s.UptimeSeconds)*time.Second))
+	fmt.Fprintf(tw, "daemon\tgearshift %s, up %s\n", s.Version, timefmt.Coarse(time.Duration(s.UptimeSeconds)*time.Second))
 }
 
 // signalLines renders the signals of the sample as rows of label and text,
@@ -178,29 +179,4 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// clockAt shows t as a time of day, with the date when it is not today.
-func clockAt(t, now time.Time) string {
-	t = t.In(now.Location())
-	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
-		return t.Format("15:04:05")
-	}
-	return t.Format("2006-01-02 15:04")
-}
-
-// ago renders a duration for humans, coarsely: 45s, 12m, 3h05m, 2d4h.
-func ago(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
-	}
-	return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
 }

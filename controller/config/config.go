@@ -20,50 +20,51 @@ const DefaultPath = "/etc/gearshift/gearshift.yaml"
 
 // Config is gearshift's whole configuration (SPEC section 6).
 type Config struct {
-	PollInterval  timefmt.Duration `yaml:"poll_interval"` // default 1s
-	FastWindow    timefmt.Duration `yaml:"fast_window"`   // default 10s; 0 = Load1 alone
-	CPUs          int              `yaml:"cpus"`          // default 0 = detect
+	PollInterval  timefmt.Duration `yaml:"poll_interval"` // how often the vitals are read and the gear decided
+	FastWindow    timefmt.Duration `yaml:"fast_window"`   // window of the run-queue average beside Load1; 0: Load1 alone
+	CPUs          int              `yaml:"cpus"`          // CPUs the load is divided by; 0: detected (cgroup quota, else logical CPUs)
 	Varnish       Varnish          `yaml:"varnish"`
 	Backend       profiles.Backend `yaml:"backend"`
 	States        States           `yaml:"states"`
 	Hysteresis    Hysteresis       `yaml:"hysteresis"`
 	Sensor        sensor.Config    `yaml:"sensor"`
 	Profiles      profiles.Options `yaml:"profiles"`
-	OnExit        string           `yaml:"on_exit"` // default keep; or light, moderate, heavy
+	OnExit        string           `yaml:"on_exit"` // the gear left in Varnish when the daemon stops: keep, light, moderate or heavy
 	Hooks         Hooks            `yaml:"hooks"`
 	Control       Control          `yaml:"control"`
 	Log           Log              `yaml:"log"`
-	PIDFile       string           `yaml:"pid_file"`       // default /run/gearshift/gearshift.pid
-	MetricsListen string           `yaml:"metrics_listen"` // default "" (off)
+	PIDFile       string           `yaml:"pid_file"`       // the daemon's pid file
+	MetricsListen string           `yaml:"metrics_listen"` // address of the Prometheus metrics (host:port); "": none
 }
 
 // Varnish lists the Varnish instances gearshift drives, and how.
 type Varnish struct {
-	// Mode is how a gear is applied: ModeActive (default) makes the gear's
-	// profile the active VCL; ModeLabel points the label Label at it and
-	// leaves the active VCL (the site's own) alone.
+	// Mode is how a gear is applied: active makes the gear's profile the
+	// active VCL; label points the VCL label "gearshift" at it and leaves
+	// the active VCL (the site's own) alone.
 	Mode    string           `yaml:"mode"`
-	Timeout timefmt.Duration `yaml:"timeout"` // per admin command, default 2s (loading a VCL gets longer)
+	Timeout timefmt.Duration `yaml:"timeout"` // per admin command (loading a VCL gets longer)
 	Targets []Target         `yaml:"targets"` // default one: 127.0.0.1:6082 with /etc/varnish/secret
 }
 
 // Target is one Varnish admin port (varnishd -T) and its secret file (-S).
 type Target struct {
-	Admin      string `yaml:"admin"`
-	SecretFile string `yaml:"secret_file"`
+	Admin      string `yaml:"admin"`       // varnishd's -T: the admin port's address
+	SecretFile string `yaml:"secret_file"` // varnishd's -S: the file holding the admin secret
 	// Name is varnishd's -n (an instance name or its working directory) of
 	// a Varnish on this machine: its traffic is read with varnishstat
-	// (client_rps, backend_rps, …). Default "" = no traffic signals.
+	// (client_rps, backend_rps, …). "": no traffic signals.
 	Name string `yaml:"name"`
 }
 
 // Hysteresis tunes how eagerly the machine moves between states.
 type Hysteresis struct {
-	UpConfirm  int              `yaml:"up_confirm"`  // default 3 samples
-	DownWindow timefmt.Duration `yaml:"down_window"` // default 120s
-	MinDwell   timefmt.Duration `yaml:"min_dwell"`   // default 60s
-	// DownTrafficRatio: no step down while client_rps is above this
-	// fraction of the rate the gear was entered at. Default 0.6; 0 = off.
+	UpConfirm  int              `yaml:"up_confirm"`  // consecutive samples an enter rule must hold to shift up
+	DownWindow timefmt.Duration `yaml:"down_window"` // how long the stay rule must not have held to shift down
+	MinDwell   timefmt.Duration `yaml:"min_dwell"`   // least time in a gear before shifting down
+	// DownTrafficRatio is the traffic guard: no step down while
+	// client_rps is above this fraction of the rate the gear was entered
+	// at; 0: off.
 	DownTrafficRatio float64 `yaml:"down_traffic_ratio"`
 }
 
@@ -80,23 +81,23 @@ var Modes = []string{ModeActive, ModeLabel}
 type Hooks struct {
 	// OnChange is run after every gear change: the command and its
 	// arguments, without a shell, with GEARSHIFT_FROM, GEARSHIFT_TO,
-	// GEARSHIFT_REASON and GEARSHIFT_MODE in its environment. Default none.
+	// GEARSHIFT_REASON and GEARSHIFT_MODE in its environment; []: none.
 	OnChange []string         `yaml:"on_change"`
-	Timeout  timefmt.Duration `yaml:"timeout"` // default 30s; then the hook's process group is killed
+	Timeout  timefmt.Duration `yaml:"timeout"` // how long a hook may run; then its process group is killed
 }
 
 // Control is the daemon's control socket.
 type Control struct {
-	Socket string `yaml:"socket"` // default /run/gearshift/gearshift.sock
-	Group  string `yaml:"group"`  // default "" = root's group; may read the status
-	// AdminGroup may also force, auto and reload; default "" = root only.
+	Socket string `yaml:"socket"` // the control socket (status, force, auto, reload)
+	Group  string `yaml:"group"`  // a group that may read the status; "": root's
+	// AdminGroup may also force, auto and reload; "": root only.
 	AdminGroup string `yaml:"admin_group"`
 }
 
 // Log is where and how much the daemon logs.
 type Log struct {
-	File  string `yaml:"file"`  // default /var/log/gearshift/gearshift.log
-	Level string `yaml:"level"` // default info
+	File  string `yaml:"file"`  // the log file (JSON lines)
+	Level string `yaml:"level"` // debug, info, warn or error
 }
 
 // Default returns the embedded defaults, matching a stock Debian/Ubuntu Varnish.

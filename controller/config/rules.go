@@ -17,8 +17,8 @@ type Rule map[string]float64
 
 // Band holds the enter and stay rules of one non-light gear.
 type Band struct {
-	Enter Rule `yaml:"enter"`
-	Stay  Rule `yaml:"stay"`
+	Enter Rule `yaml:"enter"` // signal: threshold; the gear is entered when any holds for up_confirm samples
+	Stay  Rule `yaml:"stay"`  // looser thresholds; the gear is left when none has held for down_window
 }
 
 // States holds the enter and stay rules of the non-light gears.
@@ -61,6 +61,8 @@ func (r Rule) MarshalYAML() (any, error) {
 	}
 	return n, nil
 }
+
+var _ yaml.Marshaler = Rule{}
 
 // decodeRule reads a rule: a mapping of signal names to numbers. A rule in
 // the file replaces the default rule as a whole; null is a rule with no

@@ -176,7 +176,7 @@ func (c *Checker) query(ctx context.Context) (*api.Status, error) {
 		return nil, fmt.Errorf("%w %s: run the check as root or as a member of the config's control.group", errNoAccess, c.Config.Control.Socket)
 	}
 	if qctx.Err() != nil || errors.Is(err, api.ErrNoAnswer) {
-		return nil, fmt.Errorf("daemon silent on %s for %s", c.Config.Control.Socket, timefmt.Duration(c.Opts.Timeout).String())
+		return nil, fmt.Errorf("daemon silent on %s for %s", c.Config.Control.Socket, timefmt.Short(c.Opts.Timeout))
 	}
 	pid, perr := c.Running()
 	switch {
@@ -289,7 +289,7 @@ func judge(pre []Problem, st *api.Status, c *Checker) Result {
 				add(Critical, "target %s: varnish child %s, nothing is served (varnishadm start)", t.Admin, t.Child)
 			}
 			if at := t.ForeignVCLAt; at != nil && now.Sub(*at) < ForeignWindow {
-				ago := timefmt.Duration(max(0, now.Sub(*at)).Round(time.Second)).String()
+				ago := timefmt.Short(max(0, now.Sub(*at)).Round(time.Second))
 				if st.VarnishMode == config.ModeLabel {
 					add(Warning, "target %s: label %s was moved outside gearshift %s ago and put back; pin a gear with gearshift force", t.Admin, profiles.Label, ago)
 				} else {
@@ -303,10 +303,10 @@ func judge(pre []Problem, st *api.Status, c *Checker) Result {
 		switch {
 		case st.Sample != nil:
 			if age := now.Sub(st.Sample.Time); age > c.Opts.MaxAge {
-				add(Critical, "last sample %s old (max %s)", timefmt.Duration(age.Round(time.Second)).String(), timefmt.Duration(c.Opts.MaxAge).String())
+				add(Critical, "last sample %s old (max %s)", timefmt.Short(age.Round(time.Second)), timefmt.Short(c.Opts.MaxAge))
 			}
 		case time.Duration(st.UptimeSeconds)*time.Second > c.Opts.MaxAge:
-			add(Critical, "no sample although up for %s", timefmt.Duration(time.Duration(st.UptimeSeconds)*time.Second).String())
+			add(Critical, "no sample although up for %s", timefmt.Short(time.Duration(st.UptimeSeconds)*time.Second))
 		}
 		if st.ConfigError != "" {
 			add(Warning, "config reload failed, old config in force: %s", st.ConfigError)
@@ -317,7 +317,7 @@ func judge(pre []Problem, st *api.Status, c *Checker) Result {
 		if st.Mode == "forced" && c.Opts.WarnForced {
 			until := "until gearshift auto"
 			if st.ForcedUntil != nil {
-				until = "for " + timefmt.Duration(st.ForcedUntil.Sub(now).Round(time.Second)).String() + " more"
+				until = "for " + timefmt.Short(st.ForcedUntil.Sub(now).Round(time.Second)) + " more"
 			}
 			add(Warning, "gear pinned to %s %s", st.State, until)
 		}
@@ -327,7 +327,7 @@ func judge(pre []Problem, st *api.Status, c *Checker) Result {
 				break
 			}
 		}
-		r.Summary = fmt.Sprintf("gear %s (%s, %s)", st.State, st.Mode, timefmt.Duration(now.Sub(st.Since).Round(time.Second)).String())
+		r.Summary = fmt.Sprintf("gear %s (%s, %s)", st.State, st.Mode, timefmt.Short(now.Sub(st.Since).Round(time.Second)))
 		if st.Reason != "" {
 			r.Summary += ": " + st.Reason
 		}

@@ -145,10 +145,10 @@ func ParseLevel(s string) (zapcore.Level, error) {
 // with nanoseconds), level (lower case), msg, then the event's fields.
 func EncoderConfig() zapcore.EncoderConfig {
 	return zapcore.EncoderConfig{
-		TimeKey:        "ts",
-		LevelKey:       "level",
-		MessageKey:     "msg",
-		NameKey:        "logger",
+		TimeKey:        keyTime,
+		LevelKey:       keyLevel,
+		MessageKey:     keyMsg,
+		NameKey:        keyName,
 		StacktraceKey:  "",
 		LineEnding:     zapcore.DefaultLineEnding,
 		EncodeLevel:    zapcore.LowercaseLevelEncoder,

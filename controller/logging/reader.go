@@ -22,26 +22,6 @@ import (
 	"github.com/gearshift/gearshift/internal/numfmt"
 )
 
-// Messages and fields that readers of the log (`gearshift logs`) look for.
-// The daemon writes them through these names, and the reader reads them.
-const (
-	MsgStateChange = "state change" // a gear change; see StateChange
-	MsgReloading   = "reloading"    // SIGHUP received: a reload begins
-
-	FieldFrom     = "from"
-	FieldTo       = "to"
-	FieldReason   = "reason"
-	FieldForced   = "forced"
-	FieldSwitchMS = "switch_ms"
-	FieldError    = "error"    // zap.Error's key
-	FieldRunnable = "runnable" // the sample's run queue (debug level, every poll)
-	FieldLoad1    = "load1"
-
-	keyMsg   = "msg"   // EncoderConfig's MessageKey
-	keyLevel = "level" // EncoderConfig's LevelKey
-	keyTime  = "ts"    // EncoderConfig's TimeKey
-)
-
 // StateChange logs a gear change at Info, the way `gearshift logs
 // --transitions` reads it: from, to and reason, then fields (the signals,
 // forced, switch_ms).
@@ -271,7 +251,7 @@ type Formatter struct {
 }
 
 // Fields shown in a transition's own words, or never shown.
-var logSkip = map[string]bool{keyTime: true, keyLevel: true, keyMsg: true, "caller": true, "logger": true, "stacktrace": true}
+var logSkip = map[string]bool{keyTime: true, keyLevel: true, keyMsg: true, keyCaller: true, keyName: true, keyStacktrace: true}
 
 func (p *Formatter) Print(line []byte) {
 	line = bytes.TrimRight(line, "\r\n")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -35,13 +34,9 @@ const (
 // without "auto" in its query gets "?auto", the machine-readable form.
 // timeout <= 0 means 2s.
 func NewApacheStatus(rawURL string, timeout time.Duration) (*ApacheStatus, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		shown := rawURL
-		if err == nil {
-			shown = u.Redacted()
-		}
-		return nil, fmt.Errorf("apache status URL %q: want http://host[:port]/server-status?auto", shown)
+	u, err := parseHTTPURL(rawURL, "apache status URL", "http://host[:port]/server-status?auto")
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := u.Query()["auto"]; !ok {
 		if u.RawQuery == "" {

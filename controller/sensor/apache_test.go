@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/testenv"
 )
 
@@ -156,7 +155,7 @@ func startApache(tb testing.TB, slots int) string {
 	tb.Helper()
 	bin := apacheBinary(tb)
 	dir := tb.TempDir()
-	addr := varnishtest.FreeAddr(tb)
+	addr := testenv.FreeAddr(tb)
 	user := ""
 	if os.Getuid() == 0 {
 		user = "User www-data\nGroup www-data\n" // Apache refuses to serve as root

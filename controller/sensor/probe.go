@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -30,13 +29,9 @@ type Probe struct {
 
 // NewProbe returns a probe of rawURL. timeout <= 0 means DefaultProbeTimeout.
 func NewProbe(rawURL string, timeout time.Duration) (*Probe, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		shown := rawURL
-		if err == nil {
-			shown = u.Redacted()
-		}
-		return nil, fmt.Errorf("probe URL %q: want http://host[:port]/path", shown)
+	u, err := parseHTTPURL(rawURL, "probe URL", "http://host[:port]/path")
+	if err != nil {
+		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = DefaultProbeTimeout
@@ -96,8 +91,8 @@ const BackendTTFBMs = "backend_ttfb_ms"
 
 // ProbeConfig is the `sensor.probe` block: a backend URL timed every poll.
 type ProbeConfig struct {
-	URL     string           `yaml:"url"`     // default "" = off
-	Timeout timefmt.Duration `yaml:"timeout"` // default 1s; a probe that takes longer counts as this
+	URL     string           `yaml:"url"`     // a backend URL whose time to first byte is backend_ttfb_ms; "": off
+	Timeout timefmt.Duration `yaml:"timeout"` // a probe that takes longer counts as this
 }
 
 // maxProbeTimeout bounds the probe: the poll waits for it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 
 	"github.com/gearshift/gearshift/controller/state"
 )
@@ -61,14 +62,14 @@ type Reader interface {
 type Config struct {
 	// Cgroup is a cgroup v2 (a path under /sys/fs/cgroup, or absolute)
 	// whose pressure and memory replace the machine's psi_cpu, psi_mem and
-	// mem_available_pct. Default "" = the machine's.
+	// mem_available_pct. "": the machine's.
 	Cgroup string `yaml:"cgroup"`
 	// ApacheStatus is the URL of Apache's mod_status page
-	// (server-status?auto): apache_busy_ratio. Default "" = off.
+	// (server-status?auto): apache_busy_ratio. "": off.
 	ApacheStatus string      `yaml:"apache_status"`
 	Probe        ProbeConfig `yaml:"probe"`
 	// InjectFile holds a number that something else writes: injected.
-	// Default "" = off; a missing file is no value.
+	// "": off; a missing file is no value.
 	InjectFile string `yaml:"inject_file"`
 }
 
@@ -143,4 +144,19 @@ func (ps Problems) Error() string {
 // on returns an On that is true when the setting read from cfg is set.
 func on(setting func(HostConfig) string) func(HostConfig) bool {
 	return func(cfg HostConfig) bool { return setting(cfg) != "" }
+}
+
+// parseHTTPURL parses the http or https URL of a source's setting; what
+// names the setting and want shows its form in the error, which never
+// shows a password.
+func parseHTTPURL(raw, what, want string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		shown := raw
+		if err == nil {
+			shown = u.Redacted()
+		}
+		return nil, fmt.Errorf("%s %q: want %s", what, shown, want)
+	}
+	return u, nil
 }

@@ -3,6 +3,8 @@ package state
 import (
 	"fmt"
 	"time"
+
+	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // Decision is the machine's answer to one input: the state to be in, and why.
@@ -106,7 +108,7 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 		if m.until.IsZero() || now.Before(m.until) {
 			return m.decide(now, cur, m.forcedReason(now), sig, CauseForced)
 		}
-		released = fmt.Sprintf("force expired at %s, resuming from %s; ", clock(now, m.until), cur)
+		released = fmt.Sprintf("force expired at %s, resuming from %s; ", timefmt.Clock(m.until, now, false), cur)
 		m.forced, m.until = false, time.Time{}
 		m.dwellFrom = now
 		cause = CauseExpired
@@ -147,7 +149,7 @@ func (m *Machine) Expire(now time.Time) Decision {
 	until := m.until
 	m.forced, m.until = false, time.Time{}
 	m.dwellFrom = now
-	return m.decide(now, m.cur.State, fmt.Sprintf("force expired at %s, resuming from %s", clock(now, until), m.cur.State), m.cur.Signals, CauseExpired)
+	return m.decide(now, m.cur.State, fmt.Sprintf("force expired at %s, resuming from %s", timefmt.Clock(until, now, false), m.cur.State), m.cur.Signals, CauseExpired)
 }
 
 // Resume sets the state of a machine that has made no decision yet, in auto
@@ -268,20 +270,20 @@ func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 	}
 	if last := m.stayHeld[cur]; !last.IsZero() && now.Sub(last) < m.cfg.DownWindow {
 		return cur, fmt.Sprintf("stay rule of %s held %s ago, within down_window %s%s",
-			cur, seconds(now.Sub(last)), seconds(m.cfg.DownWindow), pending)
+			cur, timefmt.Seconds(now.Sub(last)), timefmt.Seconds(m.cfg.DownWindow), pending)
 	}
 	if since := now.Sub(m.dwellFrom); since < m.cfg.MinDwell {
 		return cur, fmt.Sprintf("stay rule of %s not held, but only %s of min_dwell %s passed%s",
-			cur, seconds(since), seconds(m.cfg.MinDwell), pending)
+			cur, timefmt.Seconds(since), timefmt.Seconds(m.cfg.MinDwell), pending)
 	}
-	return cur - 1, fmt.Sprintf("stay rule of %s not held within %s (%s)", cur, seconds(m.cfg.DownWindow), stay.explain(m.cfg.Signals, sig))
+	return cur - 1, fmt.Sprintf("stay rule of %s not held within %s (%s)", cur, timefmt.Seconds(m.cfg.DownWindow), stay.explain(m.cfg.Signals, sig))
 }
 
 func (m *Machine) forcedReason(now time.Time) string {
 	if m.until.IsZero() {
 		return "forced by operator until auto"
 	}
-	return "forced by operator until " + clock(now, m.until)
+	return "forced by operator until " + timefmt.Clock(m.until, now, false)
 }
 
 func (m *Machine) band(st State) Band { return m.cfg.Bands[st] }
@@ -291,20 +293,4 @@ func (m *Machine) upConfirm() int {
 		return 1
 	}
 	return m.cfg.UpConfirm
-}
-
-// clock formats t as "15:04", with the date when t is not on now's day.
-func clock(now, t time.Time) string {
-	if y, mo, d := t.Date(); y == now.Year() && mo == now.Month() && d == now.Day() {
-		return t.Format("15:04")
-	}
-	return t.Format("2006-01-02 15:04")
-}
-
-// seconds formats d as whole seconds ("120s") below an hour, else as Go does.
-func seconds(d time.Duration) string {
-	if d < time.Hour {
-		return fmt.Sprintf("%ds", int64(d.Round(time.Second)/time.Second))
-	}
-	return d.Round(time.Second).String()
 }

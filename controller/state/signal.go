@@ -27,7 +27,7 @@ type Signal struct {
 	Unit      string    // "" (a plain number), "%", "rps", "ms", …
 	Direction Direction // Rises or Falls
 	Precision int       // decimals in reasons and status text; status JSON has one more
-	Help      string    // one line for people (README, metrics HELP)
+	Help      string    // one line for people (docs, metrics HELP)
 
 	// Source is the config key that configures where the signal comes
 	// from ("varnish.targets[].name", "sensor.apache_status", …), "" for a

@@ -3,6 +3,7 @@
 package state
 
 import (
+	"encoding"
 	"fmt"
 	"maps"
 	"strings"
@@ -64,6 +65,11 @@ func Parse(s string) (State, error) {
 	}
 	return Light, fmt.Errorf("unknown state %q: want %s", s, OneOf("or"))
 }
+
+var (
+	_ encoding.TextMarshaler   = State(0)
+	_ encoding.TextUnmarshaler = (*State)(nil)
+)
 
 // MarshalText implements encoding.TextMarshaler (JSON and YAML use the name).
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

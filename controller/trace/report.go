@@ -46,7 +46,7 @@ func (r Result) WriteText(w io.Writer, h Heading) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "OFFSET\tTIME\tSHIFT\tREASON")
 		for _, t := range r.Transitions {
-			fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\n", offset(t.Offset), t.Sample.Text, t.From, t.To, t.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\n", timefmt.Offset(t.Offset), t.Sample.Text, t.From, t.To, t.Reason)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -61,9 +61,9 @@ func (r Result) WriteText(w io.Writer, h Heading) {
 		fmt.Fprintf(w, "%-8s  %*s  %6s\n", st, width, dur(r.TimeIn[st]), share(r.TimeIn[st], r.Duration))
 	}
 	fmt.Fprintf(w, "%-8s  %*s  %d transition%s\n", "total", width, dur(r.Duration), len(r.Transitions), plural(len(r.Transitions)))
-	fmt.Fprintf(w, "\nPeak load_per_cpu %.2f at %s", r.Peak.Value, offset(r.Peak.Offset))
+	fmt.Fprintf(w, "\nPeak load_per_cpu %.2f at %s", r.Peak.Value, timefmt.Offset(r.Peak.Offset))
 	if r.LowMem != nil {
-		fmt.Fprintf(w, "; lowest mem_available_pct %.1f at %s", r.LowMem.Value, offset(r.LowMem.Offset))
+		fmt.Fprintf(w, "; lowest mem_available_pct %.1f at %s", r.LowMem.Value, timefmt.Offset(r.LowMem.Offset))
 	}
 	fmt.Fprintln(w, ".")
 }
@@ -116,14 +116,8 @@ func (r Result) WriteJSON(w io.Writer) error {
 	return nil
 }
 
-// offset formats a time since the first sample as +H:MM:SS.
-func offset(d time.Duration) string {
-	s := int64(d.Round(time.Second) / time.Second)
-	return fmt.Sprintf("+%d:%02d:%02d", s/3600, s/60%60, s%60)
-}
-
 // dur formats a duration to the second, as the config writes durations.
-func dur(d time.Duration) string { return timefmt.Duration(d.Round(time.Second)).String() }
+func dur(d time.Duration) string { return timefmt.Short(d.Round(time.Second)) }
 
 func share(part, whole time.Duration) string {
 	if whole <= 0 {

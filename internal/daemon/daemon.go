@@ -101,7 +101,8 @@ func Run(cfg *config.Config, opts Options) error {
 		return cannotStart(configError{err})
 	}
 	cpus, cpusFrom := sens.CPUs()
-	log.Info("sensors", zap.Int("cpus", cpus), zap.String("cpus_from", cpusFrom), zap.Strings("sources", sens.Sources()))
+	log.Info("sensors", zap.Int(logging.FieldCPUs, cpus), zap.String(logging.FieldCPUsFrom, cpusFrom),
+		zap.Strings(logging.FieldSources, sens.Sources()))
 
 	metrics := controller.NewMetrics()
 	running := cfg
@@ -124,7 +125,7 @@ func Run(cfg *config.Config, opts Options) error {
 				atom.SetLevel(l)
 			}
 			for _, key := range config.RestartKeys(running, next) {
-				log.Warn("config change needs a restart to apply", zap.String("key", key))
+				log.Warn("config change needs a restart to apply", zap.String(logging.FieldKey, key))
 			}
 		},
 	})
@@ -159,20 +160,20 @@ func Run(cfg *config.Config, opts Options) error {
 				log.Error("metrics listener failed", zap.Error(err))
 			}
 		}()
-		log.Info("serving metrics", zap.String("listen", metricsLn.Addr().String()))
+		log.Info("serving metrics", zap.String(logging.FieldListen, metricsLn.Addr().String()))
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- ctrl.Run(ctx) }()
 
-	log.Info("started", zap.String("version", controller.Version), zap.Int("pid", os.Getpid()),
-		zap.String("socket", cfg.Control.Socket), zap.Int("targets", len(cfg.Varnish.Targets)),
-		zap.Duration("poll_interval", time.Duration(cfg.PollInterval)))
+	log.Info("started", zap.String(logging.FieldVersion, controller.Version), zap.Int(logging.FieldPID, os.Getpid()),
+		zap.String(logging.FieldSocket, cfg.Control.Socket), zap.Int(logging.FieldTargets, len(cfg.Varnish.Targets)),
+		zap.Duration(logging.FieldPollInterval, time.Duration(cfg.PollInterval)))
 	controller.WarnNarrowSessions(log, cfg)
 	// READY=1 comes from the loop once its first poll has finished.
 
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
 		reload: func() {
-			log.Info(logging.MsgReloading, zap.String("signal", "SIGHUP"))
+			log.Info(logging.MsgReloading, zap.String(logging.FieldSignal, "SIGHUP"))
 			// The loop does the work; the answer is in its log and status.
 			go ctrl.Reload(ctx)
 		},
@@ -184,7 +185,7 @@ func Run(cfg *config.Config, opts Options) error {
 			}
 		},
 		stop: func(sig os.Signal) {
-			log.Info("stopping", zap.String("signal", sig.String()))
+			log.Info("stopping", zap.String(logging.FieldSignal, sig.String()))
 			notify("STOPPING=1")
 		},
 		socketFailed: func(err error) error {

@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/testenv"
 )
 
@@ -60,7 +59,7 @@ func Searchable(tb testing.TB, dir string) {
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	_, p, _ := net.SplitHostPort(varnishtest.FreeAddr(tb))
+	_, p, _ := net.SplitHostPort(testenv.FreeAddr(tb))
 	n, _ := strconv.Atoi(p)
 	return n
 }

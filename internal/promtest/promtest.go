@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -72,7 +71,7 @@ scrape_configs:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	addr := freeAddr(tb)
+	addr := testenv.FreeAddr(tb)
 	var out bytes.Buffer
 	cmd := exec.Command(bin,
 		"--config.file="+cfgPath,
@@ -177,14 +176,4 @@ func (s *Server) get(path string, into any) error {
 	}
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(into)
-}
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,4 +69,16 @@ func RequireRoot(tb testing.TB, why string) {
 	if os.Geteuid() != 0 {
 		Unavailable(tb, "%s needs root", why)
 	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago: for a server a test starts (varnishd, Apache, Prometheus).
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

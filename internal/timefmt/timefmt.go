@@ -10,6 +10,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// Stamp is the layout of a full time for people: "2026-11-30 14:51:02 UTC".
+const Stamp = "2006-01-02 15:04:05 MST"
+
 // Duration is a time.Duration written in YAML as a Go duration string
 // ("90s", "2m").
 type Duration time.Duration
@@ -31,6 +34,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration as a Go duration string.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
+var (
+	_ yaml.Unmarshaler = (*Duration)(nil)
+	_ yaml.Marshaler   = Duration(0)
+)
+
 // String returns the duration as Short does.
 func (d Duration) String() string { return Short(time.Duration(d)) }
 
@@ -45,4 +53,49 @@ func Short(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// Seconds returns d in whole seconds below an hour ("120s", as a reason
+// quotes down_window), else as Go writes it, to the second ("1h0m0s").
+func Seconds(d time.Duration) string {
+	if d < time.Hour {
+		return fmt.Sprintf("%ds", int64(d.Round(time.Second)/time.Second))
+	}
+	return d.Round(time.Second).String()
+}
+
+// Coarse returns d for a glance, truncated to two units: "45s", "12m05s",
+// "3h05m", "2d4h"; a negative d is "0s".
+func Coarse(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+}
+
+// Offset returns d as an offset into a recording, to the second: "+0:40:00".
+func Offset(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("+%d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// Clock returns t as a time of day, "15:04" (with seconds: "15:04:05"),
+// with the date when t is not on now's day: "2006-01-02 15:04". t is shown
+// in its own location; convert it first to show it in another.
+func Clock(t, now time.Time, seconds bool) string {
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		if seconds {
+			return t.Format("15:04:05")
+		}
+		return t.Format("15:04")
+	}
+	return t.Format("2006-01-02 15:04")
 }

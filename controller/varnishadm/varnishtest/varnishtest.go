@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -73,7 +72,7 @@ func Start(tb testing.TB, cfg Config) *Varnish {
 			tb.Fatal(err)
 		}
 		os.Remove(filepath.Join(v.Dir, "varnishd.log"))
-		v.AdminAddr, v.HTTPAddr = FreeAddr(tb), FreeAddr(tb)
+		v.AdminAddr, v.HTTPAddr = testenv.FreeAddr(tb), testenv.FreeAddr(tb)
 	}
 }
 
@@ -103,8 +102,8 @@ func prepare(tb testing.TB, cfg Config) *Varnish {
 	v := &Varnish{
 		Dir:        dir,
 		WorkDir:    filepath.Join(dir, "n"),
-		AdminAddr:  FreeAddr(tb),
-		HTTPAddr:   FreeAddr(tb),
+		AdminAddr:  testenv.FreeAddr(tb),
+		HTTPAddr:   testenv.FreeAddr(tb),
 		SecretFile: filepath.Join(dir, "secret"),
 		// A trailing newline, as `dd | base64 > secret` leaves one: it is
 		// part of the secret and clients must hash it.
@@ -119,17 +118,6 @@ func prepare(tb testing.TB, cfg Config) *Varnish {
 		tb.Fatal(err)
 	}
 	return v
-}
-
-// FreeAddr returns a loopback address with a port that was free a moment ago.
-func FreeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (v *Varnish) start() {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/gearshift/gearshift/internal/testenv"
 )
 
 func TestStartRestart(t *testing.T) {
@@ -46,7 +48,7 @@ func TestPortTaken(t *testing.T) {
 	if !errors.Is(err, errPortTaken) {
 		t.Fatalf("start on a taken port: %v, want errPortTaken", err)
 	}
-	v.HTTPAddr = FreeAddr(t)
+	v.HTTPAddr = testenv.FreeAddr(t)
 	if err := v.tryStart(); err != nil {
 		t.Fatalf("start on new ports: %v", err)
 	}

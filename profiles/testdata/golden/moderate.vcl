@@ -251,7 +251,7 @@ sub gearshift_error_marker {
     return (deliver);
 }
 
-# What is never shared, in any gear (README, "What is never shared"): it
+# What is never shared, in any gear (docs/gears.md, "What is never shared"): it
 # returns only for a response that may be cached, anonymous or for its
 # session. A request is a session's when its fetch carries cookies (the
 # gears remove them from anonymous requests before the cache).
