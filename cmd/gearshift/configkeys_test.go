@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -61,26 +60,7 @@ func TestDocsConfigKeys(t *testing.T) {
 		return
 	}
 
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(doc)
-	i, j := strings.Index(text, begin), strings.Index(text, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no %q … %q block", path, strings.TrimSpace(begin), strings.TrimSpace(end))
-	}
-	got, want := text[i+len(begin):j], b.String()
-	if got == want {
-		return
-	}
-	if golden.Updating() {
-		if err := os.WriteFile(path, []byte(text[:i+len(begin)]+want+text[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("%s's table of config keys differs from the code's (run with -update):\n--- docs\n%s--- code\n%s", path, got, want)
+	golden.CheckBlock(t, path, begin, end, "table of config keys", b.String())
 }
 
 // defaultCell renders a default for the table: a scalar as the YAML file

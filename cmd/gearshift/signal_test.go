@@ -193,24 +193,5 @@ func TestDocsSignals(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s %s X` | %s | `%s` | %s | %s |\n", s.Name, unit, s.Name, s.Op(), column, s.Label(), metric, s.Help)
 	}
-	readme, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(readme)
-	i, j := strings.Index(text, begin), strings.Index(text, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no %q … %q block", path, strings.TrimSpace(begin), strings.TrimSpace(end))
-	}
-	got, want := text[i+len(begin):j], b.String()
-	if got == want {
-		return
-	}
-	if golden.Updating() {
-		if err := os.WriteFile(path, []byte(text[:i+len(begin)]+want+text[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("%s's table of signals differs from the code's (run with -update):\n--- docs\n%s--- code\n%s", path, got, want)
+	golden.CheckBlock(t, path, begin, end, "table of signals", b.String())
 }
