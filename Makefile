@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build test idle fuzz bench bench-signals demo deps deps-if-missing clean man deb install uninstall
+.PHONY: all build test idle fuzz bench bench-signals bench-fleet demo deps deps-if-missing clean man deb install uninstall
 
 all: build
 
@@ -67,6 +67,14 @@ bench: deps build
 # of BENCHMARKS.md (run it after make bench, which rewrites that file).
 bench-signals: deps build
 	SIG_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" bash scripts/bench/signals.sh
+
+# The fleet recipe, side by side in one run: the seconds from a database
+# surge to three nodes in heavy on Prometheus queries, against a node on
+# its machine's signals alone, and the cost of the queries per poll
+# (Debian's prometheus, prometheus-mysqld-exporter and MariaDB; about 3 min).
+bench-fleet: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkPrometheusRead$$' -benchtime 500x ./controller/sensor
+	$(GO) test -run '^$$' -bench '^BenchmarkFleetSurge$$' -benchtime 3x -timeout 30m ./cmd/gearshift
 
 # A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
 # all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0; SITE=wordpress

@@ -197,6 +197,8 @@ func (c *statusCollector) Describe(chan<- *prometheus.Desc) {}
 
 var (
 	descGear       = prometheus.NewDesc("gearshift_gear", "1 for the gear in force, 0 for the others.", []string{"gear"}, nil)
+	descGearLevel  = prometheus.NewDesc("gearshift_gear_level", "The gear in force as a number: 0 light, 1 moderate, 2 heavy (max() over a fleet is its highest gear).", nil, nil)
+	descSignal     = prometheus.NewDesc("gearshift_signal", "A signal named in the config (sensor.prometheus.signals), by name.", []string{"name"}, nil)
 	descForced     = prometheus.NewDesc("gearshift_forced", "1 when an operator pinned the gear (gearshift force), 0 in auto.", nil, nil)
 	descGearSince  = prometheus.NewDesc("gearshift_gear_since_timestamp_seconds", "When the gear in force was entered.", nil, nil)
 	descSampleTime = prometheus.NewDesc("gearshift_sample_timestamp_seconds", "When the vitals were last read.", nil, nil)
@@ -218,6 +220,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range state.All {
 		gauge(descGear, boolean(s.State == st.String()), st.String())
 	}
+	if st, err := state.Parse(s.State); err == nil {
+		gauge(descGearLevel, float64(st))
+	}
 	gauge(descForced, boolean(s.Mode == "forced"))
 	gauge(descGearSince, unix(s.Since))
 	ch <- prometheus.MustNewConstMetric(descLogErrors, prometheus.CounterValue, float64(s.LogWriteErrors))
@@ -226,7 +231,12 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	if smp := s.Sample; smp != nil {
 		gauge(descSampleTime, unix(smp.Time))
 		for _, sig := range table {
-			if v, ok := smp.Signal(sig.Name); ok && sig.Metric != "" {
+			v, ok := smp.Signal(sig.Name)
+			switch {
+			case !ok:
+			case sig.Named:
+				gauge(descSignal, v, sig.Name)
+			case sig.Metric != "":
 				gauge(prometheus.NewDesc(sig.Metric, sig.Help, nil, nil), sig.MetricValue(v))
 			}
 		}

@@ -44,14 +44,17 @@ func TestMetricsFromStatus(t *testing.T) {
 		Version: "0.1.0", State: "moderate", Mode: "forced", Since: since, Transitions: 4, LogWriteErrors: 3,
 		Sample: &api.SampleStatus{Time: since.Add(time.Hour), Signals: map[string]*float64{
 			"load_per_cpu": f(0.82), "mem_available_pct": f(41.3), "psi_cpu": f(12.5), "psi_mem": nil,
-			"backend_ttfb_ms": f(250),
+			"backend_ttfb_ms": f(250), "db_threads_running": f(41),
 		}},
 		Targets: []api.TargetStatus{
 			{Admin: "127.0.0.1:6082", Reachable: true, InSync: true},
 			{Admin: `10.0.0.2:6082"`, Reachable: false},
 		},
 	}
-	rules := state.Config{Signals: config.Default().ShownSignals()}
+	named := config.Default()
+	named.Sensor.Prometheus.URL = "http://127.0.0.1:9090"
+	named.Sensor.Prometheus.Signals = map[string]string{"db_threads_running": "max(mysql_global_status_threads_running)"}
+	rules := state.Config{Signals: named.ShownSignals()}
 	rules.Bands[state.Moderate].Enter = state.Rule{"load_per_cpu": 0.7, "mem_available_pct": 20}
 	rules.Bands[state.Heavy].Stay = state.Rule{"backend_ttfb_ms": 800}
 	m := NewMetrics()
@@ -68,6 +71,9 @@ func TestMetricsFromStatus(t *testing.T) {
 		`gearshift_gear{gear="moderate"} 1`,
 		`gearshift_gear{gear="heavy"} 0`,
 		"gearshift_forced 1\n",
+		"gearshift_gear_level 1\n",
+		"# HELP gearshift_signal A signal named in the config (sensor.prometheus.signals), by name.\n",
+		`gearshift_signal{name="db_threads_running"} 41`,
 		"gearshift_gear_since_timestamp_seconds 1.796050262e+09\n",
 		"gearshift_sample_timestamp_seconds 1.796053862e+09\n",
 		"gearshift_load_per_cpu 0.82\n",

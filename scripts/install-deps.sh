@@ -6,7 +6,8 @@
 # php-mysql; for the other applications' tests (profiles/apps) mediawiki
 # and phpmyadmin; the packaging tools (lintian, man-db, groff); prometheus
 # (promtool, and a server the metrics tests start on their own port); and
-# the Go modules.
+# the Go modules; prometheus-mysqld-exporter for the fleet test (a shared
+# database's pressure as a signal).
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,11 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
 	need+=(prometheus)
 	installed prometheus || stop_prometheus=1
 fi
+stop_exporter=""
+if ! command -v prometheus-mysqld-exporter >/dev/null 2>&1; then
+	need+=(prometheus-mysqld-exporter)
+	installed prometheus-mysqld-exporter || stop_exporter=1
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
@@ -60,12 +66,14 @@ if [ ${#need[@]} -gt 0 ]; then
 	# run their own instances on free ports, so the stock ones are not needed.
 	# The stock prometheus would hold :9090 and scrape nothing of ours: it
 	# is stopped and kept from starting at boot (the tests never use it).
-	if [ -n "$stop_prometheus" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-		$sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
-	fi
-	if [ -n "$stop_prometheus" ] && [ -x /etc/init.d/prometheus ] && [ ! -d /run/systemd/system ]; then
-		$sudo /etc/init.d/prometheus stop >/dev/null 2>&1 || true
-	fi
+	# So is the stock mysqld exporter (:9104, and no database of ours).
+	for svc in ${stop_prometheus:+prometheus} ${stop_exporter:+prometheus-mysqld-exporter}; do
+		if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+			$sudo systemctl disable --now "$svc" >/dev/null 2>&1 || true
+		elif [ -x "/etc/init.d/$svc" ]; then
+			$sudo "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+		fi
+	done
 fi
 
 export PATH="$PATH:/usr/local/go/bin"

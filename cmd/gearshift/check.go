@@ -82,7 +82,7 @@ func (a *app) check(ctx context.Context, o health.Options) (int, error) {
 		Opts:       o,
 		Config:     cfg,
 		ConfigErr:  cfgErr,
-		ConfigPath: a.configSource(),
+		ConfigPath: a.configFile().Describe(),
 		Client:     api.NewClient(cfg.Control.Socket),
 		Now:        time.Now,
 		Running:    func() (int, error) { return pidfile.Running(cfg.PIDFile) },
@@ -95,37 +95,8 @@ func (a *app) check(ctx context.Context, o health.Options) (int, error) {
 	return c.Run(ctx, a.stdout), nil
 }
 
-// checkConfig returns the config that names the daemon's socket and pid
-// file, and what is wrong with the file on disk, judged on its own: a check
-// often runs unprivileged (a monitoring agent) and cannot open the admin
-// secret; the daemon reports a reload it refused itself (config_error).
-// A file the check may not read leaves it the defaults, without a warning.
-//
-// reload judges the file the same way before it asks the daemon (whose
+// checkConfig is the config of check and reload: see config.File.LoadForCheck.
+// reload judges the file as check does before it asks the daemon (whose
 // answer is the verdict): a member of control.admin_group may not read
 // the admin secret either.
-func (a *app) checkConfig() (*config.Config, error) {
-	if a.usingDefaults() {
-		return config.Default(), nil
-	}
-	b, err := config.ReadConfigFile(a.configPath)
-	switch {
-	case err == nil:
-	case errors.Is(err, os.ErrPermission):
-		return config.Default(), nil
-	default:
-		return config.Default(), err
-	}
-	cfg, err := config.ParseSettings(b)
-	if err == nil {
-		return cfg, nil
-	}
-	var ce *config.Error
-	if errors.As(err, &ce) {
-		ce.File = a.configPath
-	}
-	if lenient, lerr := config.LoadLenient(a.configPath); lerr == nil {
-		return lenient, err
-	}
-	return config.Default(), err
-}
+func (a *app) checkConfig() (*config.Config, error) { return a.configFile().LoadForCheck() }

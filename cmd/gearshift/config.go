@@ -26,7 +26,7 @@ default file does not exist, the embedded defaults are what applies.`,
 				fmt.Fprintf(a.stderr, "gearshift: %v\n", err)
 				return exitUsage, nil
 			}
-			fmt.Fprintf(a.stdout, "config OK: %s\n", a.configSource())
+			fmt.Fprintf(a.stdout, "config OK: %s\n", a.configFile().Describe())
 			return exitOK, nil
 		}),
 	}, &cobra.Command{
@@ -42,18 +42,10 @@ default file does not exist, the embedded defaults are what applies.`,
 			if err != nil {
 				return exitFailure, fmt.Errorf("print config: %w", err)
 			}
-			fmt.Fprintf(a.stdout, "# effective gearshift config: %s\n", a.configSource())
+			fmt.Fprintf(a.stdout, "# effective gearshift config: %s\n", a.configFile().Describe())
 			a.stdout.Write(b)
 			return exitOK, nil
 		}),
 	})
 	return cmd
-}
-
-// configSource names where the config in force comes from.
-func (a *app) configSource() string {
-	if a.usingDefaults() {
-		return "embedded defaults (" + a.configPath + " does not exist)"
-	}
-	return a.configPath
 }

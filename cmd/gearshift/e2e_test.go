@@ -35,7 +35,7 @@ import (
 
 // runningDaemon is a `gearshift run` started by a test.
 type runningDaemon struct {
-	t          *testing.T
+	t          testing.TB
 	cmd        *exec.Cmd
 	configPath string
 	cfg        *config.Config
@@ -145,7 +145,7 @@ func launchDaemonOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Conf
 
 // spawnDaemon starts `gearshift run --config path` driving v, its output
 // kept in d.out; the caller stops it.
-func spawnDaemon(t *testing.T, v *varnishtest.Varnish, path string, env ...string) *runningDaemon {
+func spawnDaemon(t testing.TB, v *varnishtest.Varnish, path string, env ...string) *runningDaemon {
 	t.Helper()
 	d := &runningDaemon{t: t, configPath: path, v: v, out: &lockedBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(gearshiftBin, "run", "--config", path)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 func newForceCmd(a *app) *cobra.Command {
@@ -50,30 +48,7 @@ func newForceCmd(a *app) *cobra.Command {
 // printApplied prints the gear the daemon is in after a force or auto, and
 // fails when a target did not follow.
 func printApplied(w io.Writer, s *api.Status) (int, error) {
-	switch {
-	case s.Mode == "forced" && s.ForcedUntil != nil:
-		fmt.Fprintf(w, "gear %s, forced until %s\n", s.State, s.ForcedUntil.Local().Format(timefmt.Stamp))
-	case s.Mode == "forced":
-		fmt.Fprintf(w, "gear %s, forced until `gearshift auto`\n", s.State)
-	default:
-		fmt.Fprintf(w, "gear %s, auto: %s\n", s.State, s.Reason)
-	}
-	var bad []string
-	for _, t := range s.Targets {
-		if t.InSync {
-			// In label mode the gear is the label's VCL; the active VCL
-			// is the operator's own.
-			vcl := t.ActiveVCL
-			if s.VarnishMode == "label" {
-				vcl = t.LabelVCL
-			}
-			fmt.Fprintf(w, "  %s: %s (%.2f ms)\n", t.Admin, vcl, t.LastSwitchMS)
-			continue
-		}
-		fmt.Fprintf(w, "  %s: NOT IN SYNC: %s\n", t.Admin, cmp.Or(t.Error, "(none)"))
-		bad = append(bad, t.Admin)
-	}
-	if len(bad) > 0 {
+	if bad := s.WriteApplied(w); len(bad) > 0 {
 		return exitFailure, fmt.Errorf("varnish %v did not switch to %s; the daemon keeps retrying", bad, s.State)
 	}
 	return exitOK, nil

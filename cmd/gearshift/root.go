@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -98,6 +97,8 @@ through Varnish's admin port, with hysteresis so it never flaps.`,
 		newStatusCmd(a),
 		newForceCmd(a),
 		newAutoCmd(a),
+		newBanCmd(a),
+		newPurgeCmd(a),
 		newCheckCmd(a),
 		newLogsCmd(a),
 		newProfilesCmd(a),
@@ -123,47 +124,9 @@ func runE(fn func(cmd *cobra.Command, args []string) (int, error)) func(*cobra.C
 	}
 }
 
-// loadConfig loads the config named by --config, or the embedded defaults
-// (see usingDefaults).
-func (a *app) loadConfig() (*config.Config, error) {
-	if a.usingDefaults() {
-		cfg := config.Default()
-		return cfg, cfg.Validate()
-	}
-	return config.Load(a.configPath)
-}
+// configFile is the config the command uses: --config, or the default.
+func (a *app) configFile() config.File { return config.File{Path: a.configPath, Given: a.configSet} }
 
-// usingDefaults tells whether the embedded defaults stand in for a config
-// file: --config was not given and the default file does not exist.
-func (a *app) usingDefaults() bool {
-	if a.configSet {
-		return false
-	}
-	_, err := os.Stat(a.configPath)
-	return errors.Is(err, os.ErrNotExist)
-}
-
-// daemonConfig returns the config of commands that act on a running daemon
-// through its pid file or socket. A file that does not validate (edited and
-// not yet reloaded) must not keep the operator from the daemon: it is then
-// read leniently for its paths, and the validation error is returned too.
-func (a *app) daemonConfig() (cfg *config.Config, invalid error) {
-	cfg, err := a.loadConfig()
-	if err == nil {
-		return cfg, nil
-	}
-	if lenient, lerr := config.LoadLenient(a.configPath); lerr == nil {
-		return lenient, err
-	}
-	return config.Default(), err
-}
-
-// loadConfigOffline loads the config for a command that talks to no Varnish
-// and no daemon (simulate, profiles show): see config.Offline.
-func (a *app) loadConfigOffline() (*config.Config, error) {
-	cfg, err := a.loadConfig()
-	if err == nil {
-		return cfg, nil
-	}
-	return config.Offline(err)
-}
+func (a *app) loadConfig() (*config.Config, error)        { return a.configFile().Load() }
+func (a *app) loadConfigOffline() (*config.Config, error) { return a.configFile().LoadOffline() }
+func (a *app) daemonConfig() (*config.Config, error)      { return a.configFile().LoadForDaemon() }

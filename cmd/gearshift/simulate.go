@@ -103,7 +103,7 @@ func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
 		return exitOK, nil
 	}
 	configFrom := a.configPath
-	if a.usingDefaults() {
+	if a.configFile().Defaults() {
 		configFrom = "embedded defaults"
 	}
 	res.WriteText(a.stdout, trace.Heading{

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -179,4 +180,32 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// WriteApplied writes the gear the daemon is in after a force or auto, and
+// each target's profile, and returns the targets that did not follow.
+func (s *Status) WriteApplied(w io.Writer) (notInSync []string) {
+	switch {
+	case s.Mode == "forced" && s.ForcedUntil != nil:
+		fmt.Fprintf(w, "gear %s, forced until %s\n", s.State, s.ForcedUntil.Local().Format(timefmt.Stamp))
+	case s.Mode == "forced":
+		fmt.Fprintf(w, "gear %s, forced until `gearshift auto`\n", s.State)
+	default:
+		fmt.Fprintf(w, "gear %s, auto: %s\n", s.State, s.Reason)
+	}
+	for _, t := range s.Targets {
+		if t.InSync {
+			// In label mode the gear is the label's VCL; the active VCL
+			// is the operator's own.
+			vcl := t.ActiveVCL
+			if s.VarnishMode == "label" {
+				vcl = t.LabelVCL
+			}
+			fmt.Fprintf(w, "  %s: %s (%.2f ms)\n", t.Admin, vcl, t.LastSwitchMS)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: NOT IN SYNC: %s\n", t.Admin, cmp.Or(t.Error, "(none)"))
+		notInSync = append(notInSync, t.Admin)
+	}
+	return notInSync
 }

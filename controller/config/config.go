@@ -128,7 +128,10 @@ func Default() *Config {
 
 			DownTrafficRatio: 0.6,
 		},
-		Sensor:   sensor.Config{Probe: sensor.ProbeConfig{Timeout: timefmt.Duration(time.Second)}},
+		Sensor: sensor.Config{
+			Probe:      sensor.ProbeConfig{Timeout: timefmt.Duration(time.Second)},
+			Prometheus: sensor.PrometheusConfig{Timeout: timefmt.Duration(time.Second), MaxAge: timefmt.Duration(30 * time.Second)},
+		},
 		Profiles: profiles.DefaultOptions(),
 		OnExit:   "keep",
 		Hooks:    Hooks{Timeout: timefmt.Duration(30 * time.Second)},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -145,9 +146,37 @@ states:
 				t.Errorf("state config = %+v", sc)
 			}
 		}},
-		{"the traffic guard is on by default, probe timeout 1s", base, func(t *testing.T, c *Config) {
-			if c.Hysteresis.DownTrafficRatio != 0.6 || c.Sensor.Probe.Timeout != timefmt.Duration(time.Second) || c.Sensor != (sensor.Config{Probe: sensor.ProbeConfig{Timeout: timefmt.Duration(time.Second)}}) {
+		{"the traffic guard is on by default, probe and prometheus timeouts 1s, max_age 30s", base, func(t *testing.T, c *Config) {
+			if c.Hysteresis.DownTrafficRatio != 0.6 || c.Sensor.Probe.Timeout != timefmt.Duration(time.Second) || !reflect.DeepEqual(c.Sensor, sensor.Config{
+				Probe:      sensor.ProbeConfig{Timeout: timefmt.Duration(time.Second)},
+				Prometheus: sensor.PrometheusConfig{Timeout: timefmt.Duration(time.Second), MaxAge: timefmt.Duration(30 * time.Second)},
+			}) {
 				t.Errorf("defaults: ratio %v, sensor %+v", c.Hysteresis.DownTrafficRatio, c.Sensor)
+			}
+		}},
+		{"signals named by the user", base + `
+sensor:
+  prometheus:
+    url: http://127.0.0.1:9090
+    signals:
+      db_threads_running: 'max(mysql_global_status_threads_running)'
+      fleet_gear: 'max(gearshift_gear_level * gearshift_forced)'
+states:
+  heavy: { enter: { load_per_cpu: 1.5, db_threads_running: 40, fleet_gear: 2 }, stay: { load_per_cpu: 1, db_threads_running: 20, fleet_gear: 2 } }
+`, func(t *testing.T, c *Config) {
+			set, err := c.Signals()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, ok := set.Lookup("fleet_gear"); !ok || !s.Named {
+				t.Errorf("fleet_gear in the set: %+v, %v", s, ok)
+			}
+			if c.States.Heavy.Enter["db_threads_running"] != 40 || c.Sensor.Prometheus.MaxAge != timefmt.Duration(30*time.Second) {
+				t.Errorf("states %+v, prometheus %+v", c.States.Heavy, c.Sensor.Prometheus)
+			}
+			y, err := c.YAML()
+			if err != nil || !strings.Contains(string(y), "fleet_gear: 2") || !strings.Contains(string(y), "db_threads_running: max(mysql_global_status_threads_running)") {
+				t.Errorf("config show: %v\n%s", err, y)
 			}
 		}},
 		{"anchors and aliases", base + "states:\n  moderate:\n    enter: &r { load_per_cpu: 0.8 }\n    stay: { load_per_cpu: 0.6 }\n  heavy:\n    enter: { load_per_cpu: 1.8 }\n    stay: *r\n", func(t *testing.T, c *Config) {
@@ -219,6 +248,22 @@ hysteresis: { down_traffic_ratio: 1.5 }`, []string{
 			`sensor.probe.url: probe URL "ftp://x/": want http://host[:port]/path (line 3)`,
 			"sensor.probe.timeout: must be positive and at most 30s, got 0s (line 3)",
 			`sensor.inject_file: must be an absolute path, got "pressure" (line 3)`}},
+		{"bad prometheus block", base + `
+sensor:
+  prometheus:
+    url: localhost:9090
+    timeout: 1m
+    signals: { load_per_cpu: "x", Db: "y", ok: "" }
+states: { heavy: { enter: { db_threads: 40 } } }`, []string{
+			"states.heavy.enter.db_threads: unknown key (line 8)",
+			`sensor.prometheus.url: prometheus URL "localhost:9090": want http://host:9090 (line 5)`,
+			"sensor.prometheus.timeout: must be positive and at most 10s, got 1m (line 6)",
+			"sensor.prometheus.signals.Db: a signal name is lowercase letters, digits and _, starting with a letter (line 7)",
+			"sensor.prometheus.signals.load_per_cpu: load_per_cpu is a built-in signal: name the query otherwise (line 7)",
+			"sensor.prometheus.signals.ok: an empty query: give the PromQL expression of one number (line 7)"}},
+		{"a prometheus credentials file missing", base + `
+sensor: { prometheus: { url: "http://127.0.0.1:9090", bearer_token_file: /nonexistent/token, signals: { db_threads: "max(x)" } } }`, []string{
+			"sensor.prometheus.bearer_token_file: /nonexistent/token does not exist (line 3)"}},
 		{"a varnishd name twice", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}', name: www }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}', name: www } ] }", []string{
 			"varnish.targets[1].name: www is already varnish.targets[0].name: its traffic would count twice (line 1)"}},
 		{"rules on signals whose source is not configured", base + "states: { moderate: { enter: { client_rps: 300 }, stay: { client_rps: 200 } }, heavy: { enter: { apache_busy_ratio: 0.9, backend_ttfb_ms: 800, injected: 1 } } }", []string{

@@ -220,6 +220,16 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		d.mapping(n, v, path)
+	case reflect.Map:
+		if isNull {
+			v.Set(reflect.Zero(v.Type()))
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, path, "want a mapping of names, got %s", describe(n))
+			return
+		}
+		d.namedMapping(n, v, path)
 	case reflect.Slice:
 		if isNull {
 			v.Set(reflect.Zero(v.Type()))
@@ -275,6 +285,31 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.decode(val, v.Field(idx), sub)
 	}
+}
+
+// namedMapping reads a mapping whose keys are names the file chooses
+// (sensor.prometheus.signals): every key once, each value decoded as the
+// map's element type.
+func (d *decoder) namedMapping(n *yaml.Node, v reflect.Value, path string) {
+	m := reflect.MakeMap(v.Type())
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		sub := path + "." + k.Value
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k, path, "keys must be plain names")
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.fail(k, sub, "given twice (first on line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.decode(val, elem, sub)
+		m.SetMapIndex(reflect.ValueOf(k.Value), elem)
+	}
+	v.Set(m)
 }
 
 // yamlFields maps the yaml key of each field of t to the field's index.

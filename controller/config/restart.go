@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"slices"
 )
 
@@ -15,7 +16,7 @@ var restartKeys = []struct {
 	{"varnish.targets[].name", func(r, n *Config) bool {
 		return !slices.Equal(n.SensorConfig().Varnish, r.SensorConfig().Varnish)
 	}},
-	{"sensor", func(r, n *Config) bool { return n.Sensor != r.Sensor }},
+	{"sensor", func(r, n *Config) bool { return !reflect.DeepEqual(n.Sensor, r.Sensor) }},
 	{"control.socket", func(r, n *Config) bool { return n.Control.Socket != r.Control.Socket }},
 	{"control.group", func(r, n *Config) bool { return n.Control.Group != r.Control.Group }},
 	{"control.admin_group", func(r, n *Config) bool { return n.Control.AdminGroup != r.Control.AdminGroup }},

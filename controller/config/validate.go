@@ -3,12 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -186,6 +188,12 @@ func hookCommandOK(cmd string) bool { return filepath.IsAbs(cmd) || !strings.Con
 
 func (c *Config) validateFiles(v *validator) {
 	site := c.Site()
+	files := sensor.Files(c.SensorConfig())
+	for _, key := range slices.Sorted(maps.Keys(files)) {
+		if err := checkReadable(files[key]); err != nil {
+			v.addKind(Machine, key, "%v", err)
+		}
+	}
 	for i, t := range c.Varnish.Targets {
 		if t.SecretFile == "" {
 			continue

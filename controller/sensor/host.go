@@ -86,7 +86,6 @@ func (h *Host) Sample(ctx context.Context) (Sample, error) {
 			} else {
 				s.Problems = append(s.Problems, Problem{Source: r.src.Name, Err: err})
 			}
-			continue
 		}
 		if applies[i] != nil {
 			applies[i](&s)

@@ -2,6 +2,7 @@ package sensor
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,13 +22,21 @@ import (
 // 0.5 from nothing: moderate's stay threshold.
 //
 // So the run queue is read apart from the poll: a thread of its own,
-// woken by the kernel's timer rather than the Go scheduler, reads it ten
-// times a second with plain system calls, counts at once the daemon's own
+// woken by the kernel's timer rather than the Go scheduler, reads it about
+// ten times a second, at random spacings, with plain system calls, counts at once the daemon's own
 // tasks that are running or blocked, and subtracts them; a poll takes the
 // mean of the reads since the one before. See docs/signals.md.
 
-// runQueueEvery is the spacing of the background reads.
+// runQueueEvery is the mean spacing of the background reads. Each spacing
+// is drawn from 50% to 150% of it: reads at a fixed period would keep
+// meeting whatever else wakes at that period (other daemons started at the
+// same moment, another periodic job), and count it every time.
 const runQueueEvery = 100 * time.Millisecond
+
+// nextRead is a spacing of the background reads (see runQueueEvery).
+func nextRead() time.Duration {
+	return runQueueEvery/2 + rand.N(runQueueEvery)
+}
 
 // runQueue reads the run queue, less the daemon's own tasks, in the
 // background, and hands each poll the mean since the poll before.
@@ -78,7 +87,6 @@ func (q *runQueue) take() (float64, error) {
 func (q *runQueue) loop() {
 	runtime.LockOSThread()
 	buf := make([]byte, statBufSize)
-	ts := unix.NsecToTimespec(runQueueEvery.Nanoseconds())
 	var once sync.Once
 	for {
 		select {
@@ -87,7 +95,8 @@ func (q *runQueue) loop() {
 		default:
 		}
 		// nanosleep(2) directly: the kernel wakes this thread, no other.
-		for unix.Nanosleep(&ts, nil) == unix.EINTR {
+		ts := unix.NsecToTimespec(nextRead().Nanoseconds())
+		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 		}
 		r, err := readRunQueue(q.root, buf)
 		if err != nil {

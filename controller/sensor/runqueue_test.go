@@ -140,3 +140,25 @@ func TestRunQueueMean(t *testing.T) {
 		t.Errorf("take after background reads = %v, %v; want 6", got, err)
 	}
 }
+
+// The spacings of the background reads vary around runQueueEvery, so the
+// reads do not keep meeting another periodic task.
+func TestNextReadSpread(t *testing.T) {
+	var sum time.Duration
+	lo, hi := time.Hour, time.Duration(0)
+	const n = 10000
+	for range n {
+		d := nextRead()
+		sum += d
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < runQueueEvery/2 || hi >= runQueueEvery*3/2 {
+		t.Errorf("spacings from %s to %s, want within [%s, %s)", lo, hi, runQueueEvery/2, runQueueEvery*3/2)
+	}
+	if mean := sum / n; mean < runQueueEvery*95/100 || mean > runQueueEvery*105/100 {
+		t.Errorf("mean spacing %s, want about %s", mean, runQueueEvery)
+	}
+	if hi-lo < runQueueEvery/2 {
+		t.Errorf("spacings from %s to %s: too little spread", lo, hi)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 
 	"github.com/gearshift/gearshift/controller/state"
 )
@@ -23,6 +25,9 @@ type Source struct {
 	Key string
 	// Signals are the signals the source adds to the set, in order.
 	Signals []state.Signal
+	// Named returns the signals the user names in cfg (after Signals),
+	// when the source is on; nil for a source without such.
+	Named func(cfg HostConfig) []state.Signal
 	// Overrides names signals of an earlier row whose figures this
 	// source's replace when it is on; when it fails, they are unknown.
 	Overrides []string
@@ -31,6 +36,10 @@ type Source struct {
 	// Check reports what is wrong with the source's settings in cfg; nil
 	// when there is nothing to check.
 	Check func(cfg HostConfig, problem func(key, format string, args ...any))
+	// Files returns the files cfg names for the source, by config key,
+	// which must be readable on the machine the daemon runs on; nil for
+	// none.
+	Files func(cfg HostConfig) map[string]string
 	// Open returns the reader of a source that is on. nil: the source is
 	// read by the Host itself (the machine's vitals).
 	Open func(cfg HostConfig) (Reader, error)
@@ -45,6 +54,7 @@ var Sources = []*Source{
 	&apacheSource,
 	&probeSource,
 	&injectSource,
+	&prometheusSource,
 }
 
 // A Reader reads one source once per poll, beside the other readers and
@@ -52,7 +62,8 @@ var Sources = []*Source{
 // called after every read has finished, in the order of Sources. A reader
 // with nothing to report this time (a first reading, kept as a baseline)
 // returns a nil apply and no error. An error of type Problems names several
-// failing parts of the source.
+// failing parts of the source; an apply beside it writes what the other
+// parts read.
 type Reader interface {
 	Read(ctx context.Context) (apply func(*Sample), err error)
 }
@@ -70,7 +81,8 @@ type Config struct {
 	Probe        ProbeConfig `yaml:"probe"`
 	// InjectFile holds a number that something else writes: injected.
 	// "": off; a missing file is no value.
-	InjectFile string `yaml:"inject_file"`
+	InjectFile string           `yaml:"inject_file"`
+	Prometheus PrometheusConfig `yaml:"prometheus"`
 }
 
 // HostConfig is what a Host is built from: the sensor block, and the
@@ -88,10 +100,12 @@ type HostConfig struct {
 func Signals(cfg HostConfig) (*state.Set, error) {
 	groups := [][]state.Signal{state.Builtin}
 	for _, src := range Sources {
-		var g []state.Signal
-		for _, s := range src.Signals {
-			s.Source = src.Key
-			g = append(g, s)
+		g := slices.Clone(src.Signals)
+		if src.Named != nil && src.On(cfg) {
+			g = append(g, src.Named(cfg)...)
+		}
+		for i := range g {
+			g[i].Source = src.Key
 		}
 		groups = append(groups, g)
 	}
@@ -110,6 +124,35 @@ func Unsourced(cfg HostConfig, name string) (*Source, bool) {
 		}
 	}
 	return nil, false
+}
+
+// builtinName tells whether name is a signal of the machine or of a
+// source's declaration: a name the user may not give a signal.
+func builtinName(name string) bool {
+	for _, s := range state.Builtin {
+		if s.Name == name {
+			return true
+		}
+	}
+	for _, src := range Sources {
+		for _, s := range src.Signals {
+			if s.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Files returns the files the configured sources name, by config key.
+func Files(cfg HostConfig) map[string]string {
+	files := map[string]string{}
+	for _, src := range Sources {
+		if src.Files != nil && src.On(cfg) {
+			maps.Copy(files, src.Files(cfg))
+		}
+	}
+	return files
 }
 
 // Check reports what is wrong with the sources' settings in cfg.

@@ -49,6 +49,9 @@ type Signal struct {
 	// Scale multiplies the value into the metric's unit (0 counts as 1).
 	Metric string
 	Scale  float64
+	// Named: the user named the signal (a Prometheus query's); its metric
+	// is gearshift_signal{name="<Name>"}.
+	Named bool
 
 	PerfLabel string // check perfdata label; "" is Name
 	PerfUOM   string // check perfdata unit of measurement ("%", "ms", "" …)
@@ -215,6 +218,9 @@ func (s *Set) Lookup(name string) (Signal, bool) {
 	}
 	return s.list[i], true
 }
+
+// Len is the number of signals in the set.
+func (s *Set) Len() int { return len(s.All()) }
 
 // Names returns the names of the signals in their order.
 func (s *Set) Names() []string {

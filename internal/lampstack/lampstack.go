@@ -188,10 +188,11 @@ type MariaDB struct {
 	Port   int
 	Socket string
 	client string
+	slap   string
 }
 
 // MariaDBPrograms are the programs StartMariaDB needs in its bin map.
-var MariaDBPrograms = []string{"mariadbd", "mariadb-install-db", "mariadb"}
+var MariaDBPrograms = []string{"mariadbd", "mariadb-install-db", "mariadb", "mariadb-slap"}
 
 // StartMariaDB creates a data directory under dir and starts mariadbd on
 // it; bin maps MariaDBPrograms to their paths (see Need).
@@ -208,7 +209,7 @@ func StartMariaDB(tb testing.TB, dir string, bin map[string]string) *MariaDB {
 	if err != nil {
 		tb.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
-	m := &MariaDB{Port: FreePort(tb), Socket: filepath.Join(dir, "mysql.sock"), client: bin["mariadb"]}
+	m := &MariaDB{Port: FreePort(tb), Socket: filepath.Join(dir, "mysql.sock"), client: bin["mariadb"], slap: bin["mariadb-slap"]}
 	errLog := filepath.Join(dir, "mariadb.err")
 	d := StartDaemon(tb, "mariadbd", filepath.Join(dir, "mariadb.out"), append([]string{bin["mariadbd"], "--no-defaults",
 		"--datadir=" + data, "--socket=" + m.Socket, "--port=" + strconv.Itoa(m.Port),
@@ -219,6 +220,33 @@ func StartMariaDB(tb testing.TB, dir string, bin map[string]string) *MariaDB {
 		tb.Fatalf("mariadbd did not start:\n%s", LastLines(errLog, 10))
 	}
 	return m
+}
+
+// Sleep holds conns connections to the database busy for d, each in
+// SELECT SLEEP: threads running in the server, no CPU used. One
+// mariadb-slap process makes the connections, so starting them costs the
+// machine next to nothing. The returned wait ends with them.
+func (m *MariaDB) Sleep(conns int, d time.Duration) (wait func() error) {
+	// mariadb-slap connects to its schema, but creates it only for the
+	// queries it generates itself; it must not drop it either.
+	if _, err := m.Query("CREATE DATABASE IF NOT EXISTS gearshift_slap"); err != nil {
+		return func() error { return err }
+	}
+	cmd := exec.Command(m.slap, "--no-defaults", "-S", m.Socket, "-u", "root",
+		"--concurrency="+strconv.Itoa(conns), "--number-of-queries="+strconv.Itoa(conns),
+		fmt.Sprintf("--query=SELECT SLEEP(%d)", int(d.Seconds())), "--create-schema=gearshift_slap", "--no-drop")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return func() error { return err }
+	}
+	return func() error {
+		// mariadb-slap exits 0 even when its connections fail.
+		if err := cmd.Wait(); err != nil || strings.Contains(out.String(), "Error") {
+			return fmt.Errorf("mariadb-slap: %v: %s", err, out.String())
+		}
+		return nil
+	}
 }
 
 // Query runs SQL as root with the mariadb client and returns its

@@ -7,13 +7,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,8 +50,14 @@ func Promtool(tb testing.TB, stdin []byte, args ...string) (string, bool) {
 
 // Server is a prometheus server of a test.
 type Server struct {
-	URL string // http://127.0.0.1:port
+	URL  string // http://127.0.0.1:port
+	stop func()
+	once sync.Once
 }
+
+// Stop stops the server (SIGTERM, then SIGKILL after 10s); the test's
+// cleanup does it too.
+func (s *Server) Stop() { s.once.Do(s.stop) }
 
 // Start starts prometheus on a free loopback port, with storage in a temp
 // dir, scraping target (host:port) every second as job "gearshift", and
@@ -56,19 +65,29 @@ type Server struct {
 // is ready; a server not ready within a minute fails the test.
 func Start(tb testing.TB, target string) *Server {
 	tb.Helper()
+	return StartJobs(tb, map[string][]string{"gearshift": {target}})
+}
+
+// StartJobs is Start with several scrape jobs: each job's targets
+// (host:port) are scraped every second.
+func StartJobs(tb testing.TB, jobs map[string][]string) *Server {
+	tb.Helper()
 	bin := Tool(tb, "prometheus")
 	dir := tb.TempDir()
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: gearshift
-    static_configs:
-      - targets: [%q]
-`, target)
+	var cfg strings.Builder
+	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n")
+	for _, job := range slices.Sorted(maps.Keys(jobs)) {
+		fmt.Fprintf(&cfg, "  - job_name: %q\n    static_configs:\n      - targets: [", job)
+		for i, t := range jobs[job] {
+			if i > 0 {
+				cfg.WriteString(", ")
+			}
+			fmt.Fprintf(&cfg, "%q", t)
+		}
+		cfg.WriteString("]\n")
+	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	addr := testenv.FreeAddr(tb)
@@ -86,7 +105,7 @@ scrape_configs:
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	tb.Cleanup(func() {
+	s := &Server{URL: "http://" + addr, stop: func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -94,11 +113,13 @@ scrape_configs:
 			cmd.Process.Kill()
 			<-exited
 		}
+	}}
+	tb.Cleanup(func() {
+		s.Stop()
 		if tb.Failed() {
 			tb.Logf("prometheus output:\n%s", out.String())
 		}
 	})
-	s := &Server{URL: "http://" + addr}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		resp, err := http.Get(s.URL + "/-/ready")

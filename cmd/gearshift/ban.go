@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller"
+)
+
+func newBanCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ban EXPRESSION",
+		Short: "Ban objects from the cache of every Varnish target (Varnish's ban syntax)",
+		Long: `Send a ban to every Varnish target of the config at once and report
+each one's answer. A fleet's config (or every node's) lists all the nodes'
+admin ports: an HTTP PURGE reaches one node only.`,
+		Example: `  gearshift ban 'req.url ~ ^/news/'
+  gearshift --config /etc/gearshift/fleet.yaml ban 'obj.http.X-Gs-Host == example.com'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
+			words, err := controller.ParseBan(strings.Join(args, " "))
+			if err != nil {
+				return exitUsage, err
+			}
+			return a.ban(cmd.Context(), func(bool) ([]string, error) { return words, nil })
+		}),
+	}
+}
+
+func newPurgeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "purge URL",
+		Short:   "Remove a URL from the cache of every Varnish target, every variant of it",
+		Example: `  gearshift purge https://example.com/news/today`,
+		Args:    cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
+			return a.ban(cmd.Context(), func(normalizeHost bool) ([]string, error) {
+				return controller.PurgeBan(args[0], normalizeHost)
+			})
+		}),
+	}
+}
+
+// ban sends the ban that words makes of the config's normalize_host to
+// every target: exit 0 when all took it, 1 when any did not.
+func (a *app) ban(ctx context.Context, words func(normalizeHost bool) ([]string, error)) (int, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return exitUsage, err
+	}
+	w, err := words(cfg.Profiles.NormalizeHost)
+	if err != nil {
+		return exitUsage, err
+	}
+	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 30*time.Second)
+	defer cancel()
+	failed := 0
+	results := controller.Ban(ctx, cfg, w)
+	for _, r := range results {
+		if r.Err != nil {
+			failed++
+			fmt.Fprintf(a.stdout, "%s: REFUSED: %v\n", r.Target, r.Err)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "%s: banned\n", r.Target)
+	}
+	if failed > 0 {
+		return exitFailure, fmt.Errorf("%d of %d Varnish targets did not take the ban", failed, len(results))
+	}
+	return exitOK, nil
+}

@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/varnishadm"
+)
+
+// BanResult is one target's answer to a ban.
+type BanResult struct {
+	Target string // the admin address
+	Err    error  // nil: the target took the ban; a *varnishadm.CLIError when it refused it
+}
+
+// ParseBan splits a ban expression (Varnish's syntax: field operator
+// argument, joined by &&) into the words of the ban command. It refuses
+// what cannot be a ban, naming the problem; Varnish judges the rest.
+func ParseBan(expr string) ([]string, error) {
+	words := strings.Fields(expr)
+	if len(words) == 0 {
+		return nil, errors.New("no ban expression: give one such as 'req.url ~ ^/news/' or 'obj.http.X-Gs-Host == example.com'")
+	}
+	for i := 0; i < len(words); i += 4 {
+		cond := words[i:min(i+3, len(words))]
+		if len(cond) < 3 {
+			return nil, fmt.Errorf("ban condition %q is incomplete: want field, operator and argument, as in 'req.url ~ ^/news/'", strings.Join(cond, " "))
+		}
+		if i+3 < len(words) && words[i+3] != "&&" {
+			return nil, fmt.Errorf("ban conditions are joined by &&, got %q after %q", words[i+3], strings.Join(cond, " "))
+		}
+		if i+3 == len(words)-1 {
+			return nil, errors.New("the ban expression ends with &&: give the condition after it")
+		}
+	}
+	return words, nil
+}
+
+// PurgeBan returns the ban words that purge rawURL (http://host/path?query)
+// as the profiles' PURGE request does: every variant of the URL on its host,
+// both schemes and every session's copy. normalizeHost is the config's
+// profiles.normalize_host: the host as the cache key holds it.
+func PurgeBan(rawURL string, normalizeHost bool) ([]string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not a URL to purge: want http://host/path", rawURL)
+	}
+	host := u.Host
+	if normalizeHost {
+		host = strings.TrimPrefix(strings.ToLower(u.Hostname()), "www.")
+	}
+	// The URL as a client sends it, escaped: no white space, as a ban
+	// argument needs.
+	return []string{"obj.http.X-Gs-Host", "==", host, "&&", "obj.http.X-Gs-Url", "==", u.RequestURI()}, nil
+}
+
+// Ban sends the ban to every target of cfg at once and returns each
+// target's answer, in the order of the config. A ban reaches the cache
+// of each Varnish only: a fleet's config lists every node's admin port.
+func Ban(ctx context.Context, cfg *config.Config, words []string) []BanResult {
+	results := make([]BanResult, len(cfg.Varnish.Targets))
+	var wg sync.WaitGroup
+	for i, t := range cfg.Varnish.Targets {
+		results[i].Target = t.Admin
+		wg.Go(func() {
+			c, err := varnishadm.NewFromFile(t.Admin, t.SecretFile)
+			if err != nil {
+				results[i].Err = fmt.Errorf("varnish target %s: %w", t.Admin, err)
+				return
+			}
+			defer c.Close()
+			if d := time.Duration(cfg.Varnish.Timeout); d > 0 {
+				c.Timeout = d
+			}
+			_, results[i].Err = c.Run(ctx, append([]string{"ban"}, words...)...)
+		})
+	}
+	wg.Wait()
+	return results
+}

@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseBan(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want []string
+		err  string
+	}{
+		{"req.url ~ ^/news/", []string{"req.url", "~", "^/news/"}, ""},
+		{"  obj.http.X-Gs-Host == example.com   &&  req.url !~ \\.css$ ", []string{"obj.http.X-Gs-Host", "==", "example.com", "&&", "req.url", "!~", `\.css$`}, ""},
+		{"", nil, "no ban expression"},
+		{"req.url", nil, `ban condition "req.url" is incomplete`},
+		{"req.url ~ a req.http.host == b", nil, `ban conditions are joined by &&, got "req.http.host"`},
+		{"req.url ~ a &&", nil, "ends with &&"},
+		{"req.url ~ a && req.url", nil, `ban condition "req.url" is incomplete`},
+	} {
+		got, err := ParseBan(tc.expr)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("ParseBan(%q) = %q, %v; want an error with %q", tc.expr, got, err, tc.err)
+		case tc.err == "" && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("ParseBan(%q) = %q, %v; want %q", tc.expr, got, err, tc.want)
+		}
+	}
+}
+
+func TestPurgeBan(t *testing.T) {
+	for _, tc := range []struct {
+		url       string
+		normalize bool
+		want      string
+		err       string
+	}{
+		{"http://WWW.Example.com:8080/a/b?x=1&y=2", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /a/b?x=1&y=2", ""},
+		{"https://Example.com:8443/", false, "obj.http.X-Gs-Host == Example.com:8443 && obj.http.X-Gs-Url == /", ""},
+		{"https://example.com", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /", ""},
+		{"/relative/path", true, "", "is not a URL to purge"},
+		{"ftp://example.com/x", true, "", "is not a URL to purge"},
+		{"http://example.com/a%20b c", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /a%20b%20c", ""}, // as a client sends it
+	} {
+		got, err := PurgeBan(tc.url, tc.normalize)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("PurgeBan(%q) = %q, %v; want an error with %q", tc.url, got, err, tc.err)
+		case tc.err == "" && (err != nil || strings.Join(got, " ") != tc.want):
+			t.Errorf("PurgeBan(%q) = %q, %v; want %q", tc.url, strings.Join(got, " "), err, tc.want)
+		}
+	}
+}
