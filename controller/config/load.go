@@ -173,7 +173,6 @@ func (d *decoder) line(path string) int {
 
 var (
 	unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
-	ruleType        = reflect.TypeOf(Rule{})
 	lineRE          = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?line \d+: `)
 )
 
@@ -189,10 +188,6 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if path != "" {
 		d.lines[path] = n.Line
-	}
-	if v.Type() == ruleType {
-		d.decodeRule(n, v.Addr().Interface().(*Rule), path)
-		return
 	}
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
 		if err := n.Decode(v.Addr().Interface()); err != nil {
@@ -221,12 +216,15 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.mapping(n, v, path)
 	case reflect.Map:
+		// A rule (or a list of named queries) in the file replaces the
+		// default as a whole; null is an empty one. The names are checked
+		// by validation, against the signal set of the whole config.
 		if isNull {
-			v.Set(reflect.Zero(v.Type()))
+			v.Set(reflect.MakeMap(v.Type()))
 			return
 		}
 		if n.Kind != yaml.MappingNode {
-			d.fail(n, path, "want a mapping of names, got %s", describe(n))
+			d.fail(n, path, "want a mapping of keys, got %s", describe(n))
 			return
 		}
 		d.namedMapping(n, v, path)
@@ -287,9 +285,9 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// namedMapping reads a mapping whose keys are names the file chooses
-// (sensor.prometheus.signals): every key once, each value decoded as the
-// map's element type.
+// namedMapping reads a mapping whose keys are names the file chooses (a
+// rule's signals, sensor.prometheus.signals): every key once, each value
+// decoded as the map's element type.
 func (d *decoder) namedMapping(n *yaml.Node, v reflect.Value, path string) {
 	m := reflect.MakeMap(v.Type())
 	seen := map[string]int{}

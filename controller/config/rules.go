@@ -64,44 +64,6 @@ func (r Rule) MarshalYAML() (any, error) {
 
 var _ yaml.Marshaler = Rule{}
 
-// decodeRule reads a rule: a mapping of signal names to numbers. A rule in
-// the file replaces the default rule as a whole; null is a rule with no
-// condition. The names are checked by validation, against the signal set
-// of the whole config.
-func (d *decoder) decodeRule(n *yaml.Node, v *Rule, path string) {
-	*v = Rule{}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "want a mapping of keys, got %s", describe(n))
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		for val.Kind == yaml.AliasNode {
-			val = val.Alias
-		}
-		sub := path + "." + k.Value
-		if k.Kind != yaml.ScalarNode {
-			d.fail(k, path, "keys must be plain names")
-			continue
-		}
-		if first, dup := seen[k.Value]; dup {
-			d.fail(k, sub, "given twice (first on line %d)", first)
-			continue
-		}
-		seen[k.Value] = k.Line
-		d.lines[sub] = val.Line
-		var f float64
-		if val.Kind != yaml.ScalarNode || val.Decode(&f) != nil {
-			d.fail(val, sub, "want a number, got %s", describe(val))
-			continue
-		}
-		(*v)[k.Value] = f
-	}
-}
 
 // validateBands checks every gear's rules, that each stay rule is looser
 // than its enter rule, and that each gear is entered on worse figures than
