@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,11 +144,11 @@ func every(tb testing.TB, nodes []*runningDaemon, what string, timeout time.Dura
 // d (see lampstack.MariaDB.Sleep). The returned wait ends with them.
 func (f *fleet) surge(tb testing.TB, conns int, d time.Duration) (wait func()) {
 	done := f.db.Sleep(conns, d)
-	return func() {
+	return sync.OnceFunc(func() {
 		if err := done(); err != nil {
 			tb.Error(err)
 		}
-	}
+	})
 }
 
 func TestFleet(t *testing.T) {

@@ -24,6 +24,7 @@ var varnishstatFields = []string{
 	"MAIN.sess_dropped",
 	"MAIN.sess_queued",
 	"MAIN.thread_queue_len",
+	"MAIN.cache_hit",
 }
 
 // VarnishCounters is one reading of a varnishd's traffic counters. All but
@@ -37,6 +38,7 @@ type VarnishCounters struct {
 	SessDropped    uint64 // MAIN.sess_dropped: sessions dropped for want of a thread
 	SessQueued     uint64 // MAIN.sess_queued: sessions queued for a thread
 	ThreadQueueLen uint64 // MAIN.thread_queue_len (a gauge): sessions waiting for a thread now
+	CacheHit       uint64 // MAIN.cache_hit: client requests answered from the cache (grace hits included)
 }
 
 // Varnishstat reads one varnishd's counters by running varnishstat against
@@ -132,7 +134,7 @@ func parseVarnishstat(b []byte) (VarnishCounters, error) {
 		}
 	}
 	var c VarnishCounters
-	for i, dst := range []*uint64{&c.Uptime, &c.ClientReq, &c.BackendReq, &c.BackendFail, &c.SessDropped, &c.SessQueued, &c.ThreadQueueLen} {
+	for i, dst := range []*uint64{&c.Uptime, &c.ClientReq, &c.BackendReq, &c.BackendFail, &c.SessDropped, &c.SessQueued, &c.ThreadQueueLen, &c.CacheHit} {
 		name := varnishstatFields[i]
 		raw, ok := counters[name]
 		if !ok {
@@ -158,6 +160,7 @@ type VarnishRates struct {
 	DroppedRPS     float64 // dropped_rps: sessions dropped per second
 	QueuedRPS      float64 // sessions queued per second
 	QueueLen       float64 // queue_len: MAIN.thread_queue_len now
+	CacheHitRPS    float64 // client requests answered from the cache per second
 }
 
 // staleAfter is how long MAIN.uptime may stand still before the counters
@@ -192,7 +195,8 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 	}
 	r.last, r.lastAt, r.primed = c, t, true
 	if !primed || c.Uptime < prev.Uptime || c.ClientReq < prev.ClientReq || c.BackendReq < prev.BackendReq ||
-		c.BackendFail < prev.BackendFail || c.SessDropped < prev.SessDropped || c.SessQueued < prev.SessQueued {
+		c.BackendFail < prev.BackendFail || c.SessDropped < prev.SessDropped || c.SessQueued < prev.SessQueued ||
+		c.CacheHit < prev.CacheHit {
 		r.movedAt = t
 		return VarnishRates{}, ErrBaseline
 	}
@@ -209,6 +213,7 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 		DroppedRPS:     rate(c.SessDropped, prev.SessDropped),
 		QueuedRPS:      rate(c.SessQueued, prev.SessQueued),
 		QueueLen:       float64(c.ThreadQueueLen),
+		CacheHitRPS:    rate(c.CacheHit, prev.CacheHit),
 	}, nil
 }
 
@@ -229,6 +234,8 @@ const (
 	BackendFailRPS = "backend_fail_rps"
 	DroppedRPS     = "dropped_rps"
 	QueueLen       = "queue_len"
+	HitRatio       = "hit_ratio"
+	BackendShare   = "backend_share"
 )
 
 var varnishSource = Source{
@@ -264,6 +271,20 @@ var varnishSource = Source{
 			Help:       "Varnish sessions waiting for a worker thread (MAIN.thread_queue_len).",
 			Metric:     "gearshift_queue_length",
 			StatusLine: "varnish", StatusPart: "queue",
+		},
+		{
+			// The cache doing less for the site is worse: the signal
+			// falls with pressure.
+			Name: HitRatio, Direction: state.Falls, Precision: 2, Max: 1,
+			Help:       "Client requests answered from the cache over client requests, over the poll (0 to 1).",
+			Metric:     "gearshift_hit_ratio",
+			StatusLine: "cache", StatusPart: "hits",
+		},
+		{
+			Name: BackendShare, Direction: state.Rises, Precision: 2, Max: 1,
+			Help:       "Backend requests over client requests, over the poll (0 to 1; retries and ESI can make it more, counted as 1).",
+			Metric:     "gearshift_backend_share",
+			StatusLine: "cache", StatusPart: "to the backend",
 		},
 	},
 	On: func(cfg HostConfig) bool { return len(cfg.Varnish) > 0 },
@@ -317,6 +338,11 @@ func (r *varnishReader) Read(ctx context.Context) (func(*Sample), error) {
 		s.Values[BackendFailRPS] = sum.BackendFailRPS
 		s.Values[DroppedRPS] = sum.DroppedRPS
 		s.Values[QueueLen] = sum.QueueLen
+		// Shares of the poll's client requests; none without any.
+		if sum.ClientRPS > 0 {
+			s.Values[HitRatio] = min(1, sum.CacheHitRPS/sum.ClientRPS)
+			s.Values[BackendShare] = min(1, sum.BackendRPS/sum.ClientRPS)
+		}
 	}, nil
 }
 
@@ -346,6 +372,7 @@ func sumTraffic(rates []*VarnishRates) *VarnishRates {
 		sum.DroppedRPS += r.DroppedRPS
 		sum.QueuedRPS += r.QueuedRPS
 		sum.QueueLen += r.QueueLen
+		sum.CacheHitRPS += r.CacheHitRPS
 	}
 	return &sum
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 	"github.com/gearshift/gearshift/internal/testenv"
 )
@@ -26,7 +29,7 @@ func TestParseVarnishstat(t *testing.T) {
 	}{
 		{file: "7.1-requests.json", want: VarnishCounters{Uptime: 3, ClientReq: 20}},
 		{file: "7.1-backend-fail.json", want: VarnishCounters{Uptime: 4, ClientReq: 27, BackendFail: 7}},
-		{file: "6.0-requests.json", want: VarnishCounters{Uptime: 86400, ClientReq: 1201, BackendReq: 310, BackendFail: 2, SessQueued: 5, ThreadQueueLen: 3}},
+		{file: "6.0-requests.json", want: VarnishCounters{Uptime: 86400, ClientReq: 1201, BackendReq: 310, BackendFail: 2, SessQueued: 5, ThreadQueueLen: 3, CacheHit: 880}},
 		{file: "7.1-no-counters.json", wantErr: "no counter MAIN.uptime"},
 		{file: "7.1-missing-counter.json", wantErr: "no counter MAIN.backend_fail"},
 		{file: "version-2.json", wantErr: "unknown format version 2"},
@@ -72,8 +75,8 @@ func TestCounterRates(t *testing.T) {
 			name: "first reading is a baseline, then rates",
 			steps: []step{
 				{t: 0, c: VarnishCounters{Uptime: 100, ClientReq: 1000, BackendReq: 100}, wantErr: "baseline"},
-				{t: 2, c: VarnishCounters{Uptime: 102, ClientReq: 2040, BackendReq: 160, BackendFail: 4, SessDropped: 2, SessQueued: 10, ThreadQueueLen: 7},
-					want: VarnishRates{ClientRPS: 520, BackendRPS: 30, BackendFailRPS: 2, DroppedRPS: 1, QueuedRPS: 5, QueueLen: 7}},
+				{t: 2, c: VarnishCounters{Uptime: 102, ClientReq: 2040, BackendReq: 160, BackendFail: 4, SessDropped: 2, SessQueued: 10, ThreadQueueLen: 7, CacheHit: 900},
+					want: VarnishRates{ClientRPS: 520, BackendRPS: 30, BackendFailRPS: 2, DroppedRPS: 1, QueuedRPS: 5, QueueLen: 7, CacheHitRPS: 450}},
 			},
 		},
 		{
@@ -177,7 +180,7 @@ func TestVarnishstatBounds(t *testing.T) {
 			name: "arguments",
 			// The script answers only when called as Read promises to call it.
 			v: Varnishstat{Name: "/var/lib/varnish/www", Binary: writeScript(t,
-				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len" ] || { echo "bad args: $*" >&2; exit 1; }
+				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len -f MAIN.cache_hit" ] || { echo "bad args: $*" >&2; exit 1; }
 cat `+fixture)},
 			want: VarnishCounters{Uptime: 3, ClientReq: 20},
 		},
@@ -319,5 +322,55 @@ sub vcl_recv { return (pass); }
 		if i == 2 && (err == nil || !strings.Contains(err.Error(), "not running")) {
 			t.Errorf("rates of a varnishd killed %s ago: error %v, want it not running", later, err)
 		}
+	}
+}
+
+// hit_ratio and backend_share from a real varnishd caching a page: one
+// miss, nine hits of ten requests.
+func TestVarnishCacheShares(t *testing.T) {
+	varnishstatBinary(t)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprintln(w, "cached page")
+	}))
+	defer backend.Close()
+	host, port, _ := strings.Cut(strings.TrimPrefix(backend.URL, "http://"), ":")
+	v := varnishtest.Start(t, varnishtest.Config{VCL: fmt.Sprintf("vcl 4.1;\nbackend default { .host = %q; .port = %q; }\n", host, port)})
+	r, err := varnishSource.Open(HostConfig{Varnish: []string{v.WorkDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if apply, err := r.Read(context.Background()); apply != nil || err != nil {
+		t.Fatalf("first read: %v, %v; want a baseline", apply != nil, err)
+	}
+	for range 10 {
+		resp, err := http.Get(v.URL("/page"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	time.Sleep(1100 * time.Millisecond) // worker threads publish their counters after the request
+	apply, err := r.Read(context.Background())
+	if err != nil || apply == nil {
+		t.Fatalf("second read: %v", err)
+	}
+	s := Sample{Values: map[string]float64{}}
+	apply(&s)
+	if h, b := s.Values[HitRatio], s.Values[BackendShare]; math.Abs(h-0.9) > 1e-9 || math.Abs(b-0.1) > 1e-9 {
+		t.Errorf("hit_ratio %g, backend_share %g; want 0.9 and 0.1 (%v)", h, b, s.Values)
+	}
+
+	// A poll without client requests has no shares, rather than 0.
+	time.Sleep(100 * time.Millisecond)
+	apply, err = r.Read(context.Background())
+	if err != nil || apply == nil {
+		t.Fatalf("third read: %v", err)
+	}
+	s = Sample{Values: map[string]float64{}}
+	apply(&s)
+	if _, ok := s.Values[HitRatio]; ok || s.Values[state.ClientRPS] != 0 {
+		t.Errorf("with no requests: %v", s.Values)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -225,7 +226,8 @@ func StartMariaDB(tb testing.TB, dir string, bin map[string]string) *MariaDB {
 // Sleep holds conns connections to the database busy for d, each in
 // SELECT SLEEP: threads running in the server, no CPU used. One
 // mariadb-slap process makes the connections, so starting them costs the
-// machine next to nothing. The returned wait ends with them.
+// machine next to nothing. The returned wait ends with them; it may be
+// called more than once.
 func (m *MariaDB) Sleep(conns int, d time.Duration) (wait func() error) {
 	// mariadb-slap connects to its schema, but creates it only for the
 	// queries it generates itself; it must not drop it either.
@@ -240,13 +242,13 @@ func (m *MariaDB) Sleep(conns int, d time.Duration) (wait func() error) {
 	if err := cmd.Start(); err != nil {
 		return func() error { return err }
 	}
-	return func() error {
+	return sync.OnceValue(func() error {
 		// mariadb-slap exits 0 even when its connections fail.
 		if err := cmd.Wait(); err != nil || strings.Contains(out.String(), "Error") {
 			return fmt.Errorf("mariadb-slap: %v: %s", err, out.String())
 		}
 		return nil
-	}
+	})
 }
 
 // Query runs SQL as root with the mariadb client and returns its
