@@ -64,7 +64,6 @@ func (r Rule) MarshalYAML() (any, error) {
 
 var _ yaml.Marshaler = Rule{}
 
-
 // validateBands checks every gear's rules, that each stay rule is looser
 // than its enter rule, and that each gear is entered on worse figures than
 // the gear below it.
