@@ -570,6 +570,15 @@ G_DOWN=$([ "$AUTO_END_STATE" = light ] && echo 1 || echo 0)
 FAN_X=$(goratio 'BenchmarkSyncAll/targets=3' 'BenchmarkSyncAll/targets=1' p50-us)
 G_FAN=$(yes_if "\"$FAN_X\" != \"-\" && $FAN_X + 0 <= 1.5")
 
+# Sections measured elsewhere (make bench-signals, bench-fleet, the
+# applications' benchmarks) follow KEEP_MARK in BENCH_DOC; a rewrite keeps
+# them, the mark included.
+KEEP_MARK='<!-- make bench keeps the sections below this line -->'
+KEPT=""
+if [ -f "$BENCH_DOC" ]; then
+	KEPT=$(awk -v m="$KEEP_MARK" 'found || $0 == m { found = 1; print }' "$BENCH_DOC")
+fi
+
 {
 	cat <<EOF
 # gearshift benchmarks
@@ -673,6 +682,7 @@ EOF
 
 Raw files of this run (wrk reports, per-second samples, varnishncsa logs, Go output) were in \`$BENCH_OUT\`.
 EOF
+	if [ -n "$KEPT" ]; then printf '\n%s\n' "$KEPT"; fi
 } >"$BENCH_DOC"
 
 say ""

@@ -114,6 +114,8 @@ func TestDebPackage(t *testing.T) {
 		"/usr/share/zsh/vendor-completions/_gearshift":             "-rw-r--r-- root/root",
 		"/usr/share/fish/vendor_completions.d/gearshift.fish":      "-rw-r--r-- root/root",
 		"/usr/share/doc/gearshift/README.md.gz":                    "-rw-r--r-- root/root",
+		"/usr/share/doc/gearshift/docs/operating.md.gz":            "-rw-r--r-- root/root",
+		"/usr/share/doc/gearshift/docs/fleet.md.gz":                "-rw-r--r-- root/root",
 		"/usr/share/doc/gearshift/copyright":                       "-rw-r--r-- root/root",
 		"/usr/share/doc/gearshift/changelog.gz":                    "-rw-r--r-- root/root",
 		"/usr/share/doc/gearshift/examples/gearshift.yaml":         "-rw-r--r-- root/root",
