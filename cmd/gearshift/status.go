@@ -43,10 +43,15 @@ func (a *app) status(ctx context.Context, asJSON bool) (int, error) {
 		enc.SetIndent("", "  ")
 		return exitOK, enc.Encode(st)
 	}
-	set := config.Default().ShownSignals()
+	// Without a config that loads, the status shows every source's
+	// signals and no thresholds.
 	var th *state.Config
+	shown := config.Default()
 	if cfg != nil {
-		set = cfg.ShownSignals()
+		shown = cfg
+	}
+	set := shown.ShownSignals()
+	if cfg != nil {
 		sc := cfg.StateConfig(set)
 		th = &sc
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -101,7 +102,7 @@ func checkPrometheus(cfg HostConfig, problem func(key, format string, args ...an
 	case n > maxPrometheusSignals:
 		problem("sensor.prometheus.signals", "at most %d signals, got %d", maxPrometheusSignals, n)
 	}
-	for _, name := range sortedKeys(p.Signals) {
+	for _, name := range slices.Sorted(maps.Keys(p.Signals)) {
 		key := "sensor.prometheus.signals." + name
 		switch {
 		case !signalName.MatchString(name):
@@ -125,7 +126,7 @@ func init() {
 func prometheusSignals(cfg HostConfig) []state.Signal {
 	p := cfg.Sensor.Prometheus
 	var sigs []state.Signal
-	for _, name := range sortedKeys(p.Signals) {
+	for _, name := range slices.Sorted(maps.Keys(p.Signals)) {
 		if !signalName.MatchString(name) || builtinName(name) {
 			continue
 		}
@@ -136,15 +137,6 @@ func prometheusSignals(cfg HostConfig) []state.Signal {
 		})
 	}
 	return sigs
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -184,7 +176,7 @@ func NewPrometheus(cfg PrometheusConfig) (*Prometheus, error) {
 	if p.timeout <= 0 {
 		p.timeout = time.Second
 	}
-	for _, name := range sortedKeys(cfg.Signals) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Signals)) {
 		p.names = append(p.names, name)
 		p.queries = append(p.queries, cfg.Signals[name])
 	}
