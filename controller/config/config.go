@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -34,7 +35,16 @@ type Config struct {
 	Control       Control          `yaml:"control"`
 	Log           Log              `yaml:"log"`
 	PIDFile       string           `yaml:"pid_file"`       // the daemon's pid file
-	MetricsListen string           `yaml:"metrics_listen"` // address of the Prometheus metrics (host:port); "": none
+	MetricsListen string           `yaml:"metrics_listen"` // address of the Prometheus metrics and the status page (host:port); "": none
+	History       History          `yaml:"history"`
+}
+
+// History is the flight recorder: every sample and decision, one CSV file
+// per day (the trace format simulate reads), older days compressed.
+type History struct {
+	Dir      string           `yaml:"dir"`       // where the day files are kept; "": no recording
+	Keep     timefmt.Duration `yaml:"keep"`      // days of history kept; older files are removed
+	MaxBytes numfmt.Bytes     `yaml:"max_bytes"` // the most the files may take together; the oldest go first
 }
 
 // Varnish lists the Varnish instances gearshift drives, and how.
@@ -138,6 +148,11 @@ func Default() *Config {
 		Control:  Control{Socket: "/run/gearshift/gearshift.sock"},
 		Log:      Log{File: "/var/log/gearshift/gearshift.log", Level: "info"},
 		PIDFile:  "/run/gearshift/gearshift.pid",
+		History: History{
+			Dir:      "/var/lib/gearshift/history",
+			Keep:     timefmt.Duration(14 * 24 * time.Hour),
+			MaxBytes: 200_000_000,
+		},
 	}
 }
 

@@ -23,6 +23,7 @@ var restartKeys = []struct {
 	{"log.file", func(r, n *Config) bool { return n.Log.File != r.Log.File }},
 	{"pid_file", func(r, n *Config) bool { return n.PIDFile != r.PIDFile }},
 	{"metrics_listen", func(r, n *Config) bool { return n.MetricsListen != r.MetricsListen }},
+	{"history", func(r, n *Config) bool { return n.History != r.History }},
 }
 
 // RestartKeys returns the keys bound at start whose values differ between

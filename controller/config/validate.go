@@ -161,6 +161,7 @@ func (c *Config) validateSettings(v *validator) {
 		v.add("log.level", "must be one of %s, got %q", strings.Join(LogLevels, ", "), c.Log.Level)
 	}
 	checkPath(v, "pid_file", c.PIDFile)
+	c.History.validate(v)
 	if c.MetricsListen != "" {
 		if err := checkHostPort(c.MetricsListen); err != nil {
 			v.add("metrics_listen", "%v (or \"\" for no metrics)", err)
@@ -305,4 +306,19 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func (h History) validate(v *validator) {
+	if h.Dir == "" {
+		return
+	}
+	if !filepath.IsAbs(h.Dir) {
+		v.add("history.dir", "must be an absolute path, got %q (or \"\" for no recording)", h.Dir)
+	}
+	if h.Keep < timefmt.Duration(24*time.Hour) {
+		v.add("history.keep", "must be at least 1d, got %s", h.Keep)
+	}
+	if h.MaxBytes < 1_000_000 {
+		v.add("history.max_bytes", "must be at least 1MB, got %s", h.MaxBytes)
+	}
 }

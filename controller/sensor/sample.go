@@ -34,6 +34,10 @@ type Sample struct {
 	FromCgroup string
 
 	Problems []Problem // optional sources that failed this sample, by source
+
+	// Varnish is the traffic of the targets with a name, summed, over the
+	// poll; nil without one, or when a target has no rates this poll.
+	Varnish *VarnishRates
 }
 
 // PSI holds /proc/pressure "avg10" figures, in percent. A nil field is a

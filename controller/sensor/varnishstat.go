@@ -25,6 +25,8 @@ var varnishstatFields = []string{
 	"MAIN.sess_queued",
 	"MAIN.thread_queue_len",
 	"MAIN.cache_hit",
+	"MAIN.cache_miss",
+	"MAIN.s_pass",
 }
 
 // VarnishCounters is one reading of a varnishd's traffic counters. All but
@@ -39,6 +41,8 @@ type VarnishCounters struct {
 	SessQueued     uint64 // MAIN.sess_queued: sessions queued for a thread
 	ThreadQueueLen uint64 // MAIN.thread_queue_len (a gauge): sessions waiting for a thread now
 	CacheHit       uint64 // MAIN.cache_hit: client requests answered from the cache (grace hits included)
+	CacheMiss      uint64 // MAIN.cache_miss: client requests not found in the cache
+	Pass           uint64 // MAIN.s_pass: client requests passed to the backend
 }
 
 // Varnishstat reads one varnishd's counters by running varnishstat against
@@ -134,7 +138,7 @@ func parseVarnishstat(b []byte) (VarnishCounters, error) {
 		}
 	}
 	var c VarnishCounters
-	for i, dst := range []*uint64{&c.Uptime, &c.ClientReq, &c.BackendReq, &c.BackendFail, &c.SessDropped, &c.SessQueued, &c.ThreadQueueLen, &c.CacheHit} {
+	for i, dst := range []*uint64{&c.Uptime, &c.ClientReq, &c.BackendReq, &c.BackendFail, &c.SessDropped, &c.SessQueued, &c.ThreadQueueLen, &c.CacheHit, &c.CacheMiss, &c.Pass} {
 		name := varnishstatFields[i]
 		raw, ok := counters[name]
 		if !ok {
@@ -161,6 +165,8 @@ type VarnishRates struct {
 	QueuedRPS      float64 // sessions queued per second
 	QueueLen       float64 // queue_len: MAIN.thread_queue_len now
 	CacheHitRPS    float64 // client requests answered from the cache per second
+	CacheMissRPS   float64 // client requests not found in the cache per second
+	PassRPS        float64 // client requests passed to the backend per second
 }
 
 // staleAfter is how long MAIN.uptime may stand still before the counters
@@ -196,7 +202,7 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 	r.last, r.lastAt, r.primed = c, t, true
 	if !primed || c.Uptime < prev.Uptime || c.ClientReq < prev.ClientReq || c.BackendReq < prev.BackendReq ||
 		c.BackendFail < prev.BackendFail || c.SessDropped < prev.SessDropped || c.SessQueued < prev.SessQueued ||
-		c.CacheHit < prev.CacheHit {
+		c.CacheHit < prev.CacheHit || c.CacheMiss < prev.CacheMiss || c.Pass < prev.Pass {
 		r.movedAt = t
 		return VarnishRates{}, ErrBaseline
 	}
@@ -214,6 +220,8 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 		QueuedRPS:      rate(c.SessQueued, prev.SessQueued),
 		QueueLen:       float64(c.ThreadQueueLen),
 		CacheHitRPS:    rate(c.CacheHit, prev.CacheHit),
+		CacheMissRPS:   rate(c.CacheMiss, prev.CacheMiss),
+		PassRPS:        rate(c.Pass, prev.Pass),
 	}, nil
 }
 
@@ -333,6 +341,7 @@ func (r *varnishReader) Read(ctx context.Context) (func(*Sample), error) {
 		return nil, nil
 	}
 	return func(s *Sample) {
+		s.Varnish = sum
 		s.Values[state.ClientRPS] = sum.ClientRPS
 		s.Values[BackendRPS] = sum.BackendRPS
 		s.Values[BackendFailRPS] = sum.BackendFailRPS
@@ -373,6 +382,8 @@ func sumTraffic(rates []*VarnishRates) *VarnishRates {
 		sum.QueuedRPS += r.QueuedRPS
 		sum.QueueLen += r.QueueLen
 		sum.CacheHitRPS += r.CacheHitRPS
+		sum.CacheMissRPS += r.CacheMissRPS
+		sum.PassRPS += r.PassRPS
 	}
 	return &sum
 }

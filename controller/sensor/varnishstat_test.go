@@ -27,9 +27,9 @@ func TestParseVarnishstat(t *testing.T) {
 		want    VarnishCounters
 		wantErr string
 	}{
-		{file: "7.1-requests.json", want: VarnishCounters{Uptime: 3, ClientReq: 20}},
-		{file: "7.1-backend-fail.json", want: VarnishCounters{Uptime: 4, ClientReq: 27, BackendFail: 7}},
-		{file: "6.0-requests.json", want: VarnishCounters{Uptime: 86400, ClientReq: 1201, BackendReq: 310, BackendFail: 2, SessQueued: 5, ThreadQueueLen: 3, CacheHit: 880}},
+		{file: "7.1-requests.json", want: VarnishCounters{Uptime: 3, ClientReq: 20, CacheMiss: 15, Pass: 5}},
+		{file: "7.1-backend-fail.json", want: VarnishCounters{Uptime: 4, ClientReq: 27, BackendFail: 7, CacheMiss: 3, Pass: 1}},
+		{file: "6.0-requests.json", want: VarnishCounters{Uptime: 86400, ClientReq: 1201, BackendReq: 310, BackendFail: 2, SessQueued: 5, ThreadQueueLen: 3, CacheHit: 880, CacheMiss: 250, Pass: 71}},
 		{file: "7.1-no-counters.json", wantErr: "no counter MAIN.uptime"},
 		{file: "7.1-missing-counter.json", wantErr: "no counter MAIN.backend_fail"},
 		{file: "version-2.json", wantErr: "unknown format version 2"},
@@ -75,8 +75,8 @@ func TestCounterRates(t *testing.T) {
 			name: "first reading is a baseline, then rates",
 			steps: []step{
 				{t: 0, c: VarnishCounters{Uptime: 100, ClientReq: 1000, BackendReq: 100}, wantErr: "baseline"},
-				{t: 2, c: VarnishCounters{Uptime: 102, ClientReq: 2040, BackendReq: 160, BackendFail: 4, SessDropped: 2, SessQueued: 10, ThreadQueueLen: 7, CacheHit: 900},
-					want: VarnishRates{ClientRPS: 520, BackendRPS: 30, BackendFailRPS: 2, DroppedRPS: 1, QueuedRPS: 5, QueueLen: 7, CacheHitRPS: 450}},
+				{t: 2, c: VarnishCounters{Uptime: 102, ClientReq: 2040, BackendReq: 160, BackendFail: 4, SessDropped: 2, SessQueued: 10, ThreadQueueLen: 7, CacheHit: 900, CacheMiss: 60, Pass: 20},
+					want: VarnishRates{ClientRPS: 520, BackendRPS: 30, BackendFailRPS: 2, DroppedRPS: 1, QueuedRPS: 5, QueueLen: 7, CacheHitRPS: 450, CacheMissRPS: 30, PassRPS: 10}},
 			},
 		},
 		{
@@ -180,9 +180,9 @@ func TestVarnishstatBounds(t *testing.T) {
 			name: "arguments",
 			// The script answers only when called as Read promises to call it.
 			v: Varnishstat{Name: "/var/lib/varnish/www", Binary: writeScript(t,
-				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len -f MAIN.cache_hit" ] || { echo "bad args: $*" >&2; exit 1; }
+				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len -f MAIN.cache_hit -f MAIN.cache_miss -f MAIN.s_pass" ] || { echo "bad args: $*" >&2; exit 1; }
 cat `+fixture)},
-			want: VarnishCounters{Uptime: 3, ClientReq: 20},
+			want: VarnishCounters{Uptime: 3, ClientReq: 20, CacheMiss: 15, Pass: 5},
 		},
 		{
 			name:    "stalls",

@@ -24,7 +24,28 @@ type Sample struct {
 	Load5   *float64  // not used by the machine; kept for completeness
 	Load15  *float64
 	Reading state.Reading
+	// Recorded is what the daemon did at this sample, in a trace its
+	// flight recorder wrote (see RecordedColumns); nil in other traces.
+	Recorded *Recorded
 }
+
+// Recorded is the decision the daemon made at a sample and the Varnish
+// traffic of the poll, as the flight recorder writes them beside the
+// sample's figures.
+type Recorded struct {
+	Gear     state.State
+	Forced   bool     // the gear was forced (mode "forced"), not decided
+	Reason   string   // the machine's reason for the gear
+	SwitchMS *float64 // the switch's time when the gear changed at this sample
+	Incident string   // the incident in course: an id per climb above light; "" in light
+	// Varnish's traffic over the poll, summed over the targets with a
+	// name; nil when unknown.
+	HitRPS, MissRPS, PassRPS *float64
+}
+
+// RecordedColumns are the columns the flight recorder adds to a trace, in
+// the order it writes them.
+var RecordedColumns = []string{"gear", "mode", "reason", "switch_ms", "incident", "hit_rps", "miss_rps", "pass_rps"}
 
 // Trace is a whole CSV trace, read by Parse.
 type Trace struct {
@@ -63,6 +84,12 @@ var columns = map[string]string{
 	"runnable": "runnable", "runq-sz": "runnable",
 	"blocked": "blocked", // sar -q: added to runq-sz, as Runnable counts blocked tasks
 	"cpus":    "cpus",
+}
+
+func init() {
+	for _, c := range RecordedColumns {
+		columns[c] = c
+	}
 }
 
 // column returns the column named key: one of columns, or a raw signal of
@@ -238,6 +265,9 @@ func (t *Reader) sample(row rowReader) (Sample, error) {
 		cpus = int(min(*c, 1<<20))
 	}
 	s.Reading = state.Reading{Time: tm, Load1: *load1, RunQueue: *runq, CPUs: cpus, Values: map[string]float64{}}
+	if s.Recorded, err = recorded(row); err != nil {
+		return s, err
+	}
 	for _, sig := range t.set.All() {
 		if !sig.Raw() {
 			continue
@@ -394,4 +424,42 @@ func (r rowReader) number(col string, lo, hi float64) (*float64, error) {
 		return nil, r.errorf(col, "%s is out of range %g to %g", cell, lo, hi)
 	}
 	return &v, nil
+}
+
+// recorded reads the flight recorder's columns of row: nil when the trace
+// has no gear column.
+func recorded(row rowReader) (*Recorded, error) {
+	i, ok := row.index["gear"]
+	if !ok {
+		return nil, nil
+	}
+	gear, err := state.Parse(strings.TrimSpace(row.rec[i]))
+	if err != nil {
+		return nil, row.errorf("gear", "%w", err)
+	}
+	r := &Recorded{Gear: gear, Reason: row.text("reason"), Incident: row.text("incident")}
+	switch mode := row.text("mode"); mode {
+	case "", "auto":
+	case "forced":
+		r.Forced = true
+	default:
+		return nil, row.errorf("mode", "%q is neither auto nor forced", mode)
+	}
+	for _, f := range []struct {
+		col string
+		dst **float64
+	}{{"switch_ms", &r.SwitchMS}, {"hit_rps", &r.HitRPS}, {"miss_rps", &r.MissRPS}, {"pass_rps", &r.PassRPS}} {
+		if *f.dst, err = row.number(f.col, 0, math.Inf(1)); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// text is the optional column col, trimmed: "" when the trace has none.
+func (r rowReader) text(col string) string {
+	if i, ok := r.index[col]; ok {
+		return strings.TrimSpace(r.rec[i])
+	}
+	return ""
 }

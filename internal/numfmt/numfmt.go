@@ -2,8 +2,12 @@
 package numfmt
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize"
+	"gopkg.in/yaml.v3"
 )
 
 // Trim formats v with at most prec decimals, without trailing zeros
@@ -15,3 +19,32 @@ func Trim(v float64, prec int) string {
 	}
 	return s
 }
+
+// Bytes is a size in bytes, written in YAML as people write sizes: "200MB",
+// "1.5 GiB", "4096".
+type Bytes int64
+
+// UnmarshalYAML reads a size such as 200MB or 1GiB.
+func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a size such as 200MB", n.Line)
+	}
+	v, err := humanize.ParseBytes(s)
+	if err != nil || v > 1<<62 {
+		return fmt.Errorf("line %d: %q is not a size (use e.g. 200MB, 1GiB)", n.Line, s)
+	}
+	*b = Bytes(v)
+	return nil
+}
+
+// MarshalYAML writes the size as String does.
+func (b Bytes) MarshalYAML() (any, error) { return b.String(), nil }
+
+// String returns the size in SI units: "200 MB".
+func (b Bytes) String() string { return humanize.Bytes(uint64(max(b, 0))) }
+
+var (
+	_ yaml.Unmarshaler = (*Bytes)(nil)
+	_ yaml.Marshaler   = Bytes(0)
+)

@@ -4,6 +4,7 @@ package timefmt
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,13 +24,39 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode(&s); err != nil {
 		return fmt.Errorf("line %d: want a duration such as 90s or 2m", n.Line)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	if err != nil {
 		return fmt.Errorf("line %d: %q is not a duration (use e.g. 90s, 2m, 1h)", n.Line, s)
 	}
 	*d = Duration(v)
 	return nil
 }
+
+// ParseDuration reads a Go duration ("90s", "1h30m") or a number of days
+// ("14d", "1.5d"), which Go's durations lack and history periods need.
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		v, err := strconv.ParseFloat(days, 64)
+		if err != nil || v < 0 || v > 100*365 {
+			return 0, fmt.Errorf("%q is not a number of days", s)
+		}
+		return time.Duration(v * float64(24*time.Hour)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+// Set reads a flag's value as ParseDuration does (pflag.Value).
+func (d *Duration) Set(s string) error {
+	v, err := ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (use e.g. 90s, 2h, 7d)", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Type names the flag's value in help (pflag.Value).
+func (d *Duration) Type() string { return "duration" }
 
 // MarshalYAML writes the duration as a Go duration string.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
@@ -39,8 +66,15 @@ var (
 	_ yaml.Marshaler   = Duration(0)
 )
 
-// String returns the duration as Short does.
-func (d Duration) String() string { return Short(time.Duration(d)) }
+// String returns the duration as Short does, or in days ("14d") when it
+// is a whole number of them.
+func (d Duration) String() string {
+	const day = 24 * time.Hour
+	if v := time.Duration(d); v >= day && v%day == 0 {
+		return fmt.Sprintf("%dd", v/day)
+	}
+	return Short(time.Duration(d))
+}
 
 // Short returns d as a short Go duration string: "2m" rather than "2m0s",
 // "1h30m" rather than "1h30m0s".
