@@ -27,6 +27,7 @@ func TestCheck(t *testing.T) {
 	build := func(edit func(*config.Config)) (*config.Config, profiles.Set) {
 		t.Helper()
 		cfg := config.Default()
+		cfg.History.Dir = "" // tests record nothing unless they say so
 		cfg.Varnish.Targets = []config.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
 		cfg.Varnish.Timeout = timefmt.Duration(30 * time.Second)
 		if edit != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/history"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
@@ -143,9 +144,11 @@ type Controller struct {
 	resumed     bool           // the first tick looked for a gear to resume
 	configErr   string
 
-	hooks   *hookRunner // runs hooks.on_change off the loop
-	metrics *Metrics
-	rules   atomic.Pointer[state.Config] // the rules in force, for metrics
+	hooks     *hookRunner // runs hooks.on_change off the loop
+	history   *historyWriter
+	incidents *history.Tracker
+	metrics   *Metrics
+	rules     atomic.Pointer[state.Config] // the rules in force, for metrics
 
 	reqs  chan request
 	done  chan struct{} // closed when Run returns
@@ -223,11 +226,13 @@ func New(opts Options) (*Controller, error) {
 		synced: make(chan *target, 1024),
 	}
 	c.hooks = newHookRunner(c.log)
+	c.incidents = history.NewTracker(signals)
 	c.metrics = opts.Metrics
 	// Round(0): the epoch's own monotonic reading is not the loop's clock.
 	c.epoch = opts.Now().Round(0).Add(-opts.Mono())
 	c.started = c.clock()
 	c.rules.Store(&rules)
+	c.history = c.newHistory()
 	c.metrics.watch(c.Status, func() state.Config { return *c.rules.Load() })
 	c.metrics.reloaded(true, c.now())
 	c.targets, _ = c.makeTargets(opts.Config, nil)
@@ -319,8 +324,10 @@ func (c *Controller) Tick(ctx context.Context) {
 		c.sourceProblems(s.Problems)
 		c.lastSample = &s
 		d = c.machine.Step(now, s.Reading())
+		c.apply(ctx, d, &s)
+		return
 	}
-	c.apply(ctx, d)
+	c.apply(ctx, d, nil)
 }
 
 // sourceProblems logs the optional sources that failed this sample, with
@@ -442,9 +449,15 @@ func signalFields(set *state.Set, sig state.Signals) []zap.Field {
 	return fs
 }
 
-// apply makes every target follow d and records the outcome.
-func (c *Controller) apply(ctx context.Context, d state.Decision) {
+// apply makes every target follow d, taken on the sample s (nil for an
+// operator's request or a poll without a sample), and records the outcome.
+func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Sample) {
 	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
+	incident, ended := c.record(s, d, switchMS)
+	if ended {
+		c.log.Info("incident over", zap.String(logging.FieldIncident, incident.ID),
+			zap.String(logging.FieldSummary, incident.Summary(c.now())))
+	}
 	if d.Changed {
 		c.metrics.transition(d)
 		fields := append(signalFields(c.signals(), d.Signals), zap.Bool(logging.FieldForced, d.Forced))
@@ -471,6 +484,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision) {
 			to:      d.State.String(),
 			reason:  d.Reason,
 			mode:    st.Mode,
+			env:     incidentEnv(incident, ended, c.now()),
 		})
 	}
 }
@@ -553,10 +567,10 @@ func (c *Controller) handle(ctx context.Context, r request) response {
 			until = now.Add(r.until.Sub(c.now()))
 		}
 		d := c.machine.Force(now, r.state, until)
-		c.apply(ctx, d)
+		c.apply(ctx, d, nil)
 	case reqAuto:
 		d := c.machine.Auto(now)
-		c.apply(ctx, d)
+		c.apply(ctx, d, nil)
 	case reqReload:
 		c.notify(sdnotify.Reloading()...)
 		err := c.reload(ctx)
@@ -625,6 +639,7 @@ func (c *Controller) Status() api.Status {
 	if c.opts.LogHealth != nil {
 		s.LogError, s.LogWriteErrors = c.opts.LogHealth()
 	}
+	s.HistoryError, s.HistoryWriteErrors = c.history.health()
 	return s
 }
 
@@ -717,6 +732,7 @@ func (c *Controller) stop() {
 		t.close()
 	}
 	c.hooks.close(hookStopGrace)
+	c.history.close()
 	c.log.Info("stopped", zap.String(logging.FieldState, c.machine.Current().State.String()),
 		zap.String(logging.FieldOnExit, onExit))
 }

@@ -114,6 +114,7 @@ type rig struct {
 
 func testConfig(v *varnishtest.Varnish) *config.Config {
 	cfg := config.Default()
+	cfg.History.Dir = "" // tests record nothing unless they say so
 	cfg.Varnish.Targets = []config.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
 	cfg.Varnish.Timeout = timefmt.Duration(30 * time.Second) // VCL compiles on a busy machine
 	cfg.PollInterval = 0

@@ -189,6 +189,7 @@ func TestOneDialPerRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
+	cfg.History.Dir = "" // tests record nothing unless they say so
 	cfg.Varnish.Targets = []config.Target{{Admin: fake.Addr, SecretFile: secret}}
 	cfg.PollInterval = 0
 	clk := &clock{t: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
@@ -322,6 +323,7 @@ func TestLoopServesWhileTargetStalls(t *testing.T) {
 // once a poll, not after a backoff grown to maxBackoff.
 func TestBackoffCappedForRefusedConnections(t *testing.T) {
 	cfg := config.Default()
+	cfg.History.Dir = "" // tests record nothing unless they say so
 	cfg.PollInterval = timefmt.Duration(2 * time.Second)
 	cfg.Varnish.Targets = []config.Target{{Admin: testenv.FreeAddr(t), SecretFile: "/nonexistent"}}
 	c := &Controller{log: zap.NewNop(), opts: Options{Dial: func(string, string) (Target, error) { return nil, nil }}}

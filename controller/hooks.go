@@ -36,6 +36,10 @@ const (
 	HookEnvTo     = "GEARSHIFT_TO"
 	HookEnvReason = "GEARSHIFT_REASON"
 	HookEnvMode   = "GEARSHIFT_MODE" // auto or forced
+	// HookEnvIncident is the incident's id while the gear is above light
+	// and on the step back; HookEnvSummary, on that step, one line on it.
+	HookEnvIncident = "GEARSHIFT_INCIDENT"
+	HookEnvSummary  = "GEARSHIFT_SUMMARY"
 )
 
 // hookEvent is one run of a hook: the command and everything it is told.
@@ -45,6 +49,7 @@ type hookEvent struct {
 	from, to string
 	reason   string
 	mode     string
+	env      []string // more variables: the incident's
 }
 
 // hookRunner runs hooks one at a time, in order, off the loop: the loop
@@ -141,6 +146,7 @@ func (h *hookRunner) run(ev hookEvent) {
 	// Not the daemon's systemd variables: a hook must not speak for it.
 	cmd.Env = append(sdnotify.ChildEnv(os.Environ()),
 		HookEnvFrom+"="+ev.from, HookEnvTo+"="+ev.to, HookEnvReason+"="+ev.reason, HookEnvMode+"="+ev.mode)
+	cmd.Env = append(cmd.Env, ev.env...)
 	cmd.Dir = "/"
 	out := &capbuf.Buffer{Max: maxHookOutput}
 	cmd.Stdout, cmd.Stderr = out, out

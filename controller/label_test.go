@@ -279,6 +279,7 @@ func TestLabelModeRecoversManagerRestart(t *testing.T) {
 	// What the admin runs once: profiles export, and varnishd started with
 	// -f '' -I gearshift.cli, booting with the label on light.
 	cfg := config.Default()
+	cfg.History.Dir = "" // tests record nothing unless they say so
 	site.configure(cfg)
 	set, err := profiles.Build(cfg.Site())
 	if err != nil {

@@ -205,6 +205,7 @@ var (
 	descTargetUp   = prometheus.NewDesc("gearshift_target_up", "1 when the target's Varnish admin port answers.", []string{"target"}, nil)
 	descTargetSync = prometheus.NewDesc("gearshift_target_in_sync", "1 when the target runs the profile of the gear in force.", []string{"target"}, nil)
 	descLogErrors  = prometheus.NewDesc("gearshift_log_write_errors_total", "Log lines the daemon could not write (disk full, permissions); log_error in status says why.", nil, nil)
+	descHistErrors = prometheus.NewDesc("gearshift_history_write_errors_total", "History records the flight recorder could not write (disk full, permissions); history_error in status says why.", nil, nil)
 	descRuleLimit  = prometheus.NewDesc("gearshift_rule_threshold", "A configured threshold of a gear's enter or stay rule, in the unit of the signal's metric.", []string{"gear", "rule", "signal"}, nil)
 )
 
@@ -226,6 +227,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descForced, boolean(s.Mode == "forced"))
 	gauge(descGearSince, unix(s.Since))
 	ch <- prometheus.MustNewConstMetric(descLogErrors, prometheus.CounterValue, float64(s.LogWriteErrors))
+	ch <- prometheus.MustNewConstMetric(descHistErrors, prometheus.CounterValue, float64(s.HistoryWriteErrors))
 	rules := src.rules()
 	table := rules.Signals.All()
 	if smp := s.Sample; smp != nil {

@@ -52,6 +52,7 @@ func TestMetricsFromStatus(t *testing.T) {
 		},
 	}
 	named := config.Default()
+	named.History.Dir = "" // tests record nothing unless they say so
 	named.Sensor.Prometheus.URL = "http://127.0.0.1:9090"
 	named.Sensor.Prometheus.Signals = map[string]string{"db_threads_running": "max(mysql_global_status_threads_running)"}
 	rules := state.Config{Signals: named.ShownSignals()}

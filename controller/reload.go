@@ -113,7 +113,7 @@ func (c *Controller) tryReload(ctx context.Context) error {
 	// gear and discards the stale ones.
 	d := c.machine.Current()
 	d.Changed = false
-	c.apply(ctx, d)
+	c.apply(ctx, d, nil)
 	return nil
 }
 

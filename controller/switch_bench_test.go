@@ -102,6 +102,7 @@ func BenchmarkCompileAtSwitch(b *testing.B) {
 // benchConfig is a default config driving vs, with no ticker.
 func benchConfig(vs []*varnishtest.Varnish) *config.Config {
 	cfg := config.Default()
+	cfg.History.Dir = "" // tests record nothing unless they say so
 	cfg.Varnish.Targets = nil
 	for _, v := range vs {
 		cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: v.AdminAddr, SecretFile: v.SecretFile})

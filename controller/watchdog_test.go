@@ -34,6 +34,7 @@ func (h *hangingSensor) Sample(ctx context.Context) (sensor.Sample, error) {
 // WATCHDOG=1 while it runs, none while a tick hangs.
 func TestLoopSendsWatchdog(t *testing.T) {
 	cfg := config.Default()
+	cfg.History.Dir = "" // tests record nothing unless they say so
 	cfg.Varnish.Targets = []config.Target{{Admin: "127.0.0.1:1", SecretFile: "/nonexistent"}}
 	cfg.PollInterval = timefmt.Duration(50 * time.Millisecond)
 	msgs := make(chan string, 1024)

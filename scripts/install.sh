@@ -118,9 +118,9 @@ install_all() {
 			say "installed $path"
 		fi
 	done <"$tmp/files"
-	mkdir -p "$DESTDIR/etc/gearshift" "$DESTDIR/var/log/gearshift" "$(dirname "$DESTDIR$manifest")"
+	mkdir -p "$DESTDIR/etc/gearshift" "$DESTDIR/var/log/gearshift" "$DESTDIR/var/lib/gearshift/history" "$(dirname "$DESTDIR$manifest")"
 	chmod 0755 "$DESTDIR/etc/gearshift"
-	chmod 0750 "$DESTDIR/var/log/gearshift"
+	chmod 0750 "$DESTDIR/var/log/gearshift" "$DESTDIR/var/lib/gearshift" "$DESTDIR/var/lib/gearshift/history"
 	place 0644 "$tmp/manifest" "$DESTDIR$manifest"
 
 	[ -z "$DESTDIR" ] || return 0
@@ -174,10 +174,10 @@ uninstall_all() {
 	# Left by installs that put the example beside the config.
 	rm -f "$DESTDIR/etc/gearshift/gearshift.yaml.example"
 	if [ -n "$PURGE" ]; then
-		rm -rf "$DESTDIR/var/log/gearshift"
-		say "removed /var/log/gearshift"
-	elif [ -d "$DESTDIR/var/log/gearshift" ]; then
-		say "kept the logs in /var/log/gearshift (PURGE=1 removes them)"
+		rm -rf "$DESTDIR/var/log/gearshift" "$DESTDIR/var/lib/gearshift"
+		say "removed /var/log/gearshift and /var/lib/gearshift"
+	elif [ -d "$DESTDIR/var/log/gearshift" ] || [ -d "$DESTDIR/var/lib/gearshift" ]; then
+		say "kept the logs in /var/log/gearshift and the history in /var/lib/gearshift (PURGE=1 removes them)"
 	fi
 	for d in /etc/gearshift "$PREFIX/share/gearshift/hooks" "$PREFIX/share/gearshift/varnish" "$PREFIX/share/gearshift/monitoring" "$PREFIX/share/gearshift" "$PREFIX/share/doc/gearshift/examples" "$PREFIX/share/doc/gearshift"; do
 		rmdir "$DESTDIR$d" 2>/dev/null || true

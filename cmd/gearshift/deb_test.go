@@ -252,7 +252,7 @@ func leftovers() []string {
 	for _, root := range []string{
 		"/etc", "/lib/systemd", "/usr/lib/systemd", "/usr/bin", "/usr/sbin", "/usr/share/man",
 		"/usr/share/doc", "/usr/share/bash-completion", "/usr/share/zsh", "/usr/share/fish",
-		"/usr/share/lintian", "/var/lib/dpkg/info", "/var/lib/systemd", "/var/log", "/run",
+		"/usr/share/lintian", "/var/lib/dpkg/info", "/var/lib/systemd", "/var/lib/gearshift", "/var/log", "/run",
 	} {
 		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -299,7 +299,7 @@ func TestDebInstallRoundTrip(t *testing.T) {
 			notHere("a gearshift daemon (pid %d) runs on /run/gearshift: not touching it", pid)
 		}
 	}
-	for _, dir := range []string{"/run/gearshift", "/var/log/gearshift"} {
+	for _, dir := range []string{"/run/gearshift", "/var/log/gearshift", "/var/lib/gearshift"} {
 		saved := filepath.Join(filepath.Dir(dir), savedPrefix+strconv.Itoa(os.Getpid()))
 		err := os.Rename(dir, saved)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -321,6 +321,7 @@ func TestDebInstallRoundTrip(t *testing.T) {
 			run(t, nil, "/usr/bin/gearshift", "stop")
 			run(t, []string{"DEBIAN_FRONTEND=noninteractive"}, "dpkg", "-P", "gearshift")
 			os.RemoveAll("/var/log/gearshift")
+			os.RemoveAll("/var/lib/gearshift")
 			os.RemoveAll("/run/gearshift")
 		}
 	})
@@ -347,8 +348,10 @@ func TestDebInstallRoundTrip(t *testing.T) {
 			t.Errorf("dpkg does not hold %s as a conffile:\n%s", c, conffiles)
 		}
 	}
-	if fi, err := os.Stat("/var/log/gearshift"); err != nil || fi.Mode() != 0o750|os.ModeDir {
-		t.Errorf("/var/log/gearshift: %v %v, want a 0750 directory", fi, err)
+	for _, dir := range []string{"/var/log/gearshift", "/var/lib/gearshift/history"} {
+		if fi, err := os.Stat(dir); err != nil || fi.Mode() != 0o750|os.ModeDir {
+			t.Errorf("%s: %v %v, want a 0750 directory", dir, fi, err)
+		}
 	}
 	if link, err := os.Readlink("/etc/systemd/system/multi-user.target.wants/gearshift.service"); err != nil || link != "/lib/systemd/system/gearshift.service" {
 		t.Errorf("the unit is not enabled: %q %v", link, err)
@@ -405,6 +408,11 @@ func TestDebInstallRoundTrip(t *testing.T) {
 	if out := mustRun(t, nil, "/usr/bin/gearshift", "status"); !strings.Contains(out, "gearshift "+controller.Version) {
 		t.Errorf("gearshift status after the reinstall:\n%s", out)
 	}
+	// The daemon records its history where the package made room for it.
+	today := filepath.Join("/var/lib/gearshift/history", time.Now().UTC().Format("2006-01-02")+".csv")
+	if fi, err := os.Stat(today); err != nil || fi.Size() == 0 {
+		t.Errorf("the daemon recorded no history: %v", err)
+	}
 
 	dpkg(t, "-r", "gearshift")
 	if alive(after) {
@@ -412,7 +420,7 @@ func TestDebInstallRoundTrip(t *testing.T) {
 	}
 	for path, want := range map[string]bool{
 		"/usr/bin/gearshift": false, "/run/gearshift": false, "/lib/systemd/system/gearshift.service": false,
-		conf: true, "/var/log/gearshift/gearshift.log": true,
+		conf: true, "/var/log/gearshift/gearshift.log": true, "/var/lib/gearshift/history": true,
 	} {
 		if _, err := os.Stat(path); (err == nil) != want {
 			t.Errorf("after dpkg -r, %s exists: %v, want %v", path, err == nil, want)

@@ -121,7 +121,8 @@ func TestDebianStockVarnish(t *testing.T) {
 		t.Fatal("the shipped config no longer names Debian's admin port and secret")
 	}
 	conf += "\n# Paths of this test's daemon.\ncontrol: { socket: " + filepath.Join(dir, "gearshift.sock") + " }\n" +
-		"log: { file: " + filepath.Join(dir, "gearshift.log") + " }\npid_file: " + filepath.Join(dir, "gearshift.pid") + "\n"
+		"log: { file: " + filepath.Join(dir, "gearshift.log") + " }\npid_file: " + filepath.Join(dir, "gearshift.pid") + "\n" +
+		"history: { dir: " + filepath.Join(dir, "history") + " }\n"
 	confPath := filepath.Join(dir, "gearshift.yaml")
 	os.WriteFile(confPath, []byte(conf), 0o644)
 

@@ -47,6 +47,7 @@ func testConfig(tb testing.TB, v *varnishtest.Varnish, edit func(*config.Config)
 	cfg.Control.Socket = filepath.Join(dir, "gearshift.sock")
 	cfg.PIDFile = filepath.Join(dir, "gearshift.pid")
 	cfg.Log.File = filepath.Join(dir, "gearshift.log")
+	cfg.History.Dir = filepath.Join(dir, "history")
 	cfg.PollInterval = timefmt.Duration(100e6)
 	if edit != nil {
 		edit(cfg)

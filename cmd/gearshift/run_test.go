@@ -157,6 +157,7 @@ func TestRunSignalDuringStartup(t *testing.T) {
 	cfg.Control.Socket = filepath.Join(dir, "gearshift.sock")
 	cfg.PIDFile = filepath.Join(dir, "gearshift.pid")
 	cfg.Log.File = filepath.Join(dir, "gearshift.log")
+	cfg.History.Dir = filepath.Join(dir, "history")
 	cfg.PollInterval = 0 // no ticks: nothing but start and the signals
 	b, _ := cfg.YAML()
 	path := filepath.Join(dir, "gearshift.yaml")

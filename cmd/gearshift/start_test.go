@@ -182,6 +182,7 @@ func TestStartDaemonExits(t *testing.T) {
 control: { socket: $DIR/gs.sock }
 pid_file: $DIR/gs.pid
 log: { file: $DIR/gs.log }
+history: { dir: $DIR/history }
 `)
 	// An earlier run's error must not be taken for this one's.
 	os.WriteFile(dir+"/gs.log", []byte(`{"level":"error","ts":"2026-11-30T15:00:00Z","msg":"an old error"}`+"\n"), 0o640)

@@ -25,13 +25,17 @@ type Status struct {
 	Sample        *SampleStatus  `json:"sample"`
 	Targets       []TargetStatus `json:"targets"`
 	ConfigError   string         `json:"config_error"`
-	LogError      string         `json:"log_error"`    // "" while logging works
-	VarnishMode   string         `json:"varnish_mode"` // varnish.mode: "active" or "label"
+	LogError      string         `json:"log_error"`     // "" while logging works
+	HistoryError  string         `json:"history_error"` // "" while the flight recorder records (or is off)
+	VarnishMode   string         `json:"varnish_mode"`  // varnish.mode: "active" or "label"
 	UptimeSeconds int64          `json:"uptime_seconds"`
 
 	// LogWriteErrors counts the log lines that could not be written
 	// (metrics; not part of the JSON contract).
 	LogWriteErrors uint64 `json:"-"`
+	// HistoryWriteErrors counts the history records that could not be
+	// written (metrics only).
+	HistoryWriteErrors uint64 `json:"-"`
 }
 
 // SampleStatus is the last sample and the signals derived from it.

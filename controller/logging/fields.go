@@ -22,6 +22,9 @@ const (
 	FieldOnExit   = "on_exit" // what stopping leaves active
 	FieldFailures = "failures"
 	FieldSource   = "source" // a signal source that failed to read
+	FieldPath     = "path"   // a file or directory the daemon writes (the history)
+	FieldIncident = "incident"
+	FieldSummary  = "summary" // an incident's summary, on the step back to light
 
 	// Varnish targets.
 	FieldTarget    = "target" // a target's admin address
