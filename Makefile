@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build test idle fuzz bench bench-signals bench-fleet demo deps deps-if-missing clean man deb install uninstall
+.PHONY: all build test idle fuzz bench bench-signals bench-fleet bench-history demo deps deps-if-missing clean man deb install uninstall
 
 all: build
 
@@ -75,6 +75,11 @@ bench-signals: deps build
 bench-fleet: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkPrometheusRead$$' -benchtime 500x ./controller/sensor
 	$(GO) test -run '^$$' -bench '^BenchmarkFleetSurge$$' -benchtime 3x -timeout 30m ./cmd/gearshift
+
+# The flight recorder's cost: a day at one record a second, the CPU of a
+# record and the bytes of a day, plain and compressed (a few seconds).
+bench-history:
+	$(GO) test -run '^$$' -bench '^BenchmarkRecorderDay$$' -benchtime 3x ./controller/history
 
 # A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
 # all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0; SITE=wordpress

@@ -203,7 +203,7 @@ func TestWebhookExampleHook(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl not found: run scripts/install-deps.sh")
 	}
-	got := make(chan map[string]string, 1)
+	got := make(chan map[string]string, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]string
 		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&body) != nil {
@@ -216,15 +216,24 @@ func TestWebhookExampleHook(t *testing.T) {
 	h := newHookRunner(zap.New(core))
 	script, _ := filepath.Abs(filepath.Join("..", "scripts", "hooks", "webhook.sh"))
 	reason := `forced by operator "until" \auto`
-	h.enqueue(hookEvent{argv: []string{script, srv.URL}, timeout: time.Minute, from: "light", to: "heavy", reason: reason, mode: "forced"})
+	summary := "incident 20261201T030000Z: 4m above light, heavy after 9s, 184k requests served, 9.1k reached the backend, about 121k spared"
+	h.enqueue(hookEvent{argv: []string{script, srv.URL}, timeout: time.Minute, from: "light", to: "heavy", reason: reason, mode: "forced",
+		env: []string{HookEnvIncident + "=20261201T030000Z"}})
+	h.enqueue(hookEvent{argv: []string{script, srv.URL}, timeout: time.Minute, from: "heavy", to: "light", reason: "stay rule", mode: "auto",
+		env: []string{HookEnvIncident + "=20261201T030000Z", HookEnvSummary + "=" + summary}})
 	h.close(time.Minute)
-	if logs.FilterMessage("hook ran").Len() != 1 {
+	if logs.FilterMessage("hook ran").Len() != 2 {
 		t.Fatalf("webhook.sh did not succeed: %v", logs.All())
 	}
 	body := <-got
 	if body["from"] != "light" || body["to"] != "heavy" || body["mode"] != "forced" || body["reason"] != reason ||
+		body["incident"] != "20261201T030000Z" || body["summary"] != "" ||
 		!strings.Contains(body["text"], "light -> heavy (forced): "+reason) {
 		t.Errorf("webhook body = %v", body)
+	}
+	body = <-got
+	if body["summary"] != summary || !strings.HasSuffix(body["text"], ": back in light, "+summary) {
+		t.Errorf("webhook body on the way back = %v", body)
 	}
 }
 

@@ -91,7 +91,8 @@ var Modes = []string{ModeActive, ModeLabel}
 type Hooks struct {
 	// OnChange is run after every gear change: the command and its
 	// arguments, without a shell, with GEARSHIFT_FROM, GEARSHIFT_TO,
-	// GEARSHIFT_REASON and GEARSHIFT_MODE in its environment; []: none.
+	// GEARSHIFT_REASON, GEARSHIFT_MODE, GEARSHIFT_INCIDENT and (back in
+	// light) GEARSHIFT_SUMMARY in its environment; []: none.
 	OnChange []string         `yaml:"on_change"`
 	Timeout  timefmt.Duration `yaml:"timeout"` // how long a hook may run; then its process group is killed
 }

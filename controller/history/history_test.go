@@ -216,3 +216,48 @@ func TestTracker(t *testing.T) {
 		t.Errorf("summary\n got %s\nwant %s", got, want)
 	}
 }
+
+// BenchmarkRecorderDay records a day at one sample a second, the default
+// poll, with every signal of a host with Varnish: the CPU of a record, and
+// the bytes a day takes plain (today's file) and compressed (past days).
+func BenchmarkRecorderDay(b *testing.B) {
+	const day = 86400
+	set := state.MustSet(state.Builtin, sensor.Sources[0].Signals, sensor.Sources[2].Signals)
+	var plain, zipped int64
+	for b.Loop() {
+		dir := b.TempDir()
+		r := NewRecorder(Options{Dir: dir, Keep: 14 * 24 * time.Hour, Signals: set})
+		t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+		for i := range day {
+			s := sample(t0.Add(time.Duration(i)*time.Second), state.State(i/3600%3), 300+float64(i%97), 30+float64(i%13))
+			s.Reading.Load1 = 0.5 + float64(i%211)/100
+			s.Reading.RunQueue = float64(i % 7)
+			for _, sig := range set.All() {
+				if _, ok := s.Reading.Values[sig.Name]; !ok && sig.Raw() {
+					s.Reading.Values[sig.Name] = float64(i%1000) / 1000
+				}
+			}
+			if err := r.Write(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		fi, err := os.Stat(filepath.Join(dir, "2026-11-30.csv"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		plain = fi.Size()
+		// The next day's first record compresses this one.
+		if err := r.Write(sample(t0.Add(day*time.Second), state.Light, 1, 1)); err != nil {
+			b.Fatal(err)
+		}
+		r.Close()
+		fi, err = os.Stat(filepath.Join(dir, "2026-11-30.csv.gz"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		zipped = fi.Size()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*day), "ns/record")
+	b.ReportMetric(float64(plain)/1e6, "MB/day")
+	b.ReportMetric(float64(zipped)/1e6, "MB-gz/day")
+}

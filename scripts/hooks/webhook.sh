@@ -7,8 +7,10 @@
 #     timeout: 30s
 #
 # gearshift runs it without a shell, with GEARSHIFT_FROM, GEARSHIFT_TO,
-# GEARSHIFT_REASON and GEARSHIFT_MODE (auto or forced) in the environment;
-# its output and exit status go to gearshift's log. Needs curl.
+# GEARSHIFT_REASON and GEARSHIFT_MODE (auto or forced) in the environment,
+# GEARSHIFT_INCIDENT above light and, on the step back to light,
+# GEARSHIFT_SUMMARY (the incident in one line, posted as the text); its
+# output and exit status go to gearshift's log. Needs curl.
 set -eu
 url=${1:?usage: webhook.sh URL}
 
@@ -16,10 +18,15 @@ url=${1:?usage: webhook.sh URL}
 # neither newlines nor control characters).
 esc() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 
+incident=${GEARSHIFT_INCIDENT:-}
+summary=${GEARSHIFT_SUMMARY:-}
 text="$(hostname): gear $GEARSHIFT_FROM -> $GEARSHIFT_TO ($GEARSHIFT_MODE): $GEARSHIFT_REASON"
-body=$(printf '{"text":"%s","from":"%s","to":"%s","mode":"%s","reason":"%s"}' \
+if [ -n "$summary" ]; then
+	text="$(hostname): back in $GEARSHIFT_TO, $summary"
+fi
+body=$(printf '{"text":"%s","from":"%s","to":"%s","mode":"%s","reason":"%s","incident":"%s","summary":"%s"}' \
 	"$(esc "$text")" "$(esc "$GEARSHIFT_FROM")" "$(esc "$GEARSHIFT_TO")" \
-	"$(esc "$GEARSHIFT_MODE")" "$(esc "$GEARSHIFT_REASON")")
+	"$(esc "$GEARSHIFT_MODE")" "$(esc "$GEARSHIFT_REASON")" "$(esc "$incident")" "$(esc "$summary")")
 
 # --max-time stays below hooks.timeout so that curl reports its own error.
 exec curl --silent --show-error --fail --max-time 20 \
