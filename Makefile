@@ -108,3 +108,11 @@ uninstall:
 
 clean:
 	rm -rf bin gearshift_*.deb
+
+# The cost of the reason words (docs/reasons.md): heavy's throughput with
+# and without its std.log lines, side by side in one varnishd (wrk on
+# loopback, 5 pairs of alternating 3 s runs, on hits and on passes), and
+# the CPU of gearshift top while the passes run (about 70 s).
+.PHONY: bench-reasons
+bench-reasons: build
+	GEARSHIFT_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench '^BenchmarkReasons$$' -benchtime 1x -timeout 10m ./controller/top

@@ -20,6 +20,7 @@ import (
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/top"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -113,6 +114,9 @@ type Options struct {
 	// LogHealth, when set, reports what is wrong with the log file ("":
 	// nothing) and the count of failed writes, for api.Status.
 	LogHealth func() (problem string, writeErrors uint64)
+	// Snapshot reads a target's Varnish log for advice (top.Snapshot when
+	// nil).
+	Snapshot SnapshotFunc
 	// WatchdogInterval is how often the loop sends WATCHDOG=1 (0: never).
 	// A loop stuck anywhere stops sending, and systemd restarts it.
 	WatchdogInterval time.Duration
@@ -147,6 +151,7 @@ type Controller struct {
 	hooks     *hookRunner // runs hooks.on_change off the loop
 	history   *historyWriter
 	incidents *history.Tracker
+	advice    *adviser
 	metrics   *Metrics
 	rules     atomic.Pointer[state.Config] // the rules in force, for metrics
 
@@ -227,6 +232,10 @@ func New(opts Options) (*Controller, error) {
 	}
 	c.hooks = newHookRunner(c.log)
 	c.incidents = history.NewTracker(signals)
+	if opts.Snapshot == nil {
+		opts.Snapshot = top.Snapshot
+	}
+	c.advice = newAdviser(opts.Snapshot, firstNamed(opts.Config.SensorConfig().Varnish), c.log)
 	c.metrics = opts.Metrics
 	// Round(0): the epoch's own monotonic reading is not the loop's clock.
 	c.epoch = opts.Now().Round(0).Add(-opts.Mono())
@@ -277,6 +286,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		case t := <-c.synced:
 			c.finish(t)
 			c.publish()
+		case r := <-c.advice.results:
+			c.advice.done(c.clock(), r)
+			c.publish()
 		case r := <-c.reqs:
 			r.reply <- c.handle(ctx, r)
 			if iv := time.Duration(c.cfg.PollInterval); iv != interval && iv > 0 && ticker != nil {
@@ -325,6 +337,7 @@ func (c *Controller) Tick(ctx context.Context) {
 		c.lastSample = &s
 		d = c.machine.Step(now, s.Reading())
 		c.apply(ctx, d, &s)
+		c.advice.step(ctx, now, d, time.Duration(c.cfg.Hysteresis.MinDwell))
 		return
 	}
 	c.apply(ctx, d, nil)
@@ -484,7 +497,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 			to:      d.State.String(),
 			reason:  d.Reason,
 			mode:    st.Mode,
-			env:     incidentEnv(incident, ended, c.now()),
+			env:     append(incidentEnv(incident, ended, c.now()), c.advice.env()...),
 		})
 	}
 }
@@ -656,6 +669,7 @@ func (c *Controller) publish() api.Status {
 		Targets:     make([]api.TargetStatus, 0, len(c.targets)),
 		ConfigError: c.configErr,
 		VarnishMode: c.cfg.Varnish.Mode,
+		Advice:      c.advice.line,
 	}
 	if s.Since.IsZero() {
 		s.Since = c.wall(c.started)
@@ -702,6 +716,10 @@ func (c *Controller) publish() api.Status {
 	c.snap.Store(s)
 	return c.Status()
 }
+
+// Rules are the rules in force (the last good reload's), with their
+// signal set.
+func (c *Controller) Rules() state.Config { return *c.rules.Load() }
 
 // signals are the signal set of the config in use.
 func (c *Controller) signals() *state.Set { return c.rules.Load().Signals }

@@ -40,6 +40,9 @@ const (
 	// and on the step back; HookEnvSummary, on that step, one line on it.
 	HookEnvIncident = "GEARSHIFT_INCIDENT"
 	HookEnvSummary  = "GEARSHIFT_SUMMARY"
+	// HookEnvAdvice is the last advice of the incident (see AdviceShare):
+	// what still reached the backend above light, and what would change it.
+	HookEnvAdvice = "GEARSHIFT_ADVICE"
 )
 
 // hookEvent is one run of a hook: the command and everything it is told.

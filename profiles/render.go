@@ -148,6 +148,19 @@ func (d *vclData) funcs() template.FuncMap {
 			}
 			return strings.Join(lines, "\n        ")
 		},
+		// reason: a reason word of Reasons as a VCL string.
+		"reason": reasonLiteral,
+		// logReason: the statement writing the VCL_Log record of a
+		// fetch's reason, from the string expression word.
+		"logReason": func(word string) string {
+			return `std.log("` + ReasonLog + `" + ` + word + `);`
+		},
+		// cookieName: the name of the first cookie of a Cookie or
+		// Set-Cookie value h (several Set-Cookie headers may be joined
+		// by newlines), as a reason's detail field.
+		"cookieName": func(h string) string {
+			return `"` + ReasonCookie + `" + regsub(` + h + `, {"(?s)^\s*([^=;\s]*).*$"}, "\1")`
+		},
 		// sessionTag: a session key as one bare word a ban can match:
 		// other characters become "_" (two sessions may then share a
 		// tag, and one's write drop the other's pages; never serve them).

@@ -178,6 +178,13 @@ demo_down() {
 	trap - EXIT INT TERM
 	if [ -n "${STACK_DIR:-}" ] && [ -f "$STACK_DIR/gearshift.log" ]; then
 		transitions_summary
+		# What the flight recorder kept of the run: the incident, and a
+		# chart for the postmortem.
+		if [ -d "$STACK_DIR/history" ] && gs report --help >/dev/null 2>&1; then
+			say "demo: gearshift report --since 1h (chart: $STACK_DIR/report.svg)"
+			gs report --since 1h --svg "$STACK_DIR/report.svg" >&2 || true
+			gs report --since 1h >&2 || true
+		fi
 	fi
 	say "demo: stopping gearshift, Varnish and Apache"
 	stack_down

@@ -7,7 +7,8 @@
 # and phpmyadmin; the packaging tools (lintian, man-db, groff); prometheus
 # (promtool, and a server the metrics tests start on their own port); and
 # the Go modules; prometheus-mysqld-exporter for the fleet test (a shared
-# database's pressure as a signal).
+# database's pressure as a signal); chromium, a headless browser for the
+# status page's test.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +45,8 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
 	need+=(prometheus)
 	installed prometheus || stop_prometheus=1
 fi
+# The status page's test loads it in a headless browser.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 stop_exporter=""
 if ! command -v prometheus-mysqld-exporter >/dev/null 2>&1; then
 	need+=(prometheus-mysqld-exporter)

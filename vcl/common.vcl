@@ -35,6 +35,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Drop;
         unset req.http.X-Gs-Stripped;
     }
+    # Why a passed request goes to the backend: vcl_backend_fetch logs it.
+    unset req.http.X-Gs-Reason;
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
     # The cookies that count: the request's, separators made canonical
@@ -106,6 +108,7 @@ sub gearshift_recv {
         {{sessionKey "req.http.X-Gs-Session" "req.http.X-Gs-Cookie"}}
         if (req.http.X-Gs-Session == "") {
             # Cannot happen; if it did, sharing a key would leak pages.
+            set req.http.X-Gs-Reason = {{reason "session"}};
             return (pass);
         }
     }
@@ -123,6 +126,7 @@ sub gearshift_recv {
     # cacheable by its method or path (a write, a logout) drops that
     # session's cached pages once answered: see vcl_deliver.
     if (req.method != "GET" && req.method != "HEAD") {
+        set req.http.X-Gs-Reason = {{reason "method"}};
         call gearshift_drop_session;
         return (pass);
     }
@@ -134,6 +138,7 @@ sub gearshift_recv {
     # names, and ordinary links do not look like that.
     set req.http.X-Gs-Path = regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "");
     if (regsub(req.http.X-Gs-Path, "[?#].*$", "") ~ "(?i)(^|/)\.\.?(/|$)|%(2[d-f]|3[0-9]|[46][1-9a-f]|[57][0-9a]|5f|7e)") {
+        set req.http.X-Gs-Reason = {{reason "never_cache"}};
         call gearshift_drop_session;
         return (pass);
     }
@@ -144,6 +149,7 @@ sub gearshift_recv {
     }
 {{- range .NeverCache}}
     if (req.http.X-Gs-Path ~ {"{{.}}"}) {
+        set req.http.X-Gs-Reason = {{reason "never_cache"}};
         call gearshift_drop_session;
         return (pass);
     }
@@ -152,10 +158,12 @@ sub gearshift_recv {
 
     # Headers that make the answer user- or request-specific: credentials
     # always, and profiles.pass_headers (a nonce, a token).
-    if ({{range $i, $h := .PassHeaders}}{{if $i}} ||
-        {{end}}req.http.{{$h}}{{end}}) {
+{{- range .PassHeaders}}
+    if (req.http.{{.}}) {
+        set req.http.X-Gs-Reason = {{reason "pass_header"}} + " header={{.}}";
         return (pass);
     }
+{{- end}}
 {{- if .StaticRE}}
 
     # Static objects: the same for everyone, cookies are noise.
@@ -220,6 +228,44 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Drop;
     unset bereq.http.X-Gs-Cookie;
     unset bereq.http.X-Gs-Stripped;
+    if (bereq.uncacheable) {
+        # A pass: the client side said why (gearshift_recv, a gear's
+        # vcl_recv). A fetch for the cache says it once answered: see
+        # gearshift_reason.
+        {{logReason "bereq.http.X-Gs-Reason"}}
+    }
+    unset bereq.http.X-Gs-Reason;
+}
+
+# Logs why this fetch for the cache reached the backend, once, as
+# vcl_backend_response or vcl_backend_error ends: the word a decision set
+# in bereq.http.X-Gs-Reason when the response cannot be cached (so the
+# marker's later fetches say why too), else why the cache had no copy.
+sub gearshift_reason {
+    if (!bereq.http.X-Gs-Reason) {
+        if (bereq.http.Cookie) {
+            # Only heavy looks up a request with cookies: a session's copy.
+            {{sessionKey "bereq.http.X-Gs-Reason" "bereq.http.Cookie"}}
+            set bereq.http.X-Gs-Reason = {{reason "session"}} + " " + {{cookieName "bereq.http.X-Gs-Reason"}};
+        } else if (bereq.is_bgfetch) {
+            set bereq.http.X-Gs-Reason = {{reason "expired"}};
+        } else if (bereq.is_hitmiss) {
+            set bereq.http.X-Gs-Reason = {{reason "hit_for_miss"}};
+{{- if .StaticRE}}
+        } else if (bereq.url ~ {"{{.StaticRE}}"}) {
+            set bereq.http.X-Gs-Reason = {{reason "static_miss"}};
+{{- end}}
+        } else {
+            set bereq.http.X-Gs-Reason = {{reason "miss"}};
+        }
+    }
+    {{logReason "bereq.http.X-Gs-Reason"}}
+}
+
+sub vcl_backend_error {
+    if (!bereq.uncacheable) {
+        call gearshift_reason;
+    }
 }
 
 {{- if or .StaticRE (eq .State "heavy")}}
@@ -231,6 +277,7 @@ sub gearshift_forced_ttl_status {
         beresp.status != 301 && beresp.status != 302 && beresp.status != 304 &&
         beresp.status != 307 && beresp.status != 404 && beresp.status != 410 &&
         beresp.status != 414) {
+        set bereq.http.X-Gs-Reason = {{reason "uncacheable_status"}} + " status=" + beresp.status;
         call gearshift_hit_for_miss;
     }
 }
@@ -238,8 +285,9 @@ sub gearshift_forced_ttl_status {
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
 # never queued behind one another, and a later cacheable response replaces
-# the marker.
+# the marker. The caller sets the reason (bereq.http.X-Gs-Reason).
 sub gearshift_hit_for_miss {
+    call gearshift_reason;
     set beresp.uncacheable = true;
     set beresp.ttl = 120s;
     set beresp.grace = 0s;
@@ -251,6 +299,8 @@ sub gearshift_hit_for_miss {
 # fetch again. A long marker would send every request for the URL to a
 # struggling backend at once, uncoalesced, for its whole TTL.
 sub gearshift_error_marker {
+    set bereq.http.X-Gs-Reason = {{reason "uncacheable_status"}} + " status=" + beresp.status;
+    call gearshift_reason;
     set beresp.uncacheable = true;
     set beresp.ttl = 5s;
     set beresp.grace = 0s;
@@ -264,15 +314,18 @@ sub gearshift_error_marker {
 sub gearshift_never_share {
     call gearshift_no_store;
     if (beresp.http.Vary == "*") {
+        set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " vary=*";
         call gearshift_hit_for_miss;
     }
     if (bereq.http.Cookie) {
         # A session's response that sets a cookie changes the session.
         if (beresp.http.Set-Cookie) {
+            set bereq.http.X-Gs-Reason = {{reason "set_cookie"}} + " " + {{cookieName "beresp.http.Set-Cookie"}};
             call gearshift_hit_for_miss;
         }
     } else if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])private\b") {
         # For one user: an anonymous copy would be everyone's.
+        set bereq.http.X-Gs-Reason = {{reason "private"}};
         call gearshift_hit_for_miss;
     }
 }
@@ -283,6 +336,7 @@ sub gearshift_no_store {
     if (beresp.http.Surrogate-Control ~ "(?i)(^|[,\s])no-store\b" ||
         (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])no-store\b")) {
         if (!bereq.http.X-Gs-Stripped) {
+            set bereq.http.X-Gs-Reason = {{reason "no_store"}};
             call gearshift_hit_for_miss;
         }
     }
@@ -299,6 +353,7 @@ sub gearshift_anonymous_set_cookie {
         call gearshift_strip_set_cookies;
 {{- end}}
         if (beresp.http.Set-Cookie) {
+            set bereq.http.X-Gs-Reason = {{reason "set_cookie"}} + " " + {{cookieName "beresp.http.Set-Cookie"}};
             call gearshift_hit_for_miss;
         }
     }
@@ -348,6 +403,7 @@ sub gearshift_backend_response {
         if (beresp.status >= 500) {
             if (bereq.is_bgfetch) {
                 # Keep serving the stale copy.
+                call gearshift_reason;
                 return (abandon);
             }
             call gearshift_error_marker;
@@ -357,6 +413,7 @@ sub gearshift_backend_response {
         # The same file for everyone: a cookie it would set is dropped.
         unset beresp.http.Set-Cookie;
         set beresp.ttl = {{.StaticTTL}};
+        call gearshift_reason;
         return (deliver);
     }
 {{- end}}
@@ -370,6 +427,7 @@ sub gearshift_backend_response {
         if (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) &&
             {{hostKey "beresp.http.X-Gs-Location"}} == beresp.http.X-Gs-Host) {
             unset beresp.http.X-Gs-Location;
+            set bereq.http.X-Gs-Reason = {{reason "uncacheable_status"}} + " status=" + beresp.status;
             call gearshift_hit_for_miss;
         }
         unset beresp.http.X-Gs-Location;

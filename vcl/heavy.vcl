@@ -18,6 +18,7 @@ sub vcl_backend_response {
     if (beresp.status >= 500) {
         if (bereq.is_bgfetch) {
             # Keep serving the stale copy.
+            call gearshift_reason;
             return (abandon);
         }
         call gearshift_error_marker;
@@ -45,6 +46,7 @@ sub vcl_backend_response {
     set beresp.grace = {{.HeavyGrace}};
     # Lets the lighter gears recognise what only heavy would cache.
     set beresp.http.X-Gs-Gear = "heavy";
+    call gearshift_reason;
     return (deliver);
 }
 

@@ -3,6 +3,7 @@
 sub vcl_recv {
     call gearshift_recv;
     # Light load: only static objects come from the cache.
+    set req.http.X-Gs-Reason = {{reason "light"}};
     return (pass);
 }
 

@@ -3,6 +3,7 @@
 sub vcl_recv {
     call gearshift_recv;
     if (req.http.X-Gs-Session) {
+        set req.http.X-Gs-Reason = {{reason "session"}} + " " + {{cookieName "req.http.X-Gs-Session"}};
         return (pass);
     }
     # Anonymous: what cookies it has are harmless (analytics and the
@@ -34,13 +35,16 @@ sub vcl_backend_response {
     call gearshift_never_share;
     # Never cached when the backend says it must be revalidated.
     if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)no-cache") {
+        set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " no-cache";
         call gearshift_hit_for_miss;
     }
     if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {
         # Explicit freshness: exactly what it says (max-age=0 is none).
         if (beresp.ttl <= 0s) {
+            set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " max-age=0";
             call gearshift_hit_for_miss;
         }
+        call gearshift_reason;
         return (deliver);
     }
 {{- if .ModerateHeuristicTTL}}
@@ -52,8 +56,10 @@ sub vcl_backend_response {
         beresp.status == 404 || beresp.status == 405 || beresp.status == 410 ||
         beresp.status == 414) {
         set beresp.ttl = {{.ModerateHeuristicTTL}};
+        call gearshift_reason;
         return (deliver);
     }
 {{- end}}
+    set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " no-freshness";
     call gearshift_hit_for_miss;
 }

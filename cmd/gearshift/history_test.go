@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,6 +157,24 @@ func TestHistoryRecordsThroughTheDaemon(t *testing.T) {
 	if switched != 3 || traffic == 0 || incident == 0 {
 		t.Errorf("of %d records, %d carry a switch time (want 3), %d Varnish traffic, %d the incident %s",
 			len(recs), switched, traffic, incident, id[1])
+	}
+
+	// gearshift report, from the files alone, tells the incident.
+	out, errOut, code := runGearshift(t, "report", "--config", d.configPath, "--since", "1h", "--json")
+	var rep struct {
+		Incidents []struct {
+			ID             string   `json:"id"`
+			Peak           string   `json:"peak"`
+			SecondsToHeavy *float64 `json:"seconds_to_heavy"`
+			Requests       *float64 `json:"requests"`
+		} `json:"incidents"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("report: exit %d, %v: %s", code, err, errOut)
+	}
+	if len(rep.Incidents) != 1 || rep.Incidents[0].ID != id[1] || rep.Incidents[0].Peak != "heavy" ||
+		rep.Incidents[0].SecondsToHeavy == nil || rep.Incidents[0].Requests == nil || *rep.Incidents[0].Requests <= 0 {
+		t.Errorf("report's incidents: %s", out)
 	}
 }
 

@@ -15,20 +15,23 @@ import (
 // Status is the body of GET /v1/status and of `gearshift status --json`
 // (SPEC section 8). Field names are a public contract.
 type Status struct {
-	Version       string         `json:"version"`
-	State         string         `json:"state"`
-	Mode          string         `json:"mode"` // "auto" or "forced"
-	ForcedUntil   *time.Time     `json:"forced_until"`
-	Since         time.Time      `json:"since"`
-	Reason        string         `json:"reason"`
-	Transitions   int            `json:"transitions"`
-	Sample        *SampleStatus  `json:"sample"`
-	Targets       []TargetStatus `json:"targets"`
-	ConfigError   string         `json:"config_error"`
-	LogError      string         `json:"log_error"`     // "" while logging works
-	HistoryError  string         `json:"history_error"` // "" while the flight recorder records (or is off)
-	VarnishMode   string         `json:"varnish_mode"`  // varnish.mode: "active" or "label"
-	UptimeSeconds int64          `json:"uptime_seconds"`
+	Version      string         `json:"version"`
+	State        string         `json:"state"`
+	Mode         string         `json:"mode"` // "auto" or "forced"
+	ForcedUntil  *time.Time     `json:"forced_until"`
+	Since        time.Time      `json:"since"`
+	Reason       string         `json:"reason"`
+	Transitions  int            `json:"transitions"`
+	Sample       *SampleStatus  `json:"sample"`
+	Targets      []TargetStatus `json:"targets"`
+	ConfigError  string         `json:"config_error"`
+	LogError     string         `json:"log_error"`     // "" while logging works
+	HistoryError string         `json:"history_error"` // "" while the flight recorder records (or is off)
+	// Advice says why a gear above light sends many requests to the
+	// backend and what would change it; "" when none is due.
+	Advice        string `json:"advice"`
+	VarnishMode   string `json:"varnish_mode"` // varnish.mode: "active" or "label"
+	UptimeSeconds int64  `json:"uptime_seconds"`
 
 	// LogWriteErrors counts the log lines that could not be written
 	// (metrics; not part of the JSON contract).

@@ -81,6 +81,9 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 	if len(s.Targets) == 0 {
 		fmt.Fprintf(tw, "varnish\tno targets configured\n")
 	}
+	if s.Advice != "" {
+		fmt.Fprintf(tw, "advice\t%s\n", oneLine(s.Advice))
+	}
 	if s.HistoryError != "" {
 		fmt.Fprintf(tw, "history\tNOT RECORDING (gears still shift): %s\n", oneLine(s.HistoryError))
 	}

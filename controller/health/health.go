@@ -314,6 +314,9 @@ func judge(pre []Problem, st *api.Status, c *Checker) Result {
 		if st.LogError != "" {
 			add(Warning, "the daemon cannot write its log (it goes on switching): %s", st.LogError)
 		}
+		if st.Advice != "" {
+			add(Warning, "%s", st.Advice)
+		}
 		if st.HistoryError != "" {
 			add(Warning, "the daemon cannot record its history (it goes on switching): %s", st.HistoryError)
 		}

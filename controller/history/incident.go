@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -56,21 +55,9 @@ func (in *Incident) Summary(now time.Time) string {
 	}
 	if in.Requests > 0 {
 		s += fmt.Sprintf(", %s requests served, %s reached the backend, about %s spared",
-			count(in.Requests), count(in.Backend), count(in.Saved()))
+			numfmt.Count(in.Requests), numfmt.Count(in.Backend), numfmt.Count(in.Saved()))
 	}
 	return s
-}
-
-// count writes a number of requests for people: 912, 9.1k, 184k, 1.2M.
-func count(v float64) string {
-	n, unit := humanize.ComputeSI(v)
-	if unit == "" {
-		return fmt.Sprintf("%.0f", v)
-	}
-	if n < 10 {
-		return fmt.Sprintf("%.1f%s", n, unit)
-	}
-	return fmt.Sprintf("%.0f%s", n, unit)
 }
 
 // Point is what the Tracker learns at each sample: the gear decided and

@@ -25,6 +25,7 @@ const (
 	FieldPath     = "path"   // a file or directory the daemon writes (the history)
 	FieldIncident = "incident"
 	FieldSummary  = "summary" // an incident's summary, on the step back to light
+	FieldAdvice   = "advice"  // what still reaches the backend above light, and the setting that would change it
 
 	// Varnish targets.
 	FieldTarget    = "target" // a target's admin address

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -155,12 +156,19 @@ func Run(cfg *config.Config, opts Options) error {
 	served := make(chan error, 1)
 	go func() { served <- api.Serve(ctx, ln, ctrl, access) }()
 	if metricsLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler())
+		mux.Handle("/", api.NewPage(api.PageOptions{
+			Status:     ctrl.Status,
+			Rules:      ctrl.Rules,
+			HistoryDir: cfg.History.Dir, // a restart applies a new one
+		}))
 		go func() {
-			if err := api.ServeMetrics(ctx, metricsLn, metrics.Handler()); err != nil {
+			if err := api.ServeMetrics(ctx, metricsLn, mux); err != nil {
 				log.Error("metrics listener failed", zap.Error(err))
 			}
 		}()
-		log.Info("serving metrics", zap.String(logging.FieldListen, metricsLn.Addr().String()))
+		log.Info("serving metrics and the status page", zap.String(logging.FieldListen, metricsLn.Addr().String()))
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- ctrl.Run(ctx) }()
@@ -195,6 +203,8 @@ func Run(cfg *config.Config, opts Options) error {
 	})
 }
 
+// shownRules are the thresholds of cfg and its signals, as the status page
+// shows them.
 // daemonHandlers are supervise's reactions to signals and failures.
 type daemonHandlers struct {
 	reload       func()                // SIGHUP

@@ -48,3 +48,15 @@ var (
 	_ yaml.Unmarshaler = (*Bytes)(nil)
 	_ yaml.Marshaler   = Bytes(0)
 )
+
+// Count writes a number of requests for people: 912, 9.1k, 184k, 1.2M.
+func Count(v float64) string {
+	n, unit := humanize.ComputeSI(v)
+	switch {
+	case unit == "":
+		return fmt.Sprintf("%.0f", v)
+	case n < 10:
+		return fmt.Sprintf("%.1f%s", n, unit)
+	}
+	return fmt.Sprintf("%.0f%s", n, unit)
+}

@@ -144,6 +144,7 @@ varnish:
   targets:
     - admin: 127.0.0.1:$ADMIN_PORT
       secret_file: $STACK_DIR/secret
+      name: $STACK_DIR/varnish
 backend: { host: 127.0.0.1, port: $APACHE_PORT }
 states:
   moderate: { enter: { load_per_cpu: ${STACK_MODERATE_ENTER:-1.5} }, stay: { load_per_cpu: ${STACK_MODERATE_STAY:-1.0} } }
@@ -153,6 +154,7 @@ on_exit: keep
 control: { socket: $STACK_DIR/gearshift.sock }
 log: { file: $STACK_DIR/gearshift.log, level: $STACK_LOG_LEVEL }
 pid_file: $STACK_DIR/gearshift.pid
+history: { dir: $STACK_DIR/history }
 EOF
 }
 

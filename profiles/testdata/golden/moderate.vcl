@@ -31,6 +31,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Drop;
         unset req.http.X-Gs-Stripped;
     }
+    # Why a passed request goes to the backend: vcl_backend_fetch logs it.
+    unset req.http.X-Gs-Reason;
     # HTTP/2 and some clients split cookies over several headers.
     std.collect(req.http.Cookie, "; ");
     # The cookies that count: the request's, separators made canonical
@@ -95,6 +97,7 @@ sub gearshift_recv {
     # cacheable by its method or path (a write, a logout) drops that
     # session's cached pages once answered: see vcl_deliver.
     if (req.method != "GET" && req.method != "HEAD") {
+        set req.http.X-Gs-Reason = "method";
         call gearshift_drop_session;
         return (pass);
     }
@@ -106,6 +109,7 @@ sub gearshift_recv {
     # names, and ordinary links do not look like that.
     set req.http.X-Gs-Path = regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "");
     if (regsub(req.http.X-Gs-Path, "[?#].*$", "") ~ "(?i)(^|/)\.\.?(/|$)|%(2[d-f]|3[0-9]|[46][1-9a-f]|[57][0-9a]|5f|7e)") {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
@@ -115,34 +119,42 @@ sub gearshift_recv {
         set req.http.X-Gs-Path = "/" + req.http.X-Gs-Path;
     }
     if (req.http.X-Gs-Path ~ {"^/wp-admin"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/wp-login\.php"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/administrator"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/user/login"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/admin"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/cart"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/checkout"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
     if (req.http.X-Gs-Path ~ {"^/my-account"}) {
+        set req.http.X-Gs-Reason = "never_cache";
         call gearshift_drop_session;
         return (pass);
     }
@@ -150,9 +162,16 @@ sub gearshift_recv {
 
     # Headers that make the answer user- or request-specific: credentials
     # always, and profiles.pass_headers (a nonce, a token).
-    if (req.http.Authorization ||
-        req.http.X-WP-Nonce ||
-        req.http.X-CSRF-Token) {
+    if (req.http.Authorization) {
+        set req.http.X-Gs-Reason = "pass_header" + " header=Authorization";
+        return (pass);
+    }
+    if (req.http.X-WP-Nonce) {
+        set req.http.X-Gs-Reason = "pass_header" + " header=X-WP-Nonce";
+        return (pass);
+    }
+    if (req.http.X-CSRF-Token) {
+        set req.http.X-Gs-Reason = "pass_header" + " header=X-CSRF-Token";
         return (pass);
     }
 
@@ -217,6 +236,42 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Drop;
     unset bereq.http.X-Gs-Cookie;
     unset bereq.http.X-Gs-Stripped;
+    if (bereq.uncacheable) {
+        # A pass: the client side said why (gearshift_recv, a gear's
+        # vcl_recv). A fetch for the cache says it once answered: see
+        # gearshift_reason.
+        std.log("gearshift-reason: " + bereq.http.X-Gs-Reason);
+    }
+    unset bereq.http.X-Gs-Reason;
+}
+
+# Logs why this fetch for the cache reached the backend, once, as
+# vcl_backend_response or vcl_backend_error ends: the word a decision set
+# in bereq.http.X-Gs-Reason when the response cannot be cached (so the
+# marker's later fetches say why too), else why the cache had no copy.
+sub gearshift_reason {
+    if (!bereq.http.X-Gs-Reason) {
+        if (bereq.http.Cookie) {
+            # Only heavy looks up a request with cookies: a session's copy.
+            set bereq.http.X-Gs-Reason = bereq.http.Cookie;
+            set bereq.http.X-Gs-Reason = "session" + " " + "cookie=" + regsub(bereq.http.X-Gs-Reason, {"(?s)^\s*([^=;\s]*).*$"}, "\1");
+        } else if (bereq.is_bgfetch) {
+            set bereq.http.X-Gs-Reason = "expired";
+        } else if (bereq.is_hitmiss) {
+            set bereq.http.X-Gs-Reason = "hit_for_miss";
+        } else if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
+            set bereq.http.X-Gs-Reason = "static_miss";
+        } else {
+            set bereq.http.X-Gs-Reason = "miss";
+        }
+    }
+    std.log("gearshift-reason: " + bereq.http.X-Gs-Reason);
+}
+
+sub vcl_backend_error {
+    if (!bereq.uncacheable) {
+        call gearshift_reason;
+    }
 }
 
 # Statuses a cache may keep without explicit freshness (RFC 9110 section
@@ -226,14 +281,16 @@ sub gearshift_forced_ttl_status {
         beresp.status != 301 && beresp.status != 302 && beresp.status != 304 &&
         beresp.status != 307 && beresp.status != 404 && beresp.status != 410 &&
         beresp.status != 414) {
+        set bereq.http.X-Gs-Reason = "uncacheable_status" + " status=" + beresp.status;
         call gearshift_hit_for_miss;
     }
 }
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
 # never queued behind one another, and a later cacheable response replaces
-# the marker.
+# the marker. The caller sets the reason (bereq.http.X-Gs-Reason).
 sub gearshift_hit_for_miss {
+    call gearshift_reason;
     set beresp.uncacheable = true;
     set beresp.ttl = 120s;
     set beresp.grace = 0s;
@@ -245,6 +302,8 @@ sub gearshift_hit_for_miss {
 # fetch again. A long marker would send every request for the URL to a
 # struggling backend at once, uncoalesced, for its whole TTL.
 sub gearshift_error_marker {
+    set bereq.http.X-Gs-Reason = "uncacheable_status" + " status=" + beresp.status;
+    call gearshift_reason;
     set beresp.uncacheable = true;
     set beresp.ttl = 5s;
     set beresp.grace = 0s;
@@ -258,15 +317,18 @@ sub gearshift_error_marker {
 sub gearshift_never_share {
     call gearshift_no_store;
     if (beresp.http.Vary == "*") {
+        set bereq.http.X-Gs-Reason = "no_store" + " vary=*";
         call gearshift_hit_for_miss;
     }
     if (bereq.http.Cookie) {
         # A session's response that sets a cookie changes the session.
         if (beresp.http.Set-Cookie) {
+            set bereq.http.X-Gs-Reason = "set_cookie" + " " + "cookie=" + regsub(beresp.http.Set-Cookie, {"(?s)^\s*([^=;\s]*).*$"}, "\1");
             call gearshift_hit_for_miss;
         }
     } else if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])private\b") {
         # For one user: an anonymous copy would be everyone's.
+        set bereq.http.X-Gs-Reason = "private";
         call gearshift_hit_for_miss;
     }
 }
@@ -277,6 +339,7 @@ sub gearshift_no_store {
     if (beresp.http.Surrogate-Control ~ "(?i)(^|[,\s])no-store\b" ||
         (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])no-store\b")) {
         if (!bereq.http.X-Gs-Stripped) {
+            set bereq.http.X-Gs-Reason = "no_store";
             call gearshift_hit_for_miss;
         }
     }
@@ -290,6 +353,7 @@ sub gearshift_no_store {
 sub gearshift_anonymous_set_cookie {
     if (!bereq.http.Cookie && beresp.http.Set-Cookie) {
         if (beresp.http.Set-Cookie) {
+            set bereq.http.X-Gs-Reason = "set_cookie" + " " + "cookie=" + regsub(beresp.http.Set-Cookie, {"(?s)^\s*([^=;\s]*).*$"}, "\1");
             call gearshift_hit_for_miss;
         }
     }
@@ -309,6 +373,7 @@ sub gearshift_backend_response {
         if (beresp.status >= 500) {
             if (bereq.is_bgfetch) {
                 # Keep serving the stale copy.
+                call gearshift_reason;
                 return (abandon);
             }
             call gearshift_error_marker;
@@ -318,6 +383,7 @@ sub gearshift_backend_response {
         # The same file for everyone: a cookie it would set is dropped.
         unset beresp.http.Set-Cookie;
         set beresp.ttl = 1h;
+        call gearshift_reason;
         return (deliver);
     }
 
@@ -329,6 +395,7 @@ sub gearshift_backend_response {
         if (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) &&
             regsub(std.tolower(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", "")), "^www\.", "") == beresp.http.X-Gs-Host) {
             unset beresp.http.X-Gs-Location;
+            set bereq.http.X-Gs-Reason = "uncacheable_status" + " status=" + beresp.status;
             call gearshift_hit_for_miss;
         }
         unset beresp.http.X-Gs-Location;
@@ -364,6 +431,7 @@ sub vcl_synth {
 sub vcl_recv {
     call gearshift_recv;
     if (req.http.X-Gs-Session) {
+        set req.http.X-Gs-Reason = "session" + " " + "cookie=" + regsub(req.http.X-Gs-Session, {"(?s)^\s*([^=;\s]*).*$"}, "\1");
         return (pass);
     }
     # Anonymous: what cookies it has are harmless (analytics and the
@@ -395,13 +463,16 @@ sub vcl_backend_response {
     call gearshift_never_share;
     # Never cached when the backend says it must be revalidated.
     if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)no-cache") {
+        set bereq.http.X-Gs-Reason = "no_store" + " no-cache";
         call gearshift_hit_for_miss;
     }
     if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {
         # Explicit freshness: exactly what it says (max-age=0 is none).
         if (beresp.ttl <= 0s) {
+            set bereq.http.X-Gs-Reason = "no_store" + " max-age=0";
             call gearshift_hit_for_miss;
         }
+        call gearshift_reason;
         return (deliver);
     }
     # No freshness information at all (a stock CMS page): a heuristic
@@ -412,7 +483,9 @@ sub vcl_backend_response {
         beresp.status == 404 || beresp.status == 405 || beresp.status == 410 ||
         beresp.status == 414) {
         set beresp.ttl = 30s;
+        call gearshift_reason;
         return (deliver);
     }
+    set bereq.http.X-Gs-Reason = "no_store" + " no-freshness";
     call gearshift_hit_for_miss;
 }

@@ -1,0 +1,165 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/top"
+	"github.com/gearshift/gearshift/internal/timefmt"
+)
+
+// When a gear above light does not keep requests off the backend, the
+// daemon reads a few seconds of the Varnish log and says why, and which
+// setting would change it. It never changes the config itself.
+const (
+	// AdviceShare is the backend_share at or above which a gear above
+	// light is not doing its work: a working heavy sends a few percent.
+	AdviceShare = 0.3
+	// adviceRead is how long the Varnish log is read for one advice.
+	adviceRead = 5 * time.Second
+	// adviceSecond is the least share a second reason needs to be named.
+	adviceSecond = 0.1
+)
+
+// SnapshotFunc reads what reached a target's backend for a while: top.Snapshot.
+type SnapshotFunc func(ctx context.Context, name string, d time.Duration) (top.Summary, error)
+
+// adviser follows backend_share above light and, once it has stayed high
+// for a while (hysteresis.min_dwell: the least time a gear is given), reads
+// the log of the first target with a name, at most once per while, off the
+// loop. Owned by the loop.
+type adviser struct {
+	read   SnapshotFunc
+	target string // varnishd's -n; "": no advice
+	log    *zap.Logger
+
+	highSince time.Time // backend_share has been high since; zero: it is not
+	running   bool
+	lastRead  time.Time // when the last read ended
+	fails     int
+	results   chan adviceResult
+
+	line     string // the advice in force; "" when none
+	incident string // the last advice given since the gear left light
+}
+
+type adviceResult struct {
+	sum   top.Summary
+	err   error
+	gear  state.State
+	in    time.Duration // time in the gear when the read began
+	share float64
+}
+
+func newAdviser(read SnapshotFunc, target string, log *zap.Logger) *adviser {
+	return &adviser{read: read, target: target, log: log, results: make(chan adviceResult, 1)}
+}
+
+// step follows the decision d, taken at now on the loop's clock, after
+// wait (the least time a gear is given).
+func (a *adviser) step(ctx context.Context, now time.Time, d state.Decision, wait time.Duration) {
+	if a.target == "" || a.read == nil {
+		return
+	}
+	share, ok := d.Signals.Get(sensor.BackendShare)
+	if d.State == state.Light {
+		a.incident = ""
+	}
+	if d.State == state.Light || !ok || share < AdviceShare {
+		a.highSince = time.Time{}
+		a.clear()
+		return
+	}
+	if a.highSince.IsZero() {
+		a.highSince = now
+	}
+	if a.running || now.Sub(a.highSince) < wait || (!a.lastRead.IsZero() && now.Sub(a.lastRead) < wait) {
+		return
+	}
+	a.running = true
+	gear, in := d.State, now.Sub(d.Since)
+	go func() {
+		sum, err := a.read(ctx, a.target, adviceRead)
+		a.results <- adviceResult{sum: sum, err: err, gear: gear, in: in + adviceRead, share: share}
+	}()
+}
+
+// done takes a read's result back on the loop, at now.
+func (a *adviser) done(now time.Time, r adviceResult) {
+	a.running, a.lastRead = false, now
+	if r.err != nil {
+		a.fails++
+		if logWorthy(a.fails) {
+			a.log.Warn("read the Varnish log for advice", zap.String(logging.FieldSource, a.target), zap.Error(r.err),
+				zap.Int(logging.FieldFailures, a.fails))
+		}
+		return
+	}
+	a.fails = 0
+	if a.highSince.IsZero() {
+		return // the share fell while the log was read
+	}
+	line := adviceLine(r)
+	if line != "" && line != a.line {
+		a.log.Warn("gear not effective", zap.String(logging.FieldAdvice, line))
+	}
+	a.line = line
+	if line != "" {
+		a.incident = line
+	}
+}
+
+func (a *adviser) clear() {
+	if a.line != "" {
+		a.log.Info("gear effective again", zap.String(logging.FieldAdvice, a.line))
+		a.line = ""
+	}
+}
+
+// adviceLine says what still reaches the backend and what would change
+// it: "heavy for 4m but 62 % of requests reach the backend: 41 % session
+// (cookie _my_tracker) — add the cookie to profiles.ignore_cookies if it
+// does not identify a user (analytics, consent, A/B tests); 29 % method
+// POST /xmlrpc.php". "" when the log showed no backend request.
+func adviceLine(r adviceResult) string {
+	first, ok := r.sum.Top()
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s for %s but %.0f %% of requests reach the backend: %s", r.gear,
+		timefmt.Short(r.in.Round(time.Second)), math.Round(r.share*100), first)
+	if first.Setting != "" {
+		b.WriteString(" — " + first.Setting)
+	}
+	if len(r.sum.Reasons) > 1 && r.sum.Reasons[1].Share >= adviceSecond {
+		b.WriteString("; " + r.sum.Reasons[1].String())
+	}
+	return b.String()
+}
+
+// env is what a hook learns of the advice: the incident's last.
+func (a *adviser) env() []string {
+	if a.incident == "" {
+		return nil
+	}
+	return []string{HookEnvAdvice + "=" + a.incident}
+}
+
+// firstNamed is the -n of the first target with a name, "" for none.
+func firstNamed(names []string) string {
+	for _, n := range names {
+		if n != "" {
+			return n
+		}
+	}
+	return ""
+}

@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/top"
+)
+
+func TestAdviser(t *testing.T) {
+	sum := top.Summary{Requests: 100, Reasons: []top.ReasonShare{
+		{Reason: "session", Share: 0.41, Cookie: "_my_tracker", Setting: "add the cookie to profiles.ignore_cookies if it does not identify a user"},
+		{Reason: "method", Share: 0.29, Request: "POST /xmlrpc.php"},
+		{Reason: "miss", Share: 0.05, Request: "GET /?s=*"},
+	}}
+	var err error
+	reads := 0
+	read := func(ctx context.Context, name string, d time.Duration) (top.Summary, error) {
+		reads++
+		if name != "/var/lib/varnish/www" || d != adviceRead {
+			t.Errorf("read %q for %s", name, d)
+		}
+		return sum, err
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	a := newAdviser(read, "/var/lib/varnish/www", zap.New(core))
+	t0 := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	wait := time.Minute
+	dec := func(g state.State, share float64) state.Decision {
+		return state.Decision{State: g, Since: t0, Signals: state.Signals{Values: map[string]float64{sensor.BackendShare: share}}}
+	}
+	step := func(at time.Duration, d state.Decision) {
+		a.step(t.Context(), t0.Add(at), d, wait)
+		if a.running {
+			a.done(t0.Add(at+adviceRead), <-a.results)
+		}
+	}
+
+	step(0, dec(state.Heavy, 0.62))
+	step(30*time.Second, dec(state.Heavy, 0.62))
+	if reads != 0 || a.line != "" {
+		t.Fatalf("read the log after 30s of a high share (want to wait %s): %d reads, advice %q", wait, reads, a.line)
+	}
+	step(3*time.Minute+55*time.Second, dec(state.Heavy, 0.62))
+	want := "heavy for 4m but 62 % of requests reach the backend: 41 % session (cookie _my_tracker) — " +
+		"add the cookie to profiles.ignore_cookies if it does not identify a user; 29 % method POST /xmlrpc.php"
+	if reads != 1 || a.line != want {
+		t.Fatalf("advice after %d reads:\n got %q\nwant %q", reads, a.line, want)
+	}
+	if logs.FilterMessage("gear not effective").Len() != 1 {
+		t.Errorf("the advice is not logged: %v", logs.All())
+	}
+	// Not read again within the wait.
+	step(4*time.Minute, dec(state.Heavy, 0.62))
+	if reads != 1 {
+		t.Errorf("%d reads within a minute of the last", reads)
+	}
+	// A failing read keeps the advice in force and is logged.
+	err = errors.New("varnishlog: no such instance")
+	step(6*time.Minute, dec(state.Heavy, 0.62))
+	if reads != 2 || a.line != want || logs.FilterMessage("read the Varnish log for advice").Len() != 1 {
+		t.Errorf("after a failing read: %d reads, advice %q, log %v", reads, a.line, logs.All())
+	}
+	err = nil
+	// The share falls: the advice goes; the incident's stays for the hooks.
+	step(7*time.Minute, dec(state.Heavy, 0.05))
+	if a.line != "" || len(a.env()) != 1 || a.env()[0] != HookEnvAdvice+"="+want {
+		t.Errorf("share fell: advice %q, hook env %q", a.line, a.env())
+	}
+	step(8*time.Minute, dec(state.Light, 0.9))
+	if a.line != "" || a.env() != nil {
+		t.Errorf("in light: advice %q, hook env %q", a.line, a.env())
+	}
+	// No target with a name: never any advice.
+	none := newAdviser(read, "", zap.NewNop())
+	none.step(t.Context(), t0.Add(time.Hour), dec(state.Heavy, 1), 0)
+	if none.running {
+		t.Error("an adviser without a target read a log")
+	}
+}
