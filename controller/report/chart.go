@@ -296,7 +296,7 @@ func gaps(samples []trace.Sample) []bool {
 		if minStep == 0 || dt < minStep {
 			minStep = dt
 		}
-		out[i] = gap(dt, minStep)
+		out[i] = Gap(dt, minStep)
 	}
 	return out
 }

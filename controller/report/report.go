@@ -92,13 +92,14 @@ func (r *Report) Saved() float64 {
 // Signals is the signal set the report reads records with.
 func (r *Report) Signals() *state.Set { return r.set }
 
-// gapMin is the shortest silence between two records that counts as a gap
+// GapMin is the shortest silence between two records that counts as a gap
 // in the recording rather than a slow poll.
-const gapMin = 2 * time.Minute
+const GapMin = 2 * time.Minute
 
-// gap tells whether dt between two records is a gap in the recording: at
-// least gapMin and ten polls (minStep, the shortest step seen so far).
-func gap(dt, minStep time.Duration) bool { return dt > max(gapMin, 10*minStep) }
+// Gap tells whether dt between two records is a gap in the recording:
+// longer than GapMin and ten polls (minStep, the shortest step seen so
+// far). Replays (controller/replay) count gaps by the same rule.
+func Gap(dt, minStep time.Duration) bool { return dt > max(GapMin, 10*minStep) }
 
 // builtin is the set of a nil set: the machine's own signal.
 var builtin = state.MustSet(state.Builtin)
@@ -139,7 +140,7 @@ func (b *Builder) Add(s trace.Sample) error {
 		if b.minStep == 0 || dt < b.minStep {
 			b.minStep = dt
 		}
-		if gap(dt, b.minStep) {
+		if Gap(dt, b.minStep) {
 			r.Unrecorded += dt
 			if cur := b.tracker.Current(); cur != nil {
 				b.end(cur, prev.Time, false, true)

@@ -148,9 +148,9 @@ func Run(o Options, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case o.SVG != "":
-		return writeFile(o.SVG, func(w io.Writer) error { return SVG(w, samples, o.Set, ChartOptions{Title: r.title()}) })
+		return WriteChartFile(o.SVG, false, samples, o.Set, ChartOptions{Title: r.title()})
 	case o.PNG != "":
-		return writeFile(o.PNG, func(w io.Writer) error { return PNG(w, samples, o.Set, ChartOptions{Title: r.title()}) })
+		return WriteChartFile(o.PNG, true, samples, o.Set, ChartOptions{Title: r.title()})
 	}
 	return nil
 }
@@ -188,14 +188,18 @@ func (r *Report) title() string {
 	return fmt.Sprintf("gearshift, %s to %s UTC", r.From.UTC().Format("2006-01-02 15:04"), r.To.UTC().Format("2006-01-02 15:04"))
 }
 
-// writeFile writes a file with write, and removes what it wrote on an
-// error.
-func writeFile(path string, write func(io.Writer) error) error {
+// WriteChartFile writes the chart of samples (see SVG) to path, as PNG
+// when png is set, else SVG; a file left half written is removed.
+func WriteChartFile(path string, png bool, samples []trace.Sample, set *state.Set, opt ChartOptions) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("write chart: %w", err)
 	}
-	if err := write(f); err != nil {
+	write := SVG
+	if png {
+		write = PNG
+	}
+	if err := write(f, samples, set, opt); err != nil {
 		f.Close()
 		os.Remove(path)
 		return err

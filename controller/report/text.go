@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/numfmt"
@@ -32,7 +31,7 @@ func (r *Report) WriteText(w io.Writer) error {
 
 func (r *Report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "gearshift report, %s to %s UTC (%s): %d record%s",
-		r.From.UTC().Format(stamp), r.To.UTC().Format(stamp), dur(r.To.Sub(r.From)), r.Samples, plural(r.Samples))
+		r.From.UTC().Format(stamp), r.To.UTC().Format(stamp), timefmt.Round(r.To.Sub(r.From)), r.Samples, plural(r.Samples))
 	if r.Source != "" {
 		fmt.Fprintf(w, " from %s", r.Source)
 	}
@@ -42,19 +41,19 @@ func (r *Report) writeText(w io.Writer) {
 	recorded := r.To.Sub(r.From) - r.Unrecorded
 	width := len("TIME")
 	for _, d := range append(r.TimeIn[:], recorded) {
-		width = max(width, len(dur(d)))
+		width = max(width, len(timefmt.Round(d)))
 	}
 	fmt.Fprintf(w, "%-8s  %*s  %6s\n", "GEAR", width, "TIME", "SHARE")
 	for _, st := range state.All {
-		fmt.Fprintf(w, "%-8s  %*s  %6s\n", st, width, dur(r.TimeIn[st]), share(r.TimeIn[st], recorded))
+		fmt.Fprintf(w, "%-8s  %*s  %6s\n", st, width, timefmt.Round(r.TimeIn[st]), timefmt.Share(r.TimeIn[st], recorded))
 	}
-	fmt.Fprintf(w, "%-8s  %*s\n", "recorded", width, dur(recorded))
+	fmt.Fprintf(w, "%-8s  %*s\n", "recorded", width, timefmt.Round(recorded))
 	var notes []string
 	if r.Unrecorded > 0 {
-		notes = append(notes, fmt.Sprintf("%s not recorded (the daemon was not running)", dur(r.Unrecorded)))
+		notes = append(notes, fmt.Sprintf("%s not recorded (the daemon was not running)", timefmt.Round(r.Unrecorded)))
 	}
 	if r.Forced > 0 {
-		notes = append(notes, fmt.Sprintf("%s in a forced gear", dur(r.Forced)))
+		notes = append(notes, fmt.Sprintf("%s in a forced gear", timefmt.Round(r.Forced)))
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "Besides: %s.\n", strings.Join(notes, "; "))
@@ -88,7 +87,7 @@ func (r *Report) writeText(w io.Writer) {
 	}
 
 	fmt.Fprintf(w, "Totals: %d transition%s, %d incident%s, %s above light.\n",
-		len(r.Transitions), plural(len(r.Transitions)), len(r.Incidents), plural(len(r.Incidents)), dur(r.Above()))
+		len(r.Transitions), plural(len(r.Transitions)), len(r.Incidents), plural(len(r.Incidents)), timefmt.Round(r.Above()))
 	if !r.Traffic {
 		fmt.Fprintln(w, "Requests: not recorded (no varnish target with a name).")
 		return
@@ -114,9 +113,9 @@ func (r *Report) writeIncident(w io.Writer, in *Incident) {
 	default:
 		end = "back in light at " + in.End.UTC().Format(stamp)
 	}
-	fmt.Fprintf(w, "  %s: from %s, %s; %s above light", in.ID, start, end, dur(in.Duration()))
+	fmt.Fprintf(w, "  %s: from %s, %s; %s above light", in.ID, start, end, timefmt.Round(in.Duration()))
 	if in.Heavy {
-		fmt.Fprintf(w, ", heavy after %s", dur(in.ToHeavy))
+		fmt.Fprintf(w, ", heavy after %s", timefmt.Round(in.ToHeavy))
 	} else {
 		fmt.Fprintf(w, ", %s at most", in.Peak)
 	}
@@ -151,16 +150,6 @@ func (r *Report) gearThroughout() string {
 		}
 	}
 	return "one gear"
-}
-
-// dur writes a duration to the second, as the config writes durations.
-func dur(d time.Duration) string { return timefmt.Short(d.Round(time.Second)) }
-
-func share(part, whole time.Duration) string {
-	if whole <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
 }
 
 func ratio(part, whole float64) string {

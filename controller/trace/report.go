@@ -37,9 +37,9 @@ type Heading struct {
 // transition, the time spent in each gear, and the extremes of the load
 // and of the memory.
 func (r Result) WriteText(w io.Writer, h Heading) {
-	fmt.Fprintf(w, "Trace %s: %d sample%s over %s, %s.\n", h.Trace, r.Samples, plural(r.Samples), dur(r.Duration), r.cpuNote(h.CPUsFrom))
+	fmt.Fprintf(w, "Trace %s: %d sample%s over %s, %s.\n", h.Trace, r.Samples, plural(r.Samples), timefmt.Round(r.Duration), r.cpuNote(h.CPUsFrom))
 	fmt.Fprintf(w, "Config: %s; fast_window %s, up_confirm %d, down_window %s, min_dwell %s.\n\n",
-		h.Config, dur(h.FastWindow), h.Machine.UpConfirm, dur(h.Machine.DownWindow), dur(h.Machine.MinDwell))
+		h.Config, timefmt.Round(h.FastWindow), h.Machine.UpConfirm, timefmt.Round(h.Machine.DownWindow), timefmt.Round(h.Machine.MinDwell))
 	if len(r.Transitions) == 0 {
 		fmt.Fprintf(w, "No transitions: light throughout.\n\n")
 	} else {
@@ -54,13 +54,13 @@ func (r Result) WriteText(w io.Writer, h Heading) {
 
 	width := len("TIME")
 	for _, d := range append(r.TimeIn[:], r.Duration) {
-		width = max(width, len(dur(d)))
+		width = max(width, len(timefmt.Round(d)))
 	}
 	fmt.Fprintf(w, "%-8s  %*s  %6s\n", "GEAR", width, "TIME", "SHARE")
 	for _, st := range state.All {
-		fmt.Fprintf(w, "%-8s  %*s  %6s\n", st, width, dur(r.TimeIn[st]), share(r.TimeIn[st], r.Duration))
+		fmt.Fprintf(w, "%-8s  %*s  %6s\n", st, width, timefmt.Round(r.TimeIn[st]), timefmt.Share(r.TimeIn[st], r.Duration))
 	}
-	fmt.Fprintf(w, "%-8s  %*s  %d transition%s\n", "total", width, dur(r.Duration), len(r.Transitions), plural(len(r.Transitions)))
+	fmt.Fprintf(w, "%-8s  %*s  %d transition%s\n", "total", width, timefmt.Round(r.Duration), len(r.Transitions), plural(len(r.Transitions)))
 	fmt.Fprintf(w, "\nPeak load_per_cpu %.2f at %s", r.Peak.Value, timefmt.Offset(r.Peak.Offset))
 	if r.LowMem != nil {
 		fmt.Fprintf(w, "; lowest mem_available_pct %.1f at %s", r.LowMem.Value, timefmt.Offset(r.LowMem.Offset))
@@ -114,16 +114,6 @@ func (r Result) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("write json: %w", err)
 	}
 	return nil
-}
-
-// dur formats a duration to the second, as the config writes durations.
-func dur(d time.Duration) string { return timefmt.Short(d.Round(time.Second)) }
-
-func share(part, whole time.Duration) string {
-	if whole <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
 }
 
 func plural(n int) string {

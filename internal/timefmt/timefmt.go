@@ -133,3 +133,15 @@ func Clock(t, now time.Time, seconds bool) string {
 	}
 	return t.Format("2006-01-02 15:04")
 }
+
+// Round writes d to the second, as Short does: "4m", "1h2m3s".
+func Round(d time.Duration) string { return Short(d.Round(time.Second)) }
+
+// Share writes part as a percentage of whole, to a tenth ("37.5%"); "-"
+// when whole is not positive.
+func Share(part, whole time.Duration) string {
+	if whole <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
