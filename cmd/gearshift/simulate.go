@@ -4,9 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -14,7 +11,6 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/replay"
-	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
@@ -88,70 +84,15 @@ func (a *app) simulateHistory(o replay.RunOptions, asJSON bool) (int, error) {
 }
 
 func (a *app) simulate(path string, cpus int, asJSON bool) (int, error) {
-	if cpus < 0 {
-		return exitUsage, fmt.Errorf("--cpus %d: must be 0 (detect) or more", cpus)
-	}
 	cfg, err := a.loadConfigOffline()
 	if err != nil {
 		return exitUsage, err
-	}
-	cpusFrom := "from --cpus"
-	switch {
-	case cpus > 0:
-	case cfg.CPUs > 0:
-		cpus, cpusFrom = cfg.CPUs, "from the config"
-	default:
-		cpus, cpusFrom = runtime.NumCPU(), "this machine's"
-	}
-
-	var in io.Reader = a.stdin
-	name := "standard input"
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return exitUsage, fmt.Errorf("open trace: %w", err)
-		}
-		defer f.Close()
-		in, name = f, path
-	}
-	signals, err := cfg.Signals()
-	if err != nil {
-		return exitUsage, err
-	}
-	rd, err := trace.NewReader(in, signals, cpus, cpusFrom)
-	if err != nil {
-		return exitUsage, traceError(name, err)
-	}
-	for _, w := range rd.Warnings {
-		fmt.Fprintf(a.stderr, "gearshift: trace %s, %s\n", name, w)
-	}
-
-	fast := time.Duration(cfg.FastWindow)
-	res, err := trace.Replay(state.New(cfg.StateConfig(signals), fast), rd)
-	if err != nil {
-		return exitUsage, traceError(name, err)
-	}
-	if asJSON {
-		if err := res.WriteJSON(a.stdout); err != nil {
-			return exitFailure, err
-		}
-		return exitOK, nil
 	}
 	configFrom := a.configPath
 	if a.configFile().Defaults() {
 		configFrom = "embedded defaults"
 	}
-	res.WriteText(a.stdout, trace.Heading{
-		Trace: name, CPUsFrom: rd.CPUs, Config: configFrom, FastWindow: fast, Machine: cfg.StateConfig(signals),
-	})
-	return exitOK, nil
-}
-
-// traceError names the trace in an error reading it.
-func traceError(name string, err error) error {
-	var te *trace.Error
-	if errors.As(err, &te) {
-		return fmt.Errorf("trace %s, %w", name, err)
-	}
-	return fmt.Errorf("read trace %s: %w", name, err)
+	return replayExit(replay.RunTrace(replay.TraceOptions{
+		Path: path, Stdin: a.stdin, Config: cfg, ConfigName: configFrom, CPUs: cpus, JSON: asJSON,
+	}, a.stdout, a.stderr))
 }
