@@ -181,9 +181,8 @@ demo_down() {
 		# What the flight recorder kept of the run: the incident, and a
 		# chart for the postmortem.
 		if [ -d "$STACK_DIR/history" ] && gs report --help >/dev/null 2>&1; then
-			say "demo: gearshift report --since 1h (chart: $STACK_DIR/report.svg)"
+			say "demo: gearshift report --since 1h --svg $STACK_DIR/report.svg"
 			gs report --since 1h --svg "$STACK_DIR/report.svg" >&2 || true
-			gs report --since 1h >&2 || true
 		fi
 	fi
 	say "demo: stopping gearshift, Varnish and Apache"

@@ -225,6 +225,19 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 	}, nil
 }
 
+// shares are hit_ratio and backend_share: the poll's client requests
+// answered from the cache, and its backend requests, over its client
+// requests. None without client requests, nor when the backend had more:
+// Varnish counts the client requests of a busy keep-alive connection only
+// when it lets the connection go, so such a poll's client count is late,
+// and a share of it would say the cache does nothing.
+func (r VarnishRates) shares() (hit, backend float64, ok bool) {
+	if r.ClientRPS <= 0 || r.BackendRPS > r.ClientRPS {
+		return 0, 0, false
+	}
+	return min(1, r.CacheHitRPS/r.ClientRPS), r.BackendRPS / r.ClientRPS, true
+}
+
 // Reset forgets the baseline; the next Update primes it again.
 func (r *CounterRates) Reset() { *r = CounterRates{} }
 
@@ -290,7 +303,7 @@ var varnishSource = Source{
 		},
 		{
 			Name: BackendShare, Direction: state.Rises, Precision: 2, Max: 1,
-			Help:       "Backend requests over client requests, over the poll (0 to 1; retries and ESI can make it more, counted as 1).",
+			Help:       "Backend requests over client requests, over the poll (0 to 1; unknown when the backend had more: late client counts).",
 			Metric:     "gearshift_backend_share",
 			StatusLine: "cache", StatusPart: "to the backend",
 		},
@@ -347,10 +360,8 @@ func (r *varnishReader) Read(ctx context.Context) (func(*Sample), error) {
 		s.Values[BackendFailRPS] = sum.BackendFailRPS
 		s.Values[DroppedRPS] = sum.DroppedRPS
 		s.Values[QueueLen] = sum.QueueLen
-		// Shares of the poll's client requests; none without any.
-		if sum.ClientRPS > 0 {
-			s.Values[HitRatio] = min(1, sum.CacheHitRPS/sum.ClientRPS)
-			s.Values[BackendShare] = min(1, sum.BackendRPS/sum.ClientRPS)
+		if hit, backend, ok := sum.shares(); ok {
+			s.Values[HitRatio], s.Values[BackendShare] = hit, backend
 		}
 	}, nil
 }

@@ -343,8 +343,11 @@ func TestVarnishCacheShares(t *testing.T) {
 	if apply, err := r.Read(context.Background()); apply != nil || err != nil {
 		t.Fatalf("first read: %v, %v; want a baseline", apply != nil, err)
 	}
+	// A connection per request: Varnish counts a connection's client
+	// requests when its worker lets it go.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	for range 10 {
-		resp, err := http.Get(v.URL("/page"))
+		resp, err := client.Get(v.URL("/page"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,5 +375,23 @@ func TestVarnishCacheShares(t *testing.T) {
 	apply(&s)
 	if _, ok := s.Values[HitRatio]; ok || s.Values[state.ClientRPS] != 0 {
 		t.Errorf("with no requests: %v", s.Values)
+	}
+}
+
+func TestCacheShares(t *testing.T) {
+	for _, tc := range []struct {
+		r            VarnishRates
+		hit, backend float64
+		ok           bool
+	}{
+		{VarnishRates{ClientRPS: 100, CacheHitRPS: 90, BackendRPS: 10}, 0.9, 0.1, true},
+		{VarnishRates{ClientRPS: 100, BackendRPS: 100}, 0, 1, true},
+		{VarnishRates{}, 0, 0, false},                             // no client requests
+		{VarnishRates{ClientRPS: 2, BackendRPS: 95}, 0, 0, false}, // client counts late (keep-alive)
+	} {
+		hit, backend, ok := tc.r.shares()
+		if hit != tc.hit || backend != tc.backend || ok != tc.ok {
+			t.Errorf("%+v: shares %g, %g, %v; want %g, %g, %v", tc.r, hit, backend, ok, tc.hit, tc.backend, tc.ok)
+		}
 	}
 }
