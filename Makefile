@@ -39,7 +39,8 @@ FUZZ_TARGETS := \
 	FuzzParseSettings:./controller/config \
 	FuzzParse:./controller/trace \
 	FuzzForceBody:./controller/api \
-	FuzzPrint:./controller/logging
+	FuzzPrint:./controller/logging \
+	FuzzBan:./controller
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

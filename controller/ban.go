@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm"
@@ -23,6 +24,9 @@ type BanResult struct {
 // argument, joined by &&) into the words of the ban command. It refuses
 // what cannot be a ban, naming the problem; Varnish judges the rest.
 func ParseBan(expr string) ([]string, error) {
+	if i := strings.IndexFunc(expr, func(r rune) bool { return unicode.IsControl(r) && !unicode.IsSpace(r) }); i >= 0 {
+		return nil, fmt.Errorf("the ban expression holds a control character (%q at byte %d): type it as text", expr[i], i)
+	}
 	words := strings.Fields(expr)
 	if len(words) == 0 {
 		return nil, errors.New("no ban expression: give one such as 'req.url ~ ^/news/' or 'obj.http.X-Gs-Host == example.com'")
@@ -55,9 +59,28 @@ func PurgeBan(rawURL string, normalizeHost bool) ([]string, error) {
 	if normalizeHost {
 		host = strings.TrimPrefix(strings.ToLower(u.Hostname()), "www.")
 	}
+	if host == "" {
+		return nil, fmt.Errorf("%q has no host to purge: want http://host/path", rawURL)
+	}
 	// The URL as a client sends it, escaped: no white space, as a ban
 	// argument needs.
-	return []string{"obj.http.X-Gs-Host", "==", host, "&&", "obj.http.X-Gs-Url", "==", u.RequestURI()}, nil
+	return []string{"obj.http.X-Gs-Host", "==", host, "&&", "obj.http.X-Gs-Url", "==", escapeSpace(u.RequestURI())}, nil
+}
+
+// escapeSpace percent-encodes the white space Go leaves in a query: a
+// request line cannot carry it raw, so the cache holds it encoded.
+func escapeSpace(uri string) string {
+	var b strings.Builder
+	for _, r := range uri {
+		if unicode.IsSpace(r) {
+			for _, c := range []byte(string(r)) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Ban sends the ban to every target of cfg at once and returns each

@@ -19,6 +19,7 @@ func TestParseBan(t *testing.T) {
 		{"req.url ~ a req.http.host == b", nil, `ban conditions are joined by &&, got "req.http.host"`},
 		{"req.url ~ a &&", nil, "ends with &&"},
 		{"req.url ~ a && req.url", nil, `ban condition "req.url" is incomplete`},
+		{"req.url ~ a\x00b", nil, `holds a control character ('\x00' at byte 11)`},
 	} {
 		got, err := ParseBan(tc.expr)
 		switch {
@@ -42,6 +43,8 @@ func TestPurgeBan(t *testing.T) {
 		{"https://example.com", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /", ""},
 		{"/relative/path", true, "", "is not a URL to purge"},
 		{"ftp://example.com/x", true, "", "is not a URL to purge"},
+		{"http://www./x", true, "", "has no host to purge"},
+		{"http://example.com/?q=a b", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /?q=a%20b", ""},
 		{"http://example.com/a%20b c", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /a%20b%20c", ""}, // as a client sends it
 	} {
 		got, err := PurgeBan(tc.url, tc.normalize)
