@@ -128,6 +128,7 @@ type pageView struct {
 	Targets     []pageTarget
 
 	ConfigError, LogError, HistoryError string
+	Advice                              string // why a gear above light sends many requests to the backend
 
 	Period      string // "3h"
 	Chart       template.HTML
@@ -176,6 +177,7 @@ func (p *Page) view() pageView {
 		ConfigError:  oneLine(s.ConfigError),
 		LogError:     oneLine(s.LogError),
 		HistoryError: oneLine(s.HistoryError),
+		Advice:       oneLine(s.Advice),
 		Period:       timefmt.Short(p.opts.Period),
 		Version:      s.Version,
 		Uptime:       timefmt.Coarse(time.Duration(s.UptimeSeconds) * time.Second),

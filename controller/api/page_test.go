@@ -230,6 +230,7 @@ func TestPageEscapes(t *testing.T) {
 	f.status.Reason = hostile
 	f.status.ConfigError = hostile
 	f.status.HistoryError = hostile
+	f.status.Advice = hostile
 	f.status.Targets = append(f.status.Targets, TargetStatus{Admin: "10.0.0.2:6082", Error: hostile})
 	recordSpans(t, f.dir, pageRules(t).Signals, pageNow.Add(-time.Minute),
 		span{state.Light, "starting in light", time.Hour},
@@ -240,8 +241,8 @@ func TestPageEscapes(t *testing.T) {
 			t.Errorf("the page carries %q unescaped:\n%s", bad, body)
 		}
 	}
-	if n := strings.Count(body, "&lt;script&gt;alert(&#34;gear&#34;)&lt;/script&gt;"); n < 5 {
-		t.Errorf("the hostile text is shown escaped %d times, want 5 (reason, config, history, target, transition):\n%s", n, body)
+	if n := strings.Count(body, "&lt;script&gt;alert(&#34;gear&#34;)&lt;/script&gt;"); n < 6 {
+		t.Errorf("the hostile text is shown escaped %d times, want 6 (reason, config, history, advice, target, transition):\n%s", n, body)
 	}
 }
 
@@ -249,6 +250,7 @@ func TestPageShowsProblems(t *testing.T) {
 	f := &pageFixture{status: pageStatus(), now: pageNow}
 	f.status.HistoryError = "write history /var/lib/gearshift/history/2026-12-01.csv: no space left on device"
 	f.status.ConfigError = "reload config: states.heavy: bad"
+	f.status.Advice = "heavy for 4m but 62 % of requests reach the backend: 41 % session (cookie _my_tracker)"
 	f.status.Mode = "forced"
 	until := pageNow.Add(30 * time.Minute)
 	f.status.ForcedUntil = &until
@@ -257,6 +259,7 @@ func TestPageShowsProblems(t *testing.T) {
 	for _, want := range []string{
 		`id="history-error"`, "no space left on device",
 		`id="config-error"`, "states.heavy: bad",
+		`id="advice"`, "41 % session (cookie _my_tracker)",
 		"forced by the operator until 12:30:00 (30m00s left)",
 		"UNREACHABLE", "connect: connection refused",
 	} {
