@@ -64,8 +64,8 @@ bench: deps build
 # rate vs the load, transitions with and without the traffic guard, heavy on
 # Apache's workers or the backend's latency with idle CPUs, the daemon's CPU
 # with every source on (about 8 minutes, loopback only); its tables go to
-# $SIG_OUT/signals.md (/tmp/gearshift-bench-signals) and are added at the end
-# of BENCHMARKS.md (run it after make bench, which rewrites that file).
+# $SIG_OUT/signals.md (/tmp/gearshift-bench-signals) and replace their earlier
+# section at the end of BENCHMARKS.md (below the line make bench keeps).
 bench-signals: deps build
 	SIG_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" bash scripts/bench/signals.sh
 

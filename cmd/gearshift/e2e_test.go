@@ -26,6 +26,7 @@ import (
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -151,6 +152,7 @@ func spawnDaemon(t testing.TB, v *varnishtest.Varnish, path string, env ...strin
 	d.cmd = exec.Command(gearshiftBin, "run", "--config", path)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	d.cmd.Env = append(os.Environ(), env...)
+	testenv.DiesWithTest(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,7 @@ func startFleet(tb testing.TB, nodes, local int) *fleet {
 	exp.Env = []string{"DATA_SOURCE_NAME=exporter:exporter-pw@unix(" + f.db.Socket + ")/"}
 	var expOut lockedBuffer
 	exp.Stdout, exp.Stderr = &expOut, &expOut
+	testenv.DiesWithTest(exp)
 	if err := exp.Start(); err != nil {
 		tb.Fatal(err)
 	}

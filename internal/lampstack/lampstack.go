@@ -85,6 +85,7 @@ func StartDaemon(tb testing.TB, name, logFile string, args ...string) *Daemon {
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own session: Apache signals its whole process group on SIGTERM.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	testenv.DiesWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		tb.Fatalf("start %s: %v", name, err)

@@ -100,6 +100,7 @@ func StartJobs(tb testing.TB, jobs map[string][]string) *Server {
 	)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.Dir = dir
+	testenv.DiesWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start prometheus: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -81,4 +82,18 @@ func FreeAddr(tb testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// DiesWithTest makes the server cmd starts die with the test binary: the
+// kernel sends it SIGKILL when the binary goes, so a test killed at its
+// timeout (whose cleanups never run) leaves no gearshift daemon,
+// prometheus or exporter running to load the machine for what runs next.
+// Call it before cmd.Start; it keeps the SysProcAttr already set. The
+// kernel forgets it when the program changes its user (varnishd's jail,
+// mariadbd's --user), so those still outlive a killed binary.
+func DiesWithTest(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }

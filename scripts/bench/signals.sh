@@ -43,8 +43,8 @@
 #
 # Writes SIG_OUT/signals.md (the tables) and, beside it, each case's config,
 # log, per-half-second status trace and wrk report. SIG_DOC=FILE also
-# writes the tables there, SIG_APPEND=FILE adds them at its end (make bench:
-# BENCHMARKS.md). SIG_CASES picks cases (default "workers race cpu guard").
+# writes the tables there, SIG_APPEND=FILE puts them at its end, in place of
+# an earlier run's (make bench-signals: BENCHMARKS.md). SIG_CASES picks cases (default "workers race cpu guard").
 # About 6 minutes, more while others' work keeps the load up (each settle
 # waits SIG_SETTLE_MAX s at most).
 #
@@ -573,7 +573,17 @@ report() {
 		fi
 	} >"$SIG_OUT/signals.md"
 	if [ -n "$SIG_DOC" ]; then cp "$SIG_OUT/signals.md" "$SIG_DOC"; fi
-	if [ -n "$SIG_APPEND" ]; then { echo; cat "$SIG_OUT/signals.md"; } >>"$SIG_APPEND"; fi
+	if [ -n "$SIG_APPEND" ]; then replace_section "$SIG_APPEND" "$SIG_OUT/signals.md"; fi
+}
+
+# replace_section FILE SECTION puts SECTION (a "## " heading and what
+# follows) at the end of FILE, removing an earlier copy of it (the same
+# heading, up to the next "## " heading): a second run replaces the first.
+replace_section() {
+	local file=$1 section=$2 head kept
+	head=$(head -n1 "$section")
+	kept=$(awk -v h="$head" '$0 == h { skip = 1; next } skip && /^## / { skip = 0 } !skip' "$file")
+	{ printf '%s\n\n' "$kept"; cat "$section"; } >"$file"
 }
 
 RUN_START=$SECONDS
