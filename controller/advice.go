@@ -134,6 +134,12 @@ func adviceLine(r adviceResult) string {
 	if !ok {
 		return ""
 	}
+	if first.Reason == top.Unknown {
+		// The VCL in use logs no reason words: not gearshift's profiles
+		// (a site's own VCL in label mode, a foreign one).
+		return fmt.Sprintf("%s for %s but %.0f %% of requests reach the backend, for reasons the VCL in use does not log (gearshift's profiles log them: see gearshift top)",
+			r.gear, timefmt.Short(r.in.Round(time.Second)), math.Round(r.share*100))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s for %s but %.0f %% of requests reach the backend: %s", r.gear,
 		timefmt.Short(r.in.Round(time.Second)), math.Round(r.share*100), first)

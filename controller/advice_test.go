@@ -86,3 +86,14 @@ func TestAdviser(t *testing.T) {
 		t.Error("an adviser without a target read a log")
 	}
 }
+
+// A VCL that logs no reason words (a site's own, in label mode) gets no
+// made-up reason.
+func TestAdviceWithoutReasons(t *testing.T) {
+	got := adviceLine(adviceResult{gear: state.Heavy, in: 2 * time.Minute, share: 0.8,
+		sum: top.Summary{Requests: 50, Reasons: []top.ReasonShare{{Reason: top.Unknown, Share: 1}}}})
+	want := "heavy for 2m but 80 % of requests reach the backend, for reasons the VCL in use does not log (gearshift's profiles log them: see gearshift top)"
+	if got != want {
+		t.Errorf("advice\n got %q\nwant %q", got, want)
+	}
+}

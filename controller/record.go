@@ -97,13 +97,24 @@ func (w *historyWriter) health() (string, uint64) {
 	return w.problem, w.errors.Load()
 }
 
-// close writes what is queued and closes the day file.
+// historyCloseWait bounds how long a stopping daemon waits for the
+// queued records: a hung disk must not keep it from stopping.
+const historyCloseWait = 5 * time.Second
+
+// close writes what is queued and closes the day file, waiting
+// historyCloseWait at most.
 func (w *historyWriter) close() {
 	if w == nil {
 		return
 	}
 	close(w.queue)
-	<-w.done
+	select {
+	case <-w.done:
+	case <-time.After(historyCloseWait):
+		w.log.Warn("stopping without the last history records: the disk does not take them",
+			zap.String(logging.FieldPath, w.rec.Dir()), zap.Int(logging.FieldSkipped, len(w.queue)))
+		return
+	}
 	if err := w.rec.Close(); err != nil {
 		w.log.Warn("close history", zap.Error(err))
 	}

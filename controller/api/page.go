@@ -294,7 +294,7 @@ func (p *Page) readHistory(now time.Time, set *state.Set) *pageHistory {
 	}
 	samples, err := history.Collect(src)
 	src.Close()
-	h.skipped = len(src.Warnings())
+	h.skipped = src.Skipped()
 	if err != nil && len(samples) == 0 {
 		h.note = "Cannot read the history: " + oneLine(err.Error())
 		return h

@@ -149,7 +149,7 @@ func TestNewColumnsStartAPart(t *testing.T) {
 
 func TestPrune(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"2026-11-01.csv.gz", "2026-11-20.csv.gz", "2026-11-28.csv.gz", "2026-11-29.csv", "notes.txt"} {
+	for _, name := range []string{"2026-11-01.csv.gz", "2026-11-20.csv.gz", "2026-11-28.csv.gz", "2026-11-30.csv", "notes.txt"} {
 		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, 400_000), 0o640); err != nil {
 			t.Fatal(err)
 		}
@@ -164,15 +164,15 @@ func TestPrune(t *testing.T) {
 	for _, f := range files {
 		names = append(names, filepath.Base(f.Path))
 	}
-	// 11-01 is older than 14 days; 11-20 goes for the byte bound; 11-29
+	// 11-01 is older than 14 days; 11-20 goes for the byte bound; 11-30
 	// is compressed (a file of zeros compresses to almost nothing).
-	if got := strings.Join(names, " "); got != "2026-11-28.csv.gz 2026-11-29.csv.gz 2026-12-01.csv" {
+	if got := strings.Join(names, " "); got != "2026-11-28.csv.gz 2026-11-30.csv.gz 2026-12-01.csv" {
 		t.Errorf("files left: %s", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
 		t.Errorf("a file not of the history was touched: %v", err)
 	}
-	zf, _ := os.Open(filepath.Join(dir, "2026-11-29.csv.gz"))
+	zf, _ := os.Open(filepath.Join(dir, "2026-11-30.csv.gz"))
 	zr, err := gzip.NewReader(zf)
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +214,14 @@ func TestTracker(t *testing.T) {
 	want := "incident 20261201T030020Z: 30s above light, heavy after 10s, 21k requests served, 2.5k reached the backend, about 8.0k spared"
 	if got := ended.Summary(time.Time{}); got != want {
 		t.Errorf("summary\n got %s\nwant %s", got, want)
+	}
+
+	// A silence of three hours (the daemon stopped, the clock stepped)
+	// counts no traffic: the rate of one poll is not the rate of hours.
+	add(100, state.Heavy, 100, 10)
+	add(100+3*3600, state.Heavy, 100, 10)
+	if _, in := add(110+3*3600, state.Light, 100, 10); in == nil || in.Requests != 1000 {
+		t.Errorf("requests over a 3h gap: %+v", in)
 	}
 }
 
@@ -260,4 +268,53 @@ func BenchmarkRecorderDay(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*day), "ns/record")
 	b.ReportMetric(float64(plain)/1e6, "MB/day")
 	b.ReportMetric(float64(zipped)/1e6, "MB-gz/day")
+}
+
+// A clock that jumps a year ahead and comes back removes no history, and
+// recording goes on after it; a day file removed under the recorder is
+// made again.
+func TestClockJumpsAndRemovedFiles(t *testing.T) {
+	dir := t.TempDir()
+	r := NewRecorder(Options{Dir: dir, Keep: 14 * 24 * time.Hour, Signals: testSet})
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for d := range 3 {
+		if err := r.Write(sample(t0.AddDate(0, 0, d), state.Light, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Write(sample(t0.AddDate(1, 0, 0), state.Light, 1, 1)); err != nil { // the clock a year ahead
+		t.Fatal(err)
+	}
+	back := t0.AddDate(0, 0, 2).Add(time.Hour) // NTP sets it right
+	if err := r.Write(sample(back, state.Heavy, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r.maintaining.Wait()
+	files, _ := List(dir)
+	var days []string
+	for _, f := range files {
+		days = append(days, f.Day)
+	}
+	if got := strings.Join(days, " "); got != "2026-11-28 2026-11-29 2026-11-30 2027-11-28" {
+		t.Errorf("days left after the clock jumped a year: %s", got)
+	}
+	src, _ := Open(dir, testSet, back, back.Add(time.Second))
+	if got, _ := Collect(src); len(got) != 1 || got[0].Recorded.Gear != state.Heavy {
+		t.Errorf("the record after the clock came back: %d records", len(got))
+	}
+
+	// Today's file removed (to free space, with its directory): the next
+	// record makes it again instead of writing into the removed file.
+	os.RemoveAll(dir)
+	if err := r.Write(sample(back.Add(time.Second), state.Light, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	src, err := Open(dir, testSet, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := Collect(src); len(got) != 1 {
+		t.Errorf("after the directory was removed, read %d records, want 1", len(got))
+	}
 }

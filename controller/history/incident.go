@@ -60,6 +60,12 @@ func (in *Incident) Summary(now time.Time) string {
 	return s
 }
 
+// GapMin is the shortest silence between two records that may be a gap
+// in the recording (the daemon stopped, the machine was down, the clock
+// stepped) rather than a slow poll. The Tracker counts no traffic over
+// one; report and replay count no gear in one (report.Gap).
+const GapMin = 2 * time.Minute
+
 // Point is what the Tracker learns at each sample: the gear decided and
 // the signals read (nil when the poll read none, a forced gear between
 // polls).
@@ -90,8 +96,8 @@ func (t *Tracker) Current() *Incident { return t.cur }
 // one that ended at it (nil for neither).
 func (t *Tracker) Add(p Point) (started, ended *Incident) {
 	dt := 0.0
-	if !t.prev.IsZero() && p.Time.After(t.prev) {
-		dt = p.Time.Sub(t.prev).Seconds()
+	if step := p.Time.Sub(t.prev); !t.prev.IsZero() && step > 0 && step <= GapMin {
+		dt = step.Seconds()
 	}
 	t.prev = p.Time
 	client, okc := p.Signals[state.ClientRPS]

@@ -71,6 +71,9 @@ func Open(dir string, set *state.Set, from, to time.Time) (*Source, error) {
 // Files are the day files the source reads.
 func (s *Source) Files() []File { return s.files }
 
+// Skipped is how many lines or files were skipped so far.
+func (s *Source) Skipped() int { return len(s.warnings) + s.skipped }
+
 // Warnings are the lines skipped so far, located in their file.
 func (s *Source) Warnings() []string {
 	if s.skipped > 0 {

@@ -87,19 +87,28 @@ func NewRecorder(opts Options) *Recorder {
 // Dir is the history directory.
 func (r *Recorder) Dir() string { return r.opts.Dir }
 
+// clockStep is how far back a sample may be before the recorder takes it
+// for the wall clock stepping back (NTP fixing a clock that was ahead)
+// rather than a sample out of order, and records on from it.
+const clockStep = time.Minute
+
 // Write appends s, which must carry its Recorded decision. A sample not
-// later than the last one written (the wall clock stepped back) is left
-// out. On an error the file is closed and the next Write opens it again, so
-// a disk that was full records again once there is room.
+// later than the last one written (to the millisecond, as written) is left
+// out, unless it is more than clockStep back: then the clock stepped back
+// and recording goes on from it (readers skip what is out of order). On an
+// error the file is closed and the next Write opens it again, so a disk
+// that was full records again once there is room; a day file removed or
+// renamed under the recorder is opened anew.
 func (r *Recorder) Write(s trace.Sample) error {
 	if s.Recorded == nil {
 		return errors.New("history: a record needs its decision")
 	}
-	if !s.Time.After(r.last) {
+	t := s.Time.Truncate(time.Millisecond)
+	if !t.After(r.last) && r.last.Sub(t) <= clockStep {
 		return nil
 	}
 	day := s.Time.UTC().Format(dayLayout)
-	if r.f == nil || day != r.day {
+	if r.f == nil || day != r.day || r.gone() {
 		if err := r.open(day); err != nil {
 			return err
 		}
@@ -109,8 +118,19 @@ func (r *Recorder) Write(s trace.Sample) error {
 		r.closeFile()
 		return fmt.Errorf("write history %s: %w", r.path, err)
 	}
-	r.last = s.Time
+	r.last = t
 	return nil
+}
+
+// gone tells whether the open day file is no longer at its path (removed
+// to free space, or with its directory): writes to it would be lost.
+func (r *Recorder) gone() bool {
+	open, err := r.f.Stat()
+	if err != nil {
+		return true
+	}
+	named, err := os.Stat(r.path)
+	return err != nil || !os.SameFile(open, named)
 }
 
 // Close closes the day's file, fsynced, and waits for a running
@@ -142,8 +162,16 @@ func (r *Recorder) open(day string) error {
 	if err := os.MkdirAll(r.opts.Dir, 0o750); err != nil {
 		return fmt.Errorf("create history directory: %w", err)
 	}
-	parts, _ := filepath.Glob(filepath.Join(r.opts.Dir, day+"*"+plainExt))
-	slices.SortFunc(parts, func(a, b string) int { return partNumber(a) - partNumber(b) })
+	files, err := List(r.opts.Dir)
+	if err != nil {
+		return err
+	}
+	var parts []string // the day's plain parts, in order (List sorts them)
+	for _, f := range files {
+		if f.Day == day && !f.Compressed {
+			parts = append(parts, f.Path)
+		}
+	}
 	path := filepath.Join(r.opts.Dir, day+plainExt)
 	if n := len(parts); n > 0 {
 		path = parts[n-1]
@@ -319,10 +347,20 @@ func compressBefore(dir, today string) error {
 		if f.Compressed || f.Day >= today {
 			continue
 		}
+		if _, err := os.Stat(gzipName(f.Path)); err == nil {
+			// Compressed, then the machine stopped before the plain
+			// file was removed: the .gz is whole (written, fsynced,
+			// then renamed).
+			errs = append(errs, os.Remove(f.Path))
+			continue
+		}
 		errs = append(errs, compress(f.Path))
 	}
 	return errors.Join(errs...)
 }
+
+// gzipName is the compressed file of the plain day file path.
+func gzipName(path string) string { return strings.TrimSuffix(path, plainExt) + gzipExt }
 
 // compress writes path.gz beside path, fsynced, then removes path. A
 // torn last line is left out.
@@ -336,7 +374,7 @@ func compress(path string) error {
 	if err != nil {
 		return err
 	}
-	dst := strings.TrimSuffix(path, plainExt) + gzipExt
+	dst := gzipName(path)
 	tmp := dst + ".tmp"
 	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
@@ -366,8 +404,20 @@ func (r *Recorder) prune(today string) error {
 	keepDays := int((r.opts.Keep + 24*time.Hour - 1) / (24 * time.Hour))
 	oldest := t.AddDate(0, 0, 1-max(keepDays, 1)).Format(dayLayout)
 	var total int64
+	newest := ""
 	for _, f := range files {
 		total += f.Size
+		if f.Day < today {
+			newest = max(newest, f.Day)
+		}
+	}
+	if newest != "" && newest < t.AddDate(0, 0, -1).Format(dayLayout) {
+		// Today is more than a day past the newest file: the daemon was
+		// stopped for days, or the clock jumped ahead (a wrong RTC before
+		// NTP) and ages counted from it would remove days that are not
+		// old. Only the byte bound applies now; the age rule, at the next
+		// day's start.
+		oldest = ""
 	}
 	var errs []error
 	for _, f := range files {

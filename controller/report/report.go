@@ -94,7 +94,7 @@ func (r *Report) Signals() *state.Set { return r.set }
 
 // GapMin is the shortest silence between two records that counts as a gap
 // in the recording rather than a slow poll.
-const GapMin = 2 * time.Minute
+const GapMin = history.GapMin
 
 // Gap tells whether dt between two records is a gap in the recording:
 // longer than GapMin and ten polls (minStep, the shortest step seen so
