@@ -242,7 +242,7 @@ func New(opts Options) (*Controller, error) {
 	c.started = c.clock()
 	c.rules.Store(&rules)
 	c.history = c.newHistory()
-	c.metrics.watch(c.Status, func() state.Config { return *c.rules.Load() })
+	c.metrics.watch(c.Status, c.Rules)
 	c.metrics.reloaded(true, c.now())
 	c.targets, _ = c.makeTargets(opts.Config, nil)
 	c.publish()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/report"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
 )
@@ -102,7 +103,7 @@ func Load(src trace.Source, cfg *config.Config, set *state.Set, bounds Bounds) (
 		h.recs, h.To = append(h.recs, r), s.Time
 	}
 	if len(h.recs) == 0 {
-		return nil, errNoRecords
+		return nil, report.ErrEmpty
 	}
 	for i, l := range limits {
 		if seen[i] {

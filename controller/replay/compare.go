@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/report"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
 )
@@ -172,7 +173,7 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 		c.To, prev = s.Time, s
 	}
 	if c.Samples == 0 {
-		return nil, errNoRecords
+		return nil, report.ErrEmpty
 	}
 	if forcedFrom != nil {
 		forcedFrom.End = c.To

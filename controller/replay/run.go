@@ -98,20 +98,14 @@ func openHistory(dir string, set *state.Set, now time.Time, since, def time.Dura
 	if since == 0 {
 		since = def
 	}
-	if dir == "" {
-		return nil, time.Time{}, usage("no history directory: history.dir is empty (recording is off); give --dir")
-	}
 	from := now.Add(-since)
-	src, err := history.Open(dir, set, from, time.Time{})
+	src, err := report.OpenPeriod(dir, set, from, time.Time{})
 	return src, from, err
 }
 
-// errNoRecords is a period without a record.
-var errNoRecords = errors.New("no records in the period")
-
 func historyError(dir string, from time.Time, err error) error {
-	if errors.Is(err, errNoRecords) {
-		return fmt.Errorf("no records in %s from %s on", dir, from.UTC().Format("2006-01-02 15:04:05 MST"))
+	if errors.Is(err, report.ErrEmpty) {
+		return report.EmptyError(dir, from, time.Time{})
 	}
 	var te *trace.Error
 	if errors.As(err, &te) {

@@ -105,10 +105,7 @@ func Run(o Options, stdout, stderr io.Writer) error {
 	if o.SVG != "" && o.PNG != "" {
 		return usage("--svg and --png exclude each other")
 	}
-	if o.Dir == "" {
-		return usage("no history directory: history.dir is empty (recording is off); give --dir")
-	}
-	src, err := history.Open(o.Dir, o.Set, from, to)
+	src, err := OpenPeriod(o.Dir, o.Set, from, to)
 	if err != nil {
 		return err
 	}
@@ -131,7 +128,7 @@ func Run(o Options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "gearshift: history %s\n", w)
 	}
 	if errors.Is(err, ErrEmpty) {
-		return fmt.Errorf("no records in %s %s", o.Dir, describe(from, to))
+		return EmptyError(o.Dir, from, to)
 	}
 	if err != nil {
 		return fmt.Errorf("read history: %w", err)
@@ -173,6 +170,22 @@ func build(src trace.Source, set *state.Set) (*Report, error) {
 }
 
 // describe says what period was asked: "from 2026-12-01 03:00:00 UTC on".
+// OpenPeriod opens the records of the history directory dir from from to
+// to (a zero time: an open end). A config that records nothing (dir "")
+// is a usage error.
+func OpenPeriod(dir string, set *state.Set, from, to time.Time) (*history.Source, error) {
+	if dir == "" {
+		return nil, usage("no history directory: history.dir is empty (recording is off); give --dir")
+	}
+	return history.Open(dir, set, from, to)
+}
+
+// EmptyError says that dir has no record from from to to (ErrEmpty's
+// sentence for people).
+func EmptyError(dir string, from, to time.Time) error {
+	return fmt.Errorf("no records in %s %s", dir, describe(from, to))
+}
+
 func describe(from, to time.Time) string {
 	const layout = "2006-01-02 15:04:05 MST"
 	switch {
