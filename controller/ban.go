@@ -12,6 +12,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // BanResult is one target's answer to a ban.
@@ -48,15 +49,17 @@ func ParseBan(expr string) ([]string, error) {
 
 // PurgeBan returns the ban words that purge rawURL (http://host/path?query)
 // as the profiles' PURGE request does: every variant of the URL on its host,
-// both schemes and every session's copy. normalizeHost is the config's
-// profiles.normalize_host: the host as the cache key holds it.
-func PurgeBan(rawURL string, normalizeHost bool) ([]string, error) {
+// both schemes, every session's copy, with or without the tracking
+// parameters of drop_query_params and in any order of the query. p is the
+// config's profiles block: the host and the URL as the cache key holds
+// them.
+func PurgeBan(rawURL string, p *profiles.Options) ([]string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%q is not a URL to purge: want http://host/path", rawURL)
 	}
 	host := u.Host
-	if normalizeHost {
+	if p.NormalizeHost {
 		host = strings.TrimPrefix(strings.ToLower(u.Hostname()), "www.")
 	}
 	if host == "" {
@@ -64,7 +67,7 @@ func PurgeBan(rawURL string, normalizeHost bool) ([]string, error) {
 	}
 	// The URL as a client sends it, escaped: no white space, as a ban
 	// argument needs.
-	return []string{"obj.http.X-Gs-Host", "==", host, "&&", "obj.http.X-Gs-Url", "==", escapeSpace(u.RequestURI())}, nil
+	return []string{"obj.http.X-Gs-Host", "==", host, "&&", "obj.http.X-Gs-Url", "==", p.CacheURL(escapeSpace(u.RequestURI()))}, nil
 }
 
 // escapeSpace percent-encodes the white space Go leaves in a query: a

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // FuzzBan: whatever an operator types, ParseBan and PurgeBan either
@@ -36,7 +38,9 @@ func FuzzBan(f *testing.F) {
 			check("ParseBan", words)
 		}
 		for _, normalize := range []bool{false, true} {
-			if words, err := PurgeBan(s, normalize); err == nil {
+			p := profiles.DefaultOptions()
+			p.NormalizeHost = normalize
+			if words, err := PurgeBan(s, &p); err == nil {
 				check("PurgeBan", words)
 			}
 		}

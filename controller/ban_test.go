@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gearshift/gearshift/profiles"
 )
 
 func TestParseBan(t *testing.T) {
@@ -46,8 +48,13 @@ func TestPurgeBan(t *testing.T) {
 		{"http://www./x", true, "", "has no host to purge"},
 		{"http://example.com/?q=a b", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /?q=a%20b", ""},
 		{"http://example.com/a%20b c", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /a%20b%20c", ""}, // as a client sends it
+		// The URL as the cache key holds it: without tracking parameters, sorted.
+		{"http://example.com/p?utm_source=x&b=2&fbclid=1&a=1", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /p?a=1&b=2", ""},
+		{"http://example.com/p?fbclid=1", true, "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /p", ""},
 	} {
-		got, err := PurgeBan(tc.url, tc.normalize)
+		p := profiles.DefaultOptions()
+		p.NormalizeHost = tc.normalize
+		got, err := PurgeBan(tc.url, &p)
 		switch {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("PurgeBan(%q) = %q, %v; want an error with %q", tc.url, got, err, tc.err)

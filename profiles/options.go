@@ -39,9 +39,19 @@ type Options struct {
 	// ModerateHeuristicTTL is moderate's TTL for anonymous responses with no
 	// freshness information; 0: none.
 	ModerateHeuristicTTL timefmt.Duration `yaml:"moderate_heuristic_ttl"`
-	Light                Source           `yaml:"light"`
-	Moderate             Source           `yaml:"moderate"`
-	Heavy                Source           `yaml:"heavy"`
+	// DropQueryParams are query parameters (tracking: utm_*, fbclid)
+	// removed from every request's URL before the cache key; []: none.
+	DropQueryParams []string `yaml:"drop_query_params"` // names or globs with *
+	SortQuery       bool     `yaml:"sort_query"`        // put the query's parameters in one order for the cache key
+	// KeepWarm stores, in light and moderate, the anonymous pages heavy
+	// would store, for heavy (and stale_if_error) alone to serve.
+	KeepWarm bool `yaml:"keep_warm"`
+	// StaleIfError is how old a stored copy an anonymous visitor may get,
+	// in any gear, when the backend fails or is full; 0: never.
+	StaleIfError timefmt.Duration `yaml:"stale_if_error"`
+	Light        Source           `yaml:"light"`
+	Moderate     Source           `yaml:"moderate"`
+	Heavy        Source           `yaml:"heavy"`
 }
 
 // Sources returns each gear's source, by state. A gear added to state.All
@@ -59,6 +69,25 @@ type Source struct {
 type Backend struct {
 	Host string `yaml:"host"` // the origin server (Apache) the profiles send requests to
 	Port int    `yaml:"port"` // its port
+	// FirstByteTimeout is how long Varnish waits for the backend's answer
+	// to begin before the fetch fails (and a stale copy is served).
+	FirstByteTimeout timefmt.Duration `yaml:"first_byte_timeout"`
+	// MaxConnections bounds Varnish's connections to the backend; a fetch
+	// over it fails at once. 0: what the web server's own config takes
+	// (see DetectMaxConnections).
+	MaxConnections int   `yaml:"max_connections"`
+	Probe          Probe `yaml:"probe"` // the health probe
+}
+
+// Probe is the backend health probe: Varnish fetches URL every Interval
+// and calls the backend healthy while Threshold of the last Window
+// fetches answered 200 within Timeout.
+type Probe struct {
+	URL       string           `yaml:"url"` // a path; "": no probe
+	Interval  timefmt.Duration `yaml:"interval"`
+	Timeout   timefmt.Duration `yaml:"timeout"`
+	Window    int              `yaml:"window"`
+	Threshold int              `yaml:"threshold"`
 }
 
 // Site is what the profiles are built from: the `profiles:` and `backend:`
@@ -90,11 +119,40 @@ func DefaultOptions() Options {
 		PurgeACL:             []string{"127.0.0.1", "::1"},
 		PassHeaders:          []string{"Authorization", "X-WP-Nonce", "X-CSRF-Token"},
 		ModerateHeuristicTTL: timefmt.Duration(30 * time.Second),
+		DropQueryParams:      DefaultDropQueryParams(),
+		SortQuery:            true,
+		KeepWarm:             true,
+		StaleIfError:         timefmt.Duration(10 * time.Minute),
 	}
 }
 
-// DefaultBackend is the `backend:` block's default: Apache on 8080.
-var DefaultBackend = Backend{Host: "127.0.0.1", Port: 8080}
+// DefaultBackend is the `backend:` block's default: Apache on 8080, a
+// fetch failing after 30 s without an answer (PHP's max_execution_time),
+// the connection limit taken from the web server's config, and a probe of
+// / every 2 s.
+var DefaultBackend = Backend{
+	Host:             "127.0.0.1",
+	Port:             8080,
+	FirstByteTimeout: timefmt.Duration(30 * time.Second),
+	Probe: Probe{
+		URL:       "/",
+		Interval:  timefmt.Duration(2 * time.Second),
+		Timeout:   timefmt.Duration(time.Second),
+		Window:    5,
+		Threshold: 3,
+	},
+}
+
+// DefaultDropQueryParams are the query parameters that advertising,
+// social networks and newsletters add to a link for the browser's
+// analytics scripts: no page renders differently for them.
+func DefaultDropQueryParams() []string {
+	return []string{
+		"utm_*", "fbclid", "gclid", "gbraid", "wbraid", "dclid", "msclkid",
+		"yclid", "twclid", "ttclid", "igshid", "mc_cid", "mc_eid", "_ga",
+		"_gl", "_hsenc", "_hsmi", "mkt_tok", "srsltid",
+	}
+}
 
 // DefaultIgnoreCookies are the cookies known to identify nobody: set by
 // analytics, advertising, consent and A/B-testing scripts for their own
@@ -141,6 +199,7 @@ func (p *Options) Check(problem func(key, format string, args ...any)) {
 		{"heavy_session_ttl", p.HeavySessionTTL, false},
 		{"heavy_grace", p.HeavyGrace, true},
 		{"moderate_heuristic_ttl", p.ModerateHeuristicTTL, true},
+		{"stale_if_error", p.StaleIfError, true},
 	} {
 		switch {
 		case d.val < 0 && d.zero:
@@ -161,6 +220,11 @@ func (p *Options) Check(problem func(key, format string, args ...any)) {
 			if _, err := CookieGlobRegex(name); err != nil {
 				problem(fmt.Sprintf("profiles.%s[%d]", l.key, i), "%v", err)
 			}
+		}
+	}
+	for i, name := range p.DropQueryParams {
+		if _, err := QueryGlobRegex(name); err != nil {
+			problem(fmt.Sprintf("profiles.drop_query_params[%d]", i), "%v", err)
 		}
 	}
 	for i, ext := range p.StaticExtensions {
@@ -200,6 +264,39 @@ func (p *Options) Check(problem func(key, format string, args ...any)) {
 		problem(fmt.Sprintf("profiles.purge_acl[%d]", i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/8)", a)
 	}
 }
+
+// Check reports what is wrong with the `backend:` block, by config key.
+func (b *Backend) Check(problem func(key, format string, args ...any)) {
+	if b.FirstByteTimeout <= 0 {
+		problem("backend.first_byte_timeout", "must be positive, got %s", b.FirstByteTimeout)
+	}
+	if b.MaxConnections < 0 {
+		problem("backend.max_connections", "must be 0 (taken from the web server's config) or a number of connections, got %d", b.MaxConnections)
+	}
+	pr := b.Probe
+	if pr.URL == "" {
+		return
+	}
+	if !probeURLRE.MatchString(pr.URL) {
+		problem("backend.probe.url", "%q is not a path such as /health (\"\" turns the probe off)", pr.URL)
+	}
+	if pr.Interval <= 0 {
+		problem("backend.probe.interval", "must be positive, got %s", pr.Interval)
+	}
+	if pr.Timeout <= 0 {
+		problem("backend.probe.timeout", "must be positive, got %s", pr.Timeout)
+	}
+	if pr.Window < 1 || pr.Window > 64 {
+		problem("backend.probe.window", "must be between 1 and 64 probes, got %d", pr.Window)
+	}
+	if pr.Threshold < 1 || pr.Threshold > pr.Window {
+		problem("backend.probe.threshold", "must be between 1 and backend.probe.window (%d), got %d", pr.Window, pr.Threshold)
+	}
+}
+
+// probeURLRE matches a request target the probe can send: a path and
+// query, no white space or quote.
+var probeURLRE = regexp.MustCompile(`^/[^\s"\\]*$`)
 
 // CheckVCLFile refuses a vcl_file that cannot be a VCL program: one of the
 // targets' admin secrets (Varnish's compiler would quote it in its error,

@@ -52,6 +52,8 @@ var Reasons = []Reason{
 		"profiles.static_ttl"},
 	{"light", "the light gear passes every page that is not a static object",
 		"the gear: rules and hysteresis (light is for a lightly loaded server)"},
+	{"warm", "moderate has a copy that only heavy serves (kept warm for it, profiles.keep_warm, or left by heavy): this visitor gets the backend's answer",
+		"the site's headers (moderate caches what they allow); profiles.moderate_heuristic_ttl for pages without freshness"},
 }
 
 // LookupReason returns the reason of word, if it is one.

@@ -121,6 +121,23 @@ type vclData struct {
 	NeverCache  []string // regexes over the normalised path and query (X-Gs-Path)
 	PurgeACL    []string // ACL entries: "addr" or "addr"/bits
 	PassHeaders []string // header names; a request with any of them is passed
+
+	DropRE       string // a group matching a query parameter name to drop; "" for none
+	SortQuery    bool   // sort the query's parameters
+	KeepWarm     bool   // light and moderate store what heavy would, for heavy alone
+	StaleIfError string // the oldest copy served when the backend fails; "" for never
+	CopyGrace    string // grace of an anonymous copy: the longer of heavy_grace and stale_if_error
+
+	FirstByteTimeout string
+	MaxConnections   int
+	Probe            *vclProbe // nil: no probe
+}
+
+// vclProbe is backend.probe, as VCL values.
+type vclProbe struct {
+	URL               string
+	Interval, Timeout string
+	Window, Threshold int
 }
 
 // funcs are the templates' helpers that write a VCL expression or
@@ -147,6 +164,14 @@ func (d *vclData) funcs() template.FuncMap {
 				`set ` + dst + ` = regsuball(` + dst + `, "^[; ]+|[; ]+$", "");`,
 			}
 			return strings.Join(lines, "\n        ")
+		},
+		// keyURL: a URL as the cache key holds it, the query sorted
+		// when sort_query is on (Options.CacheURL does the same).
+		"keyURL": func(u string) string {
+			if !d.SortQuery {
+				return u
+			}
+			return `regsub(std.querysort(` + u + `), "\?$", "")`
 		},
 		// reason: a reason word of Reasons as a VCL string.
 		"reason": reasonLiteral,
@@ -209,6 +234,40 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 	}
 
 	d.NeverCache = append(d.NeverCache, p.NeverCache...)
+
+	var params []string
+	for i, g := range p.DropQueryParams {
+		re, err := QueryGlobRegex(g)
+		if err != nil {
+			return nil, fmt.Errorf("profiles.drop_query_params[%d]: %w", i, err)
+		}
+		params = append(params, re)
+	}
+	if len(params) > 0 {
+		d.DropRE = "(?:" + strings.Join(params, "|") + ")"
+	}
+	d.SortQuery = p.SortQuery
+	d.KeepWarm = p.KeepWarm
+	if p.StaleIfError > 0 {
+		d.StaleIfError = vclDuration(time.Duration(p.StaleIfError))
+	}
+	d.CopyGrace = vclDuration(time.Duration(max(p.HeavyGrace, p.StaleIfError)))
+
+	b := site.Backend
+	d.FirstByteTimeout = vclDuration(time.Duration(b.FirstByteTimeout))
+	d.MaxConnections = b.MaxConnections
+	if d.MaxConnections == 0 {
+		d.MaxConnections = FallbackMaxConnections
+	}
+	if b.Probe.URL != "" {
+		d.Probe = &vclProbe{
+			URL:       b.Probe.URL,
+			Interval:  vclDuration(time.Duration(b.Probe.Interval)),
+			Timeout:   vclDuration(time.Duration(b.Probe.Timeout)),
+			Window:    b.Probe.Window,
+			Threshold: b.Probe.Threshold,
+		}
+	}
 
 	if d.ModerateHeuristicTTL == "0s" {
 		d.ModerateHeuristicTTL = ""

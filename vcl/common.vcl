@@ -7,10 +7,34 @@ vcl 4.1;
 
 import std;
 
+# A fetch over .max_connections (backend.max_connections) fails at once
+# instead of queueing in front of PHP; an anonymous page then gets its
+# stored copy (profiles.stale_if_error), like one the backend does not
+# answer within .first_byte_timeout.
 backend default {
     .host = "{{.BackendHost}}";
     .port = "{{.BackendPort}}";
+    .max_connections = {{.MaxConnections}};
+    .first_byte_timeout = {{.FirstByteTimeout}};
 }
+{{- if .Probe}}
+
+# The health probe (backend.probe) on a backend of its own that nothing is
+# fetched from: a sick verdict makes the profiles serve stored copies at
+# once, and never refuses a fetch the real backend could answer (a probe
+# URL that redirects or needs a login takes no site down).
+backend gearshift_probe {
+    .host = "{{.BackendHost}}";
+    .port = "{{.BackendPort}}";
+    .probe = {
+        .url = "{{.Probe.URL}}";
+        .interval = {{.Probe.Interval}};
+        .timeout = {{.Probe.Timeout}};
+        .window = {{.Probe.Window}};
+        .threshold = {{.Probe.Threshold}};
+    }
+}
+{{- end}}
 {{- if .PurgeACL}}
 
 # Clients allowed to PURGE and BAN (profiles.purge_acl).
@@ -34,7 +58,12 @@ sub gearshift_recv {
         unset req.http.X-Gs-Path;
         unset req.http.X-Gs-Drop;
         unset req.http.X-Gs-Stripped;
+        unset req.http.X-Gs-Anon;
+        unset req.http.X-Gs-Stale;
+        unset req.http.X-Gs-Sick;
+        unset req.http.X-Gs-Query;
     }
+    set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
     unset req.http.X-Gs-Reason;
     # HTTP/2 and some clients split cookies over several headers.
@@ -54,6 +83,24 @@ sub gearshift_recv {
             unset req.http.X-Gs-Cookie;
         }
     }
+{{- if .DropRE}}
+
+    # The tracking parameters a click carries (profiles.drop_query_params)
+    # are removed in every gear, before the cache key and the backend see
+    # the URL: no page renders differently for them, and each click's own
+    # value would make its own cache miss. Empty parameters left go too.
+    # A BAN's URL is a regex, left as it is.
+    if (req.method != "BAN" && req.url ~ {"[?&]{{.DropRE}}(?:[=&]|$)"}) {
+        set req.http.X-Gs-Query = regsub(req.url, "^[^?]*\?", "&");
+        set req.http.X-Gs-Query = regsuball(req.http.X-Gs-Query, {"&{{.DropRE}}(?:=[^&]*)?(?=&|$)"}, "");
+        set req.http.X-Gs-Query = regsuball(regsuball(req.http.X-Gs-Query, "&&+", "&"), "^&|&$", "");
+        set req.url = regsub(req.url, "\?.*$", "");
+        if (req.http.X-Gs-Query != "") {
+            set req.url = req.url + "?" + req.http.X-Gs-Query;
+        }
+        unset req.http.X-Gs-Query;
+    }
+{{- end}}
 {{- if .NormalizeHost}}
 
     # Host normalised in the cache key only (lower case, no port, no
@@ -87,7 +134,7 @@ sub gearshift_recv {
         }
         # Every variant of the URL goes: both schemes, and heavy's copy of
         # every session, not only the copy this request would be served.
-        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.url)) {
+        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + {{keyURL "req.url"}})) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
         return (synth(200, "Purged"));
@@ -173,8 +220,37 @@ sub gearshift_recv {
         return (hash);
     }
 {{- end}}
+{{- if .StaleIfError}}
+
+    # An anonymous page: when the backend fails, is full or is sick, its
+    # stored copy is served (profiles.stale_if_error): see vcl_deliver.
+    if (!req.http.X-Gs-Session) {
+        set req.http.X-Gs-Anon = "1";
+{{- if .Probe}}
+        if (!std.healthy(gearshift_probe)) {
+            set req.http.X-Gs-Sick = "1";
+        }
+{{- end}}
+        if (req.http.X-Gs-Stale || req.http.X-Gs-Sick) {
+            set req.grace = {{.StaleIfError}};
+        }
+    }
+{{- end}}
 }
 
+{{- if .StaleIfError}}
+# An anonymous page the backend failed (a 5xx passed through, or the
+# synthetic 503 of a fetch abandoned above) is asked for again, once, from
+# the cache alone: vcl_hit serves a copy younger than stale_if_error,
+# vcl_miss and vcl_pass answer 503 without a second backend request.
+sub gearshift_stale_if_error {
+    if (resp.status >= 500 && req.http.X-Gs-Anon && !req.http.X-Gs-Stale && req.restarts < 2) {
+        set req.http.X-Gs-Stale = "1";
+        return (restart);
+    }
+}
+
+{{ end -}}
 # Marks a session's uncacheable request: once it is answered, vcl_deliver
 # bans the objects tagged with that session (X-Gs-Sid), in whatever gear
 # cached them. Other sessions' and anonymous objects are not touched.
@@ -192,7 +268,11 @@ sub vcl_pipe {
 }
 
 sub vcl_hash {
-    hash_data(req.url);
+{{- if .SortQuery}}
+    # The query's parameters in one order, and no lone "?"
+    # (profiles.sort_query): the backend still gets them as they came.
+{{- end}}
+    hash_data({{keyURL "req.url"}});
     hash_data(req.http.X-Gs-Host);
     # A site behind a TLS terminator answers http with a redirect to https.
     hash_data(req.http.X-Forwarded-Proto);
@@ -205,6 +285,30 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+{{- if .StaleIfError}}
+    # The backend failed this request, or the probe finds it sick: any
+    # gear serves an anonymous page's copy younger than stale_if_error
+    # rather than an error. Older, a failed request gets the error; with
+    # the backend sick, the gear's own rule holds (so a probe that is
+    # wrong never makes an error).
+    if ((req.http.X-Gs-Stale || req.http.X-Gs-Sick) && obj.age <= {{.StaleIfError}}) {
+{{- if eq .State "light"}}
+        set req.http.X-Gs-Cache = "STALE";
+{{- else if eq .State "moderate"}}
+        if (req.http.X-Gs-Stale || obj.ttl <= 0s || obj.http.X-Gs-Gear) {
+            set req.http.X-Gs-Cache = "STALE";
+        }
+{{- else}}
+        if (req.http.X-Gs-Stale || obj.ttl <= 0s) {
+            set req.http.X-Gs-Cache = "STALE";
+        }
+{{- end}}
+        return (deliver);
+    }
+    if (req.http.X-Gs-Stale) {
+        return (synth(503, "Backend fetch failed"));
+    }
+{{- end}}
 }
 
 sub vcl_miss {
@@ -213,10 +317,22 @@ sub vcl_miss {
     } else {
         set req.http.X-Gs-Cache = "MISS";
     }
+{{- if .StaleIfError}}
+    if (req.http.X-Gs-Stale) {
+        # No copy to serve for the failed request: its error, without
+        # asking the backend again.
+        return (synth(503, "Backend fetch failed"));
+    }
+{{- end}}
 }
 
 sub vcl_pass {
     set req.http.X-Gs-Cache = "PASS";
+{{- if .StaleIfError}}
+    if (req.http.X-Gs-Stale) {
+        return (synth(503, "Backend fetch failed"));
+    }
+{{- end}}
 }
 
 sub vcl_backend_fetch {
@@ -228,6 +344,15 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Drop;
     unset bereq.http.X-Gs-Cookie;
     unset bereq.http.X-Gs-Stripped;
+    unset bereq.http.X-Gs-Anon;
+    unset bereq.http.X-Gs-Stale;
+    unset bereq.http.X-Gs-Sick;
+{{- if .Probe}}
+    if (bereq.is_bgfetch && !std.healthy(gearshift_probe)) {
+        # The copy stays; the probe says when the backend is back.
+        return (abandon);
+    }
+{{- end}}
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see
@@ -265,10 +390,22 @@ sub gearshift_reason {
 sub vcl_backend_error {
     if (!bereq.uncacheable) {
         call gearshift_reason;
+        if (bereq.is_bgfetch) {
+            # Keep serving the stale copy.
+            return (abandon);
+        }
+{{- if .StaleIfError}}
+        if (!bereq.http.Cookie) {
+            # An anonymous fetch for the cache that failed (refused,
+            # timed out, over max_connections): abandoned, so that the
+            # copy it would have replaced stays for vcl_synth to serve.
+            return (abandon);
+        }
+{{- end}}
     }
 }
 
-{{- if or .StaticRE (eq .State "heavy")}}
+{{- if or .StaticRE (eq .State "heavy") .KeepWarm}}
 
 # Statuses a cache may keep without explicit freshness (RFC 9110 section
 # 15.1 and Varnish's own list): only these get a TTL gearshift chooses.
@@ -293,6 +430,25 @@ sub gearshift_hit_for_miss {
     set beresp.grace = 0s;
     return (deliver);
 }
+
+{{- if and .KeepWarm (ne .State "heavy")}}
+
+# keep_warm: an anonymous response that heavy would store is stored as
+# heavy would store it, marked for heavy alone (X-Gs-Gear "warm"): light
+# and moderate pass the copy, heavy serves it from its first request, and
+# stale_if_error serves it when the backend fails. The caller has sent
+# what is never shared to gearshift_hit_for_miss.
+sub gearshift_keep_warm {
+    call gearshift_forced_ttl_status;
+    if (beresp.ttl < {{.HeavyMinTTL}}) {
+        set beresp.ttl = {{.HeavyMinTTL}};
+    }
+    set beresp.grace = {{.CopyGrace}};
+    set beresp.http.X-Gs-Gear = "warm";
+    call gearshift_reason;
+    return (deliver);
+}
+{{- end}}
 
 # A 5xx with no stale copy to keep leaves a short hit-for-miss marker: not
 # cached as content, and within seconds requests queue behind a single
@@ -390,8 +546,14 @@ sub gearshift_backend_response {
     if (bereq.uncacheable) {
         return (deliver);
     }
+    if (beresp.status >= 500 && bereq.is_bgfetch) {
+        # Keep serving the stale copy.
+        set bereq.http.X-Gs-Reason = {{reason "uncacheable_status"}} + " status=" + beresp.status;
+        call gearshift_reason;
+        return (abandon);
+    }
     # For BAN: lets the ban lurker match objects without a request.
-    set beresp.http.X-Gs-Url = bereq.url;
+    set beresp.http.X-Gs-Url = {{keyURL "bereq.url"}};
 {{- if .NormalizeHost}}
     set beresp.http.X-Gs-Host = {{hostKey "bereq.http.Host"}};
 {{- else}}
@@ -401,11 +563,6 @@ sub gearshift_backend_response {
 
     if (bereq.url ~ {"{{.StaticRE}}"}) {
         if (beresp.status >= 500) {
-            if (bereq.is_bgfetch) {
-                # Keep serving the stale copy.
-                call gearshift_reason;
-                return (abandon);
-            }
             call gearshift_error_marker;
         }
         call gearshift_forced_ttl_status;
@@ -433,9 +590,22 @@ sub gearshift_backend_response {
         unset beresp.http.X-Gs-Location;
     }
 {{- end}}
+{{- if .StaleIfError}}
+    if (beresp.status >= 500 && !bereq.http.Cookie) {
+        # An anonymous page's error: abandoned, so that the copy it would
+        # replace stays for vcl_synth to serve (stale_if_error); a 5xx is
+        # never stored as the page.
+        set bereq.http.X-Gs-Reason = {{reason "uncacheable_status"}} + " status=" + beresp.status;
+        call gearshift_reason;
+        return (abandon);
+    }
+{{- end}}
 }
 
 sub vcl_deliver {
+{{- if .StaleIfError}}
+    call gearshift_stale_if_error;
+{{- end}}
     if (req.http.X-Gs-Drop) {
         # The session's write is done: its cached pages go, so its next
         # request sees what it wrote (read-your-own-writes).
@@ -448,6 +618,7 @@ sub vcl_deliver {
     unset resp.http.X-Gs-Host;
     unset resp.http.X-Gs-Gear;
     unset resp.http.X-Gs-Sid;
+    unset resp.http.X-Gs-Grace;
 {{- if .ExposeHeaders}}
     set resp.http.X-Gearshift-Profile = "{{.State}}";
     if (req.http.X-Gs-Cache) {
@@ -459,6 +630,9 @@ sub vcl_deliver {
 }
 
 sub vcl_synth {
+{{- if .StaleIfError}}
+    call gearshift_stale_if_error;
+{{- end}}
 {{- if .ExposeHeaders}}
     set resp.http.X-Gearshift-Profile = "{{.State}}";
     set resp.http.X-Cache = "PASS";

@@ -10,17 +10,19 @@ sub vcl_recv {
     }
     # Anonymous: every anonymous visitor gets the same page.
     unset req.http.Cookie;
+{{- if .StaleIfError}}
+    if (!req.http.X-Gs-Stale && !req.http.X-Gs-Sick) {
+        # A copy is kept for stale_if_error ({{.CopyGrace}} of grace);
+        # heavy serves it while it refreshes for heavy_grace alone.
+        set req.grace = {{.HeavyGrace}};
+    }
+{{- end}}
     return (hash);
 }
 
 sub vcl_backend_response {
     call gearshift_backend_response;
     if (beresp.status >= 500) {
-        if (bereq.is_bgfetch) {
-            # Keep serving the stale copy.
-            call gearshift_reason;
-            return (abandon);
-        }
         call gearshift_error_marker;
     }
     # Forced TTLs only on what HTTP lets a cache keep: never a 401 or 403.
@@ -43,16 +45,14 @@ sub vcl_backend_response {
             set beresp.ttl = {{.HeavyMinTTL}};
         }
     }
-    set beresp.grace = {{.HeavyGrace}};
+    if (bereq.http.Cookie) {
+        set beresp.grace = {{.HeavyGrace}};
+    } else {
+        set beresp.grace = {{.CopyGrace}};
+    }
     # Lets the lighter gears recognise what only heavy would cache.
     set beresp.http.X-Gs-Gear = "heavy";
     call gearshift_reason;
     return (deliver);
 }
 
-sub vcl_backend_error {
-    if (bereq.is_bgfetch) {
-        # The backend is down: keep serving the stale copy.
-        return (abandon);
-    }
-}

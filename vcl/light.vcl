@@ -4,8 +4,40 @@ sub vcl_recv {
     call gearshift_recv;
     # Light load: only static objects come from the cache.
     set req.http.X-Gs-Reason = {{reason "light"}};
+{{- if .KeepWarm}}
+    if (!req.http.X-Gs-Session) {
+        # An anonymous page is looked up all the same (profiles.keep_warm):
+        # a copy, if any, is passed by vcl_hit, and a miss stores what the
+        # backend answers for heavy to find when it starts. A copy past
+        # its TTL is fetched again and replaced, never served stale here.
+        unset req.http.Cookie;
+        if (!req.http.X-Gs-Stale && !req.http.X-Gs-Sick) {
+            set req.grace = 0s;
+        }
+        return (hash);
+    }
+{{- else if .StaleIfError}}
+    if (req.http.X-Gs-Stale || req.http.X-Gs-Sick) {
+        # The backend failed or is sick: a stored copy (stale_if_error).
+        unset req.http.Cookie;
+        return (hash);
+    }
+{{- end}}
     return (pass);
 }
+{{- if .KeepWarm}}
+
+sub vcl_hit {
+{{- if .StaticRE}}
+    if (req.url ~ {"{{.StaticRE}}"}) {
+        return (deliver);
+    }
+{{- end}}
+    # A page's copy, stored for heavy or by another gear: light always
+    # gets the backend's fresh answer.
+    return (pass);
+}
+{{- end}}
 
 sub vcl_backend_response {
     call gearshift_backend_response;
@@ -14,5 +46,8 @@ sub vcl_backend_response {
     }
     call gearshift_anonymous_set_cookie;
     call gearshift_never_share;
+{{- if .KeepWarm}}
+    call gearshift_keep_warm;
+{{- end}}
     call gearshift_hit_for_miss;
 }

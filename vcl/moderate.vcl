@@ -10,7 +10,13 @@ sub vcl_recv {
     # like{{if .SessionRE}}, or not session cookies{{end}}) and would make every page
     # uncacheable.
     unset req.http.Cookie;
-    if (req.http.X-Gs-Refresh) {
+    if (req.http.X-Gs-Stale) {
+        # The refresh failed: the copy, from gearshift_recv's grace.
+    } else if (req.http.X-Gs-Refresh == "stale") {
+        # A warm copy past its TTL: fetched again and replaced (the
+        # lookup without grace hands it to the fetch), never served.
+        set req.grace = 0s;
+    } else if (req.http.X-Gs-Refresh) {
         set req.hash_always_miss = true;
     }
     return (hash);
@@ -24,6 +30,26 @@ sub vcl_hit {
         set req.http.X-Gs-Refresh = "1";
         return (restart);
     }
+{{- if .StaleIfError}}
+    if (obj.http.X-Gs-Grace && obj.ttl + std.duration(obj.http.X-Gs-Grace + "s", 0s) <= 0s && !req.http.X-Gs-Refresh) {
+        # Past the grace the backend gave it: kept only for
+        # stale_if_error, so fetched again (and replaced) first.
+        set req.http.X-Gs-Refresh = "stale";
+        return (restart);
+    }
+{{- end}}
+{{- if .KeepWarm}}
+    # A copy kept warm for heavy (profiles.keep_warm): this visitor gets
+    # the backend's answer.
+    if (obj.http.X-Gs-Gear == "warm") {
+        if (obj.ttl <= 0s && !req.http.X-Gs-Refresh) {
+            set req.http.X-Gs-Refresh = "stale";
+            return (restart);
+        }
+        set req.http.X-Gs-Reason = {{reason "warm"}};
+        return (pass);
+    }
+{{- end}}
 }
 
 sub vcl_backend_response {
@@ -36,14 +62,15 @@ sub vcl_backend_response {
     # Never cached when the backend says it must be revalidated.
     if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)no-cache") {
         set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " no-cache";
-        call gearshift_hit_for_miss;
+        call gearshift_not_moderate;
     }
     if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {
         # Explicit freshness: exactly what it says (max-age=0 is none).
         if (beresp.ttl <= 0s) {
             set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " max-age=0";
-            call gearshift_hit_for_miss;
+            call gearshift_not_moderate;
         }
+        call gearshift_moderate_grace;
         call gearshift_reason;
         return (deliver);
     }
@@ -56,10 +83,31 @@ sub vcl_backend_response {
         beresp.status == 404 || beresp.status == 405 || beresp.status == 410 ||
         beresp.status == 414) {
         set beresp.ttl = {{.ModerateHeuristicTTL}};
+        call gearshift_moderate_grace;
         call gearshift_reason;
         return (deliver);
     }
 {{- end}}
     set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " no-freshness";
+    call gearshift_not_moderate;
+}
+
+# A page moderate stores is kept for stale_if_error past the grace the
+# backend gave it (X-Gs-Grace, seconds), which vcl_hit still honours.
+sub gearshift_moderate_grace {
+{{- if .StaleIfError}}
+    if (beresp.grace < {{.StaleIfError}}) {
+        set beresp.http.X-Gs-Grace = beresp.grace;
+        set beresp.grace = {{.StaleIfError}};
+    }
+{{- end}}
+}
+
+# A response moderate's rules do not cache (the caller set the reason):
+# kept warm for heavy when it would store it, else a hit-for-miss marker.
+sub gearshift_not_moderate {
+{{- if .KeepWarm}}
+    call gearshift_keep_warm;
+{{- end}}
     call gearshift_hit_for_miss;
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 func newBanCmd(a *app) *cobra.Command {
@@ -26,7 +27,7 @@ admin ports: an HTTP PURGE reaches one node only.`,
 			if err != nil {
 				return exitUsage, err
 			}
-			return a.ban(cmd.Context(), func(bool) ([]string, error) { return words, nil })
+			return a.ban(cmd.Context(), func(*profiles.Options) ([]string, error) { return words, nil })
 		}),
 	}
 }
@@ -38,21 +39,21 @@ func newPurgeCmd(a *app) *cobra.Command {
 		Example: `  gearshift purge https://example.com/news/today`,
 		Args:    cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
-			return a.ban(cmd.Context(), func(normalizeHost bool) ([]string, error) {
-				return controller.PurgeBan(args[0], normalizeHost)
+			return a.ban(cmd.Context(), func(p *profiles.Options) ([]string, error) {
+				return controller.PurgeBan(args[0], p)
 			})
 		}),
 	}
 }
 
-// ban sends the ban that words makes of the config's normalize_host to
+// ban sends the ban that words makes of the config's profiles block to
 // every target: exit 0 when all took it, 1 when any did not.
-func (a *app) ban(ctx context.Context, words func(normalizeHost bool) ([]string, error)) (int, error) {
+func (a *app) ban(ctx context.Context, words func(*profiles.Options) ([]string, error)) (int, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return exitUsage, err
 	}
-	w, err := words(cfg.Profiles.NormalizeHost)
+	w, err := words(&cfg.Profiles)
 	if err != nil {
 		return exitUsage, err
 	}

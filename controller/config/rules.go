@@ -213,6 +213,9 @@ var knownSignals = func() *state.Set {
 // Site returns what the profiles are built from.
 func (c *Config) Site() profiles.Site {
 	site := profiles.Site{Options: c.Profiles, Backend: c.Backend}
+	if site.Backend.MaxConnections == 0 {
+		site.Backend.MaxConnections, _ = profiles.DetectMaxConnections()
+	}
 	for _, t := range c.Varnish.Targets {
 		site.SecretFiles = append(site.SecretFiles, t.SecretFile)
 	}

@@ -127,6 +127,7 @@ func (c *Config) validateSettings(v *validator) {
 	if c.Backend.Port < 1 || c.Backend.Port > 65535 {
 		v.add("backend.port", "must be between 1 and 65535, got %d", c.Backend.Port)
 	}
+	c.Backend.Check(v.add)
 
 	c.validateBands(v)
 

@@ -6,9 +6,31 @@ vcl 4.1;
 
 import std;
 
+# A fetch over .max_connections (backend.max_connections) fails at once
+# instead of queueing in front of PHP; an anonymous page then gets its
+# stored copy (profiles.stale_if_error), like one the backend does not
+# answer within .first_byte_timeout.
 backend default {
     .host = "127.0.0.1";
     .port = "8080";
+    .max_connections = 150;
+    .first_byte_timeout = 30s;
+}
+
+# The health probe (backend.probe) on a backend of its own that nothing is
+# fetched from: a sick verdict makes the profiles serve stored copies at
+# once, and never refuses a fetch the real backend could answer (a probe
+# URL that redirects or needs a login takes no site down).
+backend gearshift_probe {
+    .host = "127.0.0.1";
+    .port = "8080";
+    .probe = {
+        .url = "/";
+        .interval = 2s;
+        .timeout = 1s;
+        .window = 5;
+        .threshold = 3;
+    }
 }
 
 # Clients allowed to PURGE and BAN (profiles.purge_acl).
@@ -30,7 +52,12 @@ sub gearshift_recv {
         unset req.http.X-Gs-Path;
         unset req.http.X-Gs-Drop;
         unset req.http.X-Gs-Stripped;
+        unset req.http.X-Gs-Anon;
+        unset req.http.X-Gs-Stale;
+        unset req.http.X-Gs-Sick;
+        unset req.http.X-Gs-Query;
     }
+    set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
     unset req.http.X-Gs-Reason;
     # HTTP/2 and some clients split cookies over several headers.
@@ -47,6 +74,22 @@ sub gearshift_recv {
         if (req.http.X-Gs-Cookie == "") {
             unset req.http.X-Gs-Cookie;
         }
+    }
+
+    # The tracking parameters a click carries (profiles.drop_query_params)
+    # are removed in every gear, before the cache key and the backend see
+    # the URL: no page renders differently for them, and each click's own
+    # value would make its own cache miss. Empty parameters left go too.
+    # A BAN's URL is a regex, left as it is.
+    if (req.method != "BAN" && req.url ~ {"[?&](?:utm_[^&=]*|fbclid|gclid|gbraid|wbraid|dclid|msclkid|yclid|twclid|ttclid|igshid|mc_cid|mc_eid|_ga|_gl|_hsenc|_hsmi|mkt_tok|srsltid)(?:[=&]|$)"}) {
+        set req.http.X-Gs-Query = regsub(req.url, "^[^?]*\?", "&");
+        set req.http.X-Gs-Query = regsuball(req.http.X-Gs-Query, {"&(?:utm_[^&=]*|fbclid|gclid|gbraid|wbraid|dclid|msclkid|yclid|twclid|ttclid|igshid|mc_cid|mc_eid|_ga|_gl|_hsenc|_hsmi|mkt_tok|srsltid)(?:=[^&]*)?(?=&|$)"}, "");
+        set req.http.X-Gs-Query = regsuball(regsuball(req.http.X-Gs-Query, "&&+", "&"), "^&|&$", "");
+        set req.url = regsub(req.url, "\?.*$", "");
+        if (req.http.X-Gs-Query != "") {
+            set req.url = req.url + "?" + req.http.X-Gs-Query;
+        }
+        unset req.http.X-Gs-Query;
     }
 
     # Host normalised in the cache key only (lower case, no port, no
@@ -76,7 +119,7 @@ sub gearshift_recv {
         }
         # Every variant of the URL goes: both schemes, and heavy's copy of
         # every session, not only the copy this request would be served.
-        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.url)) {
+        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + regsub(std.querysort(req.url), "\?$", ""))) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
         return (synth(200, "Purged"));
@@ -181,6 +224,28 @@ sub gearshift_recv {
         unset req.http.X-Gs-Session;
         return (hash);
     }
+
+    # An anonymous page: when the backend fails, is full or is sick, its
+    # stored copy is served (profiles.stale_if_error): see vcl_deliver.
+    if (!req.http.X-Gs-Session) {
+        set req.http.X-Gs-Anon = "1";
+        if (!std.healthy(gearshift_probe)) {
+            set req.http.X-Gs-Sick = "1";
+        }
+        if (req.http.X-Gs-Stale || req.http.X-Gs-Sick) {
+            set req.grace = 10m;
+        }
+    }
+}
+# An anonymous page the backend failed (a 5xx passed through, or the
+# synthetic 503 of a fetch abandoned above) is asked for again, once, from
+# the cache alone: vcl_hit serves a copy younger than stale_if_error,
+# vcl_miss and vcl_pass answer 503 without a second backend request.
+sub gearshift_stale_if_error {
+    if (resp.status >= 500 && req.http.X-Gs-Anon && !req.http.X-Gs-Stale && req.restarts < 2) {
+        set req.http.X-Gs-Stale = "1";
+        return (restart);
+    }
 }
 
 # Marks a session's uncacheable request: once it is answered, vcl_deliver
@@ -200,7 +265,9 @@ sub vcl_pipe {
 }
 
 sub vcl_hash {
-    hash_data(req.url);
+    # The query's parameters in one order, and no lone "?"
+    # (profiles.sort_query): the backend still gets them as they came.
+    hash_data(regsub(std.querysort(req.url), "\?$", ""));
     hash_data(req.http.X-Gs-Host);
     # A site behind a TLS terminator answers http with a redirect to https.
     hash_data(req.http.X-Forwarded-Proto);
@@ -213,6 +280,20 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+    # The backend failed this request, or the probe finds it sick: any
+    # gear serves an anonymous page's copy younger than stale_if_error
+    # rather than an error. Older, a failed request gets the error; with
+    # the backend sick, the gear's own rule holds (so a probe that is
+    # wrong never makes an error).
+    if ((req.http.X-Gs-Stale || req.http.X-Gs-Sick) && obj.age <= 10m) {
+        if (req.http.X-Gs-Stale || obj.ttl <= 0s || obj.http.X-Gs-Gear) {
+            set req.http.X-Gs-Cache = "STALE";
+        }
+        return (deliver);
+    }
+    if (req.http.X-Gs-Stale) {
+        return (synth(503, "Backend fetch failed"));
+    }
 }
 
 sub vcl_miss {
@@ -221,10 +302,18 @@ sub vcl_miss {
     } else {
         set req.http.X-Gs-Cache = "MISS";
     }
+    if (req.http.X-Gs-Stale) {
+        # No copy to serve for the failed request: its error, without
+        # asking the backend again.
+        return (synth(503, "Backend fetch failed"));
+    }
 }
 
 sub vcl_pass {
     set req.http.X-Gs-Cache = "PASS";
+    if (req.http.X-Gs-Stale) {
+        return (synth(503, "Backend fetch failed"));
+    }
 }
 
 sub vcl_backend_fetch {
@@ -236,6 +325,13 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Drop;
     unset bereq.http.X-Gs-Cookie;
     unset bereq.http.X-Gs-Stripped;
+    unset bereq.http.X-Gs-Anon;
+    unset bereq.http.X-Gs-Stale;
+    unset bereq.http.X-Gs-Sick;
+    if (bereq.is_bgfetch && !std.healthy(gearshift_probe)) {
+        # The copy stays; the probe says when the backend is back.
+        return (abandon);
+    }
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see
@@ -271,6 +367,16 @@ sub gearshift_reason {
 sub vcl_backend_error {
     if (!bereq.uncacheable) {
         call gearshift_reason;
+        if (bereq.is_bgfetch) {
+            # Keep serving the stale copy.
+            return (abandon);
+        }
+        if (!bereq.http.Cookie) {
+            # An anonymous fetch for the cache that failed (refused,
+            # timed out, over max_connections): abandoned, so that the
+            # copy it would have replaced stays for vcl_synth to serve.
+            return (abandon);
+        }
     }
 }
 
@@ -294,6 +400,22 @@ sub gearshift_hit_for_miss {
     set beresp.uncacheable = true;
     set beresp.ttl = 120s;
     set beresp.grace = 0s;
+    return (deliver);
+}
+
+# keep_warm: an anonymous response that heavy would store is stored as
+# heavy would store it, marked for heavy alone (X-Gs-Gear "warm"): light
+# and moderate pass the copy, heavy serves it from its first request, and
+# stale_if_error serves it when the backend fails. The caller has sent
+# what is never shared to gearshift_hit_for_miss.
+sub gearshift_keep_warm {
+    call gearshift_forced_ttl_status;
+    if (beresp.ttl < 2m) {
+        set beresp.ttl = 2m;
+    }
+    set beresp.grace = 10m;
+    set beresp.http.X-Gs-Gear = "warm";
+    call gearshift_reason;
     return (deliver);
 }
 
@@ -365,17 +487,18 @@ sub gearshift_backend_response {
     if (bereq.uncacheable) {
         return (deliver);
     }
+    if (beresp.status >= 500 && bereq.is_bgfetch) {
+        # Keep serving the stale copy.
+        set bereq.http.X-Gs-Reason = "uncacheable_status" + " status=" + beresp.status;
+        call gearshift_reason;
+        return (abandon);
+    }
     # For BAN: lets the ban lurker match objects without a request.
-    set beresp.http.X-Gs-Url = bereq.url;
+    set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
     set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
 
     if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
         if (beresp.status >= 500) {
-            if (bereq.is_bgfetch) {
-                # Keep serving the stale copy.
-                call gearshift_reason;
-                return (abandon);
-            }
             call gearshift_error_marker;
         }
         call gearshift_forced_ttl_status;
@@ -400,9 +523,18 @@ sub gearshift_backend_response {
         }
         unset beresp.http.X-Gs-Location;
     }
+    if (beresp.status >= 500 && !bereq.http.Cookie) {
+        # An anonymous page's error: abandoned, so that the copy it would
+        # replace stays for vcl_synth to serve (stale_if_error); a 5xx is
+        # never stored as the page.
+        set bereq.http.X-Gs-Reason = "uncacheable_status" + " status=" + beresp.status;
+        call gearshift_reason;
+        return (abandon);
+    }
 }
 
 sub vcl_deliver {
+    call gearshift_stale_if_error;
     if (req.http.X-Gs-Drop) {
         # The session's write is done: its cached pages go, so its next
         # request sees what it wrote (read-your-own-writes).
@@ -415,6 +547,7 @@ sub vcl_deliver {
     unset resp.http.X-Gs-Host;
     unset resp.http.X-Gs-Gear;
     unset resp.http.X-Gs-Sid;
+    unset resp.http.X-Gs-Grace;
     set resp.http.X-Gearshift-Profile = "moderate";
     if (req.http.X-Gs-Cache) {
         set resp.http.X-Cache = req.http.X-Gs-Cache;
@@ -424,6 +557,7 @@ sub vcl_deliver {
 }
 
 sub vcl_synth {
+    call gearshift_stale_if_error;
     set resp.http.X-Gearshift-Profile = "moderate";
     set resp.http.X-Cache = "PASS";
 }
@@ -438,7 +572,13 @@ sub vcl_recv {
     # like) and would make every page
     # uncacheable.
     unset req.http.Cookie;
-    if (req.http.X-Gs-Refresh) {
+    if (req.http.X-Gs-Stale) {
+        # The refresh failed: the copy, from gearshift_recv's grace.
+    } else if (req.http.X-Gs-Refresh == "stale") {
+        # A warm copy past its TTL: fetched again and replaced (the
+        # lookup without grace hands it to the fetch), never served.
+        set req.grace = 0s;
+    } else if (req.http.X-Gs-Refresh) {
         set req.hash_always_miss = true;
     }
     return (hash);
@@ -452,6 +592,22 @@ sub vcl_hit {
         set req.http.X-Gs-Refresh = "1";
         return (restart);
     }
+    if (obj.http.X-Gs-Grace && obj.ttl + std.duration(obj.http.X-Gs-Grace + "s", 0s) <= 0s && !req.http.X-Gs-Refresh) {
+        # Past the grace the backend gave it: kept only for
+        # stale_if_error, so fetched again (and replaced) first.
+        set req.http.X-Gs-Refresh = "stale";
+        return (restart);
+    }
+    # A copy kept warm for heavy (profiles.keep_warm): this visitor gets
+    # the backend's answer.
+    if (obj.http.X-Gs-Gear == "warm") {
+        if (obj.ttl <= 0s && !req.http.X-Gs-Refresh) {
+            set req.http.X-Gs-Refresh = "stale";
+            return (restart);
+        }
+        set req.http.X-Gs-Reason = "warm";
+        return (pass);
+    }
 }
 
 sub vcl_backend_response {
@@ -464,14 +620,15 @@ sub vcl_backend_response {
     # Never cached when the backend says it must be revalidated.
     if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)no-cache") {
         set bereq.http.X-Gs-Reason = "no_store" + " no-cache";
-        call gearshift_hit_for_miss;
+        call gearshift_not_moderate;
     }
     if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {
         # Explicit freshness: exactly what it says (max-age=0 is none).
         if (beresp.ttl <= 0s) {
             set bereq.http.X-Gs-Reason = "no_store" + " max-age=0";
-            call gearshift_hit_for_miss;
+            call gearshift_not_moderate;
         }
+        call gearshift_moderate_grace;
         call gearshift_reason;
         return (deliver);
     }
@@ -483,9 +640,26 @@ sub vcl_backend_response {
         beresp.status == 404 || beresp.status == 405 || beresp.status == 410 ||
         beresp.status == 414) {
         set beresp.ttl = 30s;
+        call gearshift_moderate_grace;
         call gearshift_reason;
         return (deliver);
     }
     set bereq.http.X-Gs-Reason = "no_store" + " no-freshness";
+    call gearshift_not_moderate;
+}
+
+# A page moderate stores is kept for stale_if_error past the grace the
+# backend gave it (X-Gs-Grace, seconds), which vcl_hit still honours.
+sub gearshift_moderate_grace {
+    if (beresp.grace < 10m) {
+        set beresp.http.X-Gs-Grace = beresp.grace;
+        set beresp.grace = 10m;
+    }
+}
+
+# A response moderate's rules do not cache (the caller set the reason):
+# kept warm for heavy when it would store it, else a hit-for-miss marker.
+sub gearshift_not_moderate {
+    call gearshift_keep_warm;
     call gearshift_hit_for_miss;
 }

@@ -1,0 +1,159 @@
+package profiles
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/timefmt"
+)
+
+// TestStaleIfErrorAgainstVarnish proves stale_if_error, the backend's
+// limits and the health probe against a real varnishd: in every gear an
+// anonymous page seen before is served from its copy when the backend
+// fails, is full, is slow or is sick; a page never seen, and every
+// logged-in visitor, get the error.
+func TestStaleIfErrorAgainstVarnish(t *testing.T) {
+	varnishtest.Binary(t)
+	probe := Probe{
+		URL:       "/probe",
+		Interval:  timefmt.Duration(200 * time.Millisecond),
+		Timeout:   timefmt.Duration(150 * time.Millisecond),
+		Window:    3,
+		Threshold: 2,
+	}
+	origins := map[string]*origin{}
+	variants := map[string]string{}
+	for _, s := range state.All {
+		o := newOrigin(t)
+		cfg := testConfig(o)
+		cfg.Backend.Probe = probe
+		cfg.Options.HeavyMinTTL = timefmt.Duration(time.Second)
+		cfg.Options.HeavyGrace = timefmt.Duration(time.Second)
+		origins[s.String()] = o
+		variants["stale"+s.String()] = render(t, cfg, s)
+	}
+	short := newOrigin(t)
+	cfg := testConfig(short)
+	cfg.Options.HeavyMinTTL = timefmt.Duration(time.Second)
+	variants["shortlight"] = render(t, cfg, state.Light)
+	busy := newOrigin(t)
+	cfg = testConfig(busy)
+	cfg.Backend.MaxConnections = 1
+	cfg.Backend.FirstByteTimeout = timefmt.Duration(time.Second)
+	variants["busylight"] = render(t, cfg, state.Light)
+	g := loadGears(t, variants)
+
+	for _, s := range state.All {
+		gear := s.String()
+		t.Run(gear+"/backend-fails", func(t *testing.T) {
+			t.Parallel()
+			testStale(t, g, origins[gear], gear)
+		})
+	}
+	t.Run("light/copy-past-its-ttl", func(t *testing.T) {
+		t.Parallel()
+		get := func() reply { return g.do(t, req{gear: "shortlight", path: "/g/short/page?cc=max-age%3D1"}) }
+		get().want(t, "MISS", "hit=1")
+		time.Sleep(1500 * time.Millisecond)
+		get().want(t, "MISS", "hit=2") // fetched again and replaced, never served stale
+		time.Sleep(1500 * time.Millisecond)
+		short.fail.Store(true)
+		get().want(t, "STALE", "hit=2")
+		if r := get(); r.header.Get("Age") == "" || r.header.Get("Age") == "0" {
+			t.Errorf("stale copy has Age %q, want its age in seconds", r.header.Get("Age"))
+		}
+	})
+	t.Run("light/backend-full-or-slow", func(t *testing.T) {
+		t.Parallel()
+		testBusy(t, g, busy)
+	})
+}
+
+func testStale(t *testing.T, g *gears, o *origin, gear string) {
+	label := "stale" + gear
+	get := func(path, cookie string) reply {
+		t.Helper()
+		return g.do(t, req{gear: label, path: path, cookie: cookie})
+	}
+	// A copy past its TTL and past the grace the backend and heavy_grace
+	// give it (swr=0: moderate's own rule would not serve it either).
+	seen := "/g/stale/" + gear + "/seen?cc=max-age%3D1%2C+stale-while-revalidate%3D0"
+	get(seen, "").want(t, "MISS", "hit=1")
+	waitProbe(t, g, label, "healthy")
+	time.Sleep(2500 * time.Millisecond)
+
+	o.fail.Store(true)
+	// Before the probe has noticed: the failed fetch's copy.
+	r := get(seen, "")
+	r.want(t, "STALE", "hit=1")
+	if r.status != http.StatusOK {
+		t.Errorf("stale copy: status %d, want 200", r.status)
+	}
+	if r := get("/g/stale/"+gear+"/never-seen", ""); r.status != http.StatusServiceUnavailable {
+		t.Errorf("page never seen: status %d, want 503", r.status)
+	}
+	if r := get(seen, "PHPSESSID=s1"); r.status != http.StatusServiceUnavailable || strings.Contains(r.body, "hit=1") {
+		t.Errorf("logged-in visitor: status %d body %q, want the backend's 503, never the anonymous copy", r.status, r.body)
+	}
+
+	// Sick: the copy at once, without asking the backend.
+	waitProbe(t, g, label, "sick")
+	n := o.count(seen)
+	r = get(seen, "")
+	if r.status != http.StatusOK || !strings.Contains(r.body, "hit=1") {
+		t.Errorf("with the backend sick: status %d body %q, want the copy", r.status, r.body)
+	}
+	if xc := r.header.Get("X-Cache"); xc != "STALE" && xc != "HIT" {
+		t.Errorf("with the backend sick: X-Cache %q, want STALE or HIT", xc)
+	}
+	wantCount(t, o, seen, n)
+
+	o.fail.Store(false)
+	waitProbe(t, g, label, "healthy")
+	eventually(t, "a fresh page once the backend is back", func() bool {
+		r := get(seen, "")
+		return r.status == http.StatusOK && !strings.Contains(r.body, "hit=1")
+	})
+}
+
+// testBusy: over backend.max_connections, or past first_byte_timeout, a
+// page with a copy gets it at once instead of waiting in a queue.
+func testBusy(t *testing.T, g *gears, o *origin) {
+	get := func(path string) reply {
+		t.Helper()
+		return g.do(t, req{gear: "busylight", path: path})
+	}
+	page := "/g/busy/page"
+	get(page).want(t, "MISS", "hit=1")
+	hog := make(chan reply, 1)
+	go func() { hog <- g.do(t, req{gear: "busylight", path: "/g/busy/hog?sleep=3s"}) }()
+	eventually(t, "the one connection taken", func() bool { return o.peakOf("/g/busy/hog?sleep=3s") == 1 })
+	get(page).want(t, "STALE", "hit=1")
+	select {
+	case <-hog:
+		t.Error("the slow request ended before the stale copy was served: the limit did not hold")
+	default:
+	}
+	if r := get("/g/busy/never-seen"); r.status != http.StatusServiceUnavailable {
+		t.Errorf("page never seen over the limit: status %d, want 503", r.status)
+	}
+	<-hog
+
+	o.delay.Store(int64(3 * time.Second))
+	get(page).want(t, "STALE", "hit=1")
+	o.delay.Store(0)
+}
+
+// waitProbe waits for the probe of label's VCL to report state (healthy
+// or sick) in backend.list.
+func waitProbe(t *testing.T, g *gears, label, state string) {
+	t.Helper()
+	eventually(t, label+"'s probe "+state, func() bool {
+		out, err := g.v.Adm("backend.list", "v_"+label+".gearshift_probe")
+		return err == nil && strings.Contains(strings.ToLower(out), state)
+	})
+}
