@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build test idle fuzz bench bench-signals bench-fleet bench-history demo deps deps-if-missing clean man deb install uninstall
+.PHONY: all build test idle fuzz bench bench-signals bench-surge bench-fleet bench-history demo deps deps-if-missing clean man deb install uninstall
 
 all: build
 
@@ -68,6 +68,17 @@ bench: deps build
 # section at the end of BENCHMARKS.md (below the line make bench keeps).
 bench-signals: deps build
 	SIG_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" bash scripts/bench/signals.sh
+
+# The open-loop surge on Debian's real WordPress (BenchmarkSurge): what
+# Apache alone serves (C), then 20 s quiet and 60 s of 10 x C requests/s
+# (vegeta, a constant arrival rate; fbclid/utm parameters, 5 logged-in
+# users) with light pinned, gearshift in auto and heavy pinned, each on a
+# fresh cache, then Apache stopped for 30 s under light (about 10-15
+# minutes, loopback only). Its section goes to $SURGE_OUT
+# (/tmp/gearshift-bench-surge/surge.md) and replaces its earlier one at the
+# end of BENCHMARKS.md, its chart beside it as BENCHMARKS-surge.png.
+bench-surge: deps
+	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" bash scripts/bench/surge.sh
 
 # The fleet recipe, side by side in one run: the seconds from a database
 # surge to three nodes in heavy on Prometheus queries, against a node on

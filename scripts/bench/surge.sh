@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The open-loop surge benchmark (make bench-surge): BenchmarkSurge
+# (cmd/gearshift) on Debian's real WordPress, everything on loopback ports
+# that were free, under the test's temporary directories. It measures what
+# Apache alone serves (C), then the same surge three ways, each on a fresh
+# cache (light pinned, the daemon in auto with the default config, heavy
+# pinned), then a 30 s backend outage under light; see docs/benchmarks.md.
+#
+# Its markdown section goes to $SURGE_OUT (/tmp/gearshift-bench-surge/
+# surge.md), its chart beside it (surge.png). With SURGE_APPEND set to a
+# file (make bench-surge: BENCHMARKS.md), the section replaces its earlier
+# copy at the end of that file and the chart is copied beside it as
+# BENCHMARKS-surge.png.
+#
+# Knobs (durations as Go writes them), for short runs while developing:
+#   SURGE_QUIET (20s)  SURGE_FOR (60s)  SURGE_FACTOR (10)  SURGE_QUIET_RATE (2)
+#   SURGE_CAPACITY_FOR (10s)  SURGE_SETTLE (4m: the longest wait for a quiet machine)
+#   SURGE_OUTAGE_WARM (30s)  SURGE_OUTAGE (30s)  SURGE_OUTAGE_AFTER (15s)  SURGE_OUTAGE_RATE (20)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+GO=${GO:-go}
+SURGE_OUT=${SURGE_OUT:-/tmp/gearshift-bench-surge/surge.md}
+SURGE_APPEND=${SURGE_APPEND:-}
+CHART=BENCHMARKS-surge.png
+export SURGE_OUT
+if [ -n "$SURGE_APPEND" ]; then export SURGE_CHART_LINK=$CHART; fi
+
+say() { printf '%s\n' "$*" >&2; }
+die() { say "bench-surge: $*"; exit 1; }
+
+# replace_section FILE SECTION puts SECTION (a "## " heading and what
+# follows) at the end of FILE, removing an earlier copy of it (the same
+# heading, up to the next "## " heading): a second run replaces the first.
+# (The same as scripts/bench/signals.sh.)
+replace_section() {
+	local file=$1 section=$2 head kept
+	head=$(head -n1 "$section")
+	kept=$(awk -v h="$head" '$0 == h { skip = 1; next } skip && /^## / { skip = 0 } !skip' "$file")
+	{ printf '%s\n\n' "$kept"; cat "$section"; } >"$file"
+}
+
+mkdir -p "$(dirname "$SURGE_OUT")"
+rm -f "$SURGE_OUT" "${SURGE_OUT%.*}.png"
+say "bench-surge: load average before: $(cut -d' ' -f1-3 /proc/loadavg); results in $SURGE_OUT"
+cd "$ROOT"
+"$GO" test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 40m ./cmd/gearshift 2>&1 |
+	tee "$(dirname "$SURGE_OUT")/bench.txt"
+[ -s "$SURGE_OUT" ] || die "no report in $SURGE_OUT (see $(dirname "$SURGE_OUT")/bench.txt)"
+if [ -n "$SURGE_APPEND" ]; then
+	[ -f "$SURGE_APPEND" ] || die "$SURGE_APPEND: no such file"
+	replace_section "$SURGE_APPEND" "$SURGE_OUT"
+	cp "${SURGE_OUT%.*}.png" "$(dirname "$SURGE_APPEND")/$CHART"
+	say "bench-surge: section replaced in $SURGE_APPEND, chart in $(dirname "$SURGE_APPEND")/$CHART"
+fi
