@@ -83,11 +83,11 @@ type Backend struct {
 // and calls the backend healthy while Threshold of the last Window
 // fetches answered 200 within Timeout.
 type Probe struct {
-	URL       string           `yaml:"url"` // a path; "": no probe
-	Interval  timefmt.Duration `yaml:"interval"`
-	Timeout   timefmt.Duration `yaml:"timeout"`
-	Window    int              `yaml:"window"`
-	Threshold int              `yaml:"threshold"`
+	URL       string           `yaml:"url"`       // the path probed; "": no probe
+	Interval  timefmt.Duration `yaml:"interval"`  // time between two probes
+	Timeout   timefmt.Duration `yaml:"timeout"`   // a probe not answered 200 by then failed
+	Window    int              `yaml:"window"`    // how many of the last probes count
+	Threshold int              `yaml:"threshold"` // how many of them must have succeeded: healthy
 }
 
 // Site is what the profiles are built from: the `profiles:` and `backend:`
@@ -141,6 +141,13 @@ var DefaultBackend = Backend{
 		Window:    5,
 		Threshold: 3,
 	},
+}
+
+// BackendAt is the default backend block with the origin at host:port.
+func BackendAt(host string, port int) Backend {
+	b := DefaultBackend
+	b.Host, b.Port = host, port
+	return b
 }
 
 // DefaultDropQueryParams are the query parameters that advertising,

@@ -49,7 +49,7 @@ func TestRenderCompiles(t *testing.T) {
 			c.Options.HeavyGrace = 0
 		}},
 		{"odd values", func(c *Site) {
-			c.Backend = Backend{Host: "::1", Port: 8081}
+			c.Backend = BackendAt("::1", 8081)
 			c.Options.PurgeACL = []string{"10.1.2.3/8", "2001:db8::/32", "192.0.2.7"}
 			c.Options.SessionCookies = []string{"a.b-c", `x\*y`, "[!0-9]?{3}*", "[A-Z_]{8}"}
 			c.Options.NeverCache = []string{`^/(?:shop|basket)/`, `\?add-to-cart=`, `(?i)\.php$`}
@@ -227,7 +227,7 @@ func TestBuild(t *testing.T) {
 // TestRenderValues checks that config values land where they belong.
 func TestRenderValues(t *testing.T) {
 	cfg := defaultSite()
-	cfg.Backend = Backend{Host: "10.0.0.5", Port: 8088}
+	cfg.Backend = BackendAt("10.0.0.5", 8088)
 	cfg.Options.StaticTTL = timefmt.Duration(90 * time.Second)
 	cfg.Options.HeavyMinTTL = timefmt.Duration(5 * time.Minute)
 	cfg.Options.HeavySessionTTL = timefmt.Duration(1500 * time.Millisecond)

@@ -61,6 +61,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Anon;
         unset req.http.X-Gs-Stale;
         unset req.http.X-Gs-Sick;
+        unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
     }
     set req.backend_hint = default;
@@ -222,17 +223,20 @@ sub gearshift_recv {
 {{- end}}
 {{- if .StaleIfError}}
 
-    # An anonymous page: when the backend fails, is full or is sick, its
-    # stored copy is served (profiles.stale_if_error): see vcl_deliver.
+    # An anonymous page: when the backend fails or is full, its stored
+    # copy is served (profiles.stale_if_error): see vcl_deliver.
     if (!req.http.X-Gs-Session) {
         set req.http.X-Gs-Anon = "1";
-{{- if .Probe}}
-        if (!std.healthy(gearshift_probe)) {
-            set req.http.X-Gs-Sick = "1";
-        }
-{{- end}}
-        if (req.http.X-Gs-Stale || req.http.X-Gs-Sick) {
+        if (req.http.X-Gs-Stale) {
             set req.grace = {{.StaleIfError}};
+{{- if .Probe}}
+        } else if (!std.healthy(gearshift_probe)) {
+            # The probe finds the backend sick: copies within
+            # stale_if_error count, and a fetch with one to fall back on
+            # waits the probe's timeout at most (vcl_backend_fetch).
+            set req.http.X-Gs-Sick = "1";
+            set req.grace = {{.StaleIfError}};
+{{- end}}
         }
     }
 {{- end}}
@@ -286,27 +290,14 @@ sub vcl_hash {
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
 {{- if .StaleIfError}}
-    # The backend failed this request, or the probe finds it sick: any
-    # gear serves an anonymous page's copy younger than stale_if_error
-    # rather than an error. Older, a failed request gets the error; with
-    # the backend sick, the gear's own rule holds (so a probe that is
-    # wrong never makes an error).
-    if ((req.http.X-Gs-Stale || req.http.X-Gs-Sick) && obj.age <= {{.StaleIfError}}) {
-{{- if eq .State "light"}}
-        set req.http.X-Gs-Cache = "STALE";
-{{- else if eq .State "moderate"}}
-        if (req.http.X-Gs-Stale || obj.ttl <= 0s || obj.http.X-Gs-Gear) {
-            set req.http.X-Gs-Cache = "STALE";
-        }
-{{- else}}
-        if (req.http.X-Gs-Stale || obj.ttl <= 0s) {
-            set req.http.X-Gs-Cache = "STALE";
-        }
-{{- end}}
-        return (deliver);
-    }
+    # The backend failed this request: any gear serves an anonymous
+    # page's copy younger than stale_if_error rather than the error.
     if (req.http.X-Gs-Stale) {
-        return (synth(503, "Backend fetch failed"));
+        if (obj.age > {{.StaleIfError}}) {
+            return (synth(503, "Backend fetch failed"));
+        }
+        set req.http.X-Gs-Cache = "STALE";
+        return (deliver);
     }
 {{- end}}
 }
@@ -348,11 +339,16 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Stale;
     unset bereq.http.X-Gs-Sick;
 {{- if .Probe}}
-    if (bereq.is_bgfetch && !std.healthy(gearshift_probe)) {
-        # The copy stays; the probe says when the backend is back.
-        return (abandon);
+    if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
+        # A page with a copy to fall back on, and the probe finds the
+        # backend sick: the visitor waits the probe's timeout at most, not
+        # first_byte_timeout. A probe that is wrong (a URL that redirects)
+        # costs nothing: a backend that answers is answered.
+        set bereq.connect_timeout = {{.Probe.Timeout}};
+        set bereq.first_byte_timeout = {{.Probe.Timeout}};
     }
 {{- end}}
+    unset bereq.http.X-Gs-Copy;
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see
@@ -447,6 +443,69 @@ sub gearshift_keep_warm {
     set beresp.http.X-Gs-Gear = "warm";
     call gearshift_reason;
     return (deliver);
+}
+{{- end}}
+
+{{- if or (eq .State "moderate") (and .KeepWarm (eq .State "light"))}}
+
+# Moderate's rules for an anonymous response that may be shared: stored
+# exactly as the backend's caching headers say (and for
+# moderate_heuristic_ttl when they say nothing). Light applies them too
+# (keep_warm), so that moderate finds what it would have stored; what
+# they refuse goes to gearshift_not_moderate.
+sub gearshift_moderate_store {
+    # Never cached when the backend says it must be revalidated.
+    if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)no-cache") {
+        set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " no-cache";
+        call gearshift_not_moderate;
+    }
+    if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {
+        # Explicit freshness: exactly what it says (max-age=0 is none).
+        if (beresp.ttl <= 0s) {
+            set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " max-age=0";
+            call gearshift_not_moderate;
+        }
+        call gearshift_moderate_grace;
+        call gearshift_reason;
+        return (deliver);
+    }
+{{- if .ModerateHeuristicTTL}}
+    # No freshness information at all (a stock CMS page): a heuristic
+    # freshness, profiles.moderate_heuristic_ttl, for the statuses HTTP
+    # lets a cache give one (RFC 9111 section 4.2.2, RFC 9110 section 15.1).
+    if (beresp.status == 200 || beresp.status == 203 || beresp.status == 204 ||
+        beresp.status == 300 || beresp.status == 301 || beresp.status == 308 ||
+        beresp.status == 404 || beresp.status == 405 || beresp.status == 410 ||
+        beresp.status == 414) {
+        set beresp.ttl = {{.ModerateHeuristicTTL}};
+        call gearshift_moderate_grace;
+        call gearshift_reason;
+        return (deliver);
+    }
+{{- end}}
+    set bereq.http.X-Gs-Reason = {{reason "no_store"}} + " no-freshness";
+    call gearshift_not_moderate;
+}
+
+
+# A page moderate stores is kept for stale_if_error past the grace the
+# backend gave it (X-Gs-Grace, seconds), which vcl_hit still honours.
+sub gearshift_moderate_grace {
+{{- if .StaleIfError}}
+    if (beresp.grace < {{.StaleIfError}}) {
+        set beresp.http.X-Gs-Grace = beresp.grace;
+        set beresp.grace = {{.StaleIfError}};
+    }
+{{- end}}
+}
+
+# A response moderate's rules do not cache (the caller set the reason):
+# kept warm for heavy when it would store it, else a hit-for-miss marker.
+sub gearshift_not_moderate {
+{{- if .KeepWarm}}
+    call gearshift_keep_warm;
+{{- end}}
+    call gearshift_hit_for_miss;
 }
 {{- end}}
 

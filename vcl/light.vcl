@@ -17,8 +17,8 @@ sub vcl_recv {
         return (hash);
     }
 {{- else if .StaleIfError}}
-    if (req.http.X-Gs-Stale || req.http.X-Gs-Sick) {
-        # The backend failed or is sick: a stored copy (stale_if_error).
+    if (req.http.X-Gs-Stale) {
+        # The backend failed: a stored copy (stale_if_error).
         unset req.http.Cookie;
         return (hash);
     }
@@ -33,9 +33,22 @@ sub vcl_hit {
         return (deliver);
     }
 {{- end}}
-    # A page's copy, stored for heavy or by another gear: light always
-    # gets the backend's fresh answer.
+    # A page's copy, stored for the other gears: light always gets the
+    # backend's fresh answer, and falls back on the copy (stale_if_error).
+    set req.http.X-Gs-Copy = "1";
     return (pass);
+}
+
+sub vcl_miss {
+{{- if .StaticRE}}
+    if (req.url !~ {"{{.StaticRE}}"}) {
+        # A page: fetched for this visitor as light fetches every page,
+        # and stored for the other gears on the way.
+        set req.http.X-Gs-Cache = "PASS";
+    }
+{{- else}}
+    set req.http.X-Gs-Cache = "PASS";
+{{- end}}
 }
 {{- end}}
 
@@ -47,7 +60,7 @@ sub vcl_backend_response {
     call gearshift_anonymous_set_cookie;
     call gearshift_never_share;
 {{- if .KeepWarm}}
-    call gearshift_keep_warm;
+    call gearshift_moderate_store;
 {{- end}}
     call gearshift_hit_for_miss;
 }

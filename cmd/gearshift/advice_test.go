@@ -37,7 +37,7 @@ func TestAdviceThroughCheck(t *testing.T) {
 	hookOut := filepath.Join(t.TempDir(), "hook.env")
 	path, cfg := testConfig(t, v, func(cfg *config.Config) {
 		quietThresholds(cfg) // min_dwell 1s: advice after a second of a high share
-		cfg.Backend = profiles.Backend{Host: "127.0.0.1", Port: srv.Listener.Addr().(*net.TCPAddr).Port}
+		cfg.Backend = profiles.BackendAt("127.0.0.1", srv.Listener.Addr().(*net.TCPAddr).Port)
 		cfg.Varnish.Targets[0].Name = v.WorkDir
 		cfg.Hooks.OnChange = []string{"/bin/sh", "-c", `{ env | grep ^GEARSHIFT_ | sort; echo --; } >> ` + hookOut}
 	})

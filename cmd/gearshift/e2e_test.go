@@ -84,7 +84,7 @@ func backend(t *testing.T) (*httptest.Server, *atomic.Int64, profiles.Backend) {
 	t.Cleanup(srv.Close)
 	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
-	return srv, &hits, profiles.Backend{Host: host, Port: p}
+	return srv, &hits, profiles.BackendAt(host, p)
 }
 
 func startDaemon(t *testing.T, edit func(*config.Config)) *runningDaemon {

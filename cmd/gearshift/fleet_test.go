@@ -94,7 +94,7 @@ func startFleet(tb testing.TB, nodes, local int) *fleet {
 	f.prom = promtest.StartJobs(tb, map[string][]string{"gearshift": metrics, "mysql": {exporterAddr}})
 	for i, v := range f.varnishes {
 		path, cfg := testConfig(tb, v, func(cfg *config.Config) {
-			cfg.Backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
+			cfg.Backend = profiles.BackendAt("127.0.0.1", apachePort)
 			// The default poll: four daemons polling ten times a second,
 			// and their queries, would load the machine they share.
 			cfg.PollInterval = timefmt.Duration(time.Second)

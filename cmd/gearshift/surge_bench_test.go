@@ -153,7 +153,7 @@ func startSurgeStack(tb testing.TB) *surgeStack {
 	tb.Logf("surge: MariaDB, WordPress (%d posts) and Apache up in %s", len(wp.Posts), time.Since(start).Round(time.Millisecond))
 	port, _ := strconv.Atoi(wp.Backend[strings.LastIndexByte(wp.Backend, ':')+1:])
 	st := &surgeStack{v: v, wp: wp, bin: bin, mix: newSurgeMix("http://"+v.HTTPAddr, v.HTTPAddr, wp.Posts),
-		backend: profiles.Backend{Host: "127.0.0.1", Port: port}}
+		backend: profiles.BackendAt("127.0.0.1", port)}
 	tb.Cleanup(st.stopDaemon)
 	return st
 }

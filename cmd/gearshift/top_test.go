@@ -30,7 +30,7 @@ func TestTopJSON(t *testing.T) {
 		fmt.Fprintln(w, "ok")
 	}))
 	defer origin.Close()
-	site := profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.Backend{Host: "127.0.0.1", Port: origin.Listener.Addr().(*net.TCPAddr).Port}}
+	site := profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.BackendAt("127.0.0.1", origin.Listener.Addr().(*net.TCPAddr).Port)}
 	heavy, err := profiles.Render(site, state.Heavy)
 	if err != nil {
 		t.Fatal(err)

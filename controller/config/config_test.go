@@ -648,6 +648,8 @@ func TestRuleNeedsItsSource(t *testing.T) {
 		}
 		n++
 		cfg := Default()
+		// The one source the defaults turn on: backend_healthy's.
+		cfg.Backend.Probe.URL = ""
 		cfg.States.Heavy.Enter[s.Name] = s.Max
 		err := cfg.ValidateSettings()
 		want := "states.heavy.enter." + s.Name + ": needs " + s.Source + " to be set"
@@ -657,5 +659,10 @@ func TestRuleNeedsItsSource(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("no signal of the defaults' set has a source")
+	}
+	cfg := Default()
+	cfg.States.Heavy.Enter["backend_healthy"] = 0.5 // sick: 0 <= 0.5
+	if err := cfg.ValidateSettings(); err != nil {
+		t.Errorf("a rule on backend_healthy with the default probe: %v", err)
 	}
 }

@@ -174,13 +174,15 @@ func validateStricter(v *validator, set *state.Set, lowerPath, upperPath string,
 }
 
 // SensorConfig returns the sensor's view of the config: the CPUs, the
-// sensor block, and the local Varnish targets' names.
+// sensor block, the local Varnish targets' names, the targets' admin
+// ports and whether the profiles probe the backend.
 func (c *Config) SensorConfig() sensor.HostConfig {
-	hc := sensor.HostConfig{CPUs: c.CPUs, Sensor: c.Sensor}
+	hc := sensor.HostConfig{CPUs: c.CPUs, Sensor: c.Sensor, BackendProbe: c.Backend.Probe.URL != ""}
 	for _, t := range c.Varnish.Targets {
 		if t.Name != "" {
 			hc.Varnish = append(hc.Varnish, t.Name)
 		}
+		hc.Admins = append(hc.Admins, sensor.AdminTarget{Addr: t.Admin, SecretFile: t.SecretFile})
 	}
 	return hc
 }

@@ -54,6 +54,7 @@ var Sources = []*Source{
 	&apacheSource,
 	&probeSource,
 	&injectSource,
+	&healthSource,
 	&prometheusSource,
 }
 
@@ -91,6 +92,10 @@ type HostConfig struct {
 	CPUs    int      // > 0 overrides the detected CPUs (cgroup quota, else logical CPUs)
 	Varnish []string // varnishd -n names of local targets (varnish.targets[].name)
 	Sensor  Config
+	// Admins are the targets' admin ports, and BackendProbe whether the
+	// profiles probe the backend (backend.probe.url is set).
+	Admins       []AdminTarget
+	BackendProbe bool
 }
 
 // Signals returns the signal set of cfg: the machine's own signal, then the

@@ -66,7 +66,7 @@ func TestSignalsFollowTheRows(t *testing.T) {
 	want := []string{
 		"load_per_cpu", "mem_available_pct", "psi_cpu", "psi_mem",
 		"client_rps", "backend_rps", "backend_fail_rps", "dropped_rps", "queue_len", "hit_ratio", "backend_share",
-		"apache_busy_ratio", "backend_ttfb_ms", "injected",
+		"apache_busy_ratio", "backend_ttfb_ms", "injected", "backend_healthy",
 	}
 	if got := set.Names(); !slices.Equal(got, want) {
 		t.Errorf("signal set %v, want %v", got, want)
@@ -79,7 +79,9 @@ func TestSignalsFollowTheRows(t *testing.T) {
 func TestUnsourced(t *testing.T) {
 	off := HostConfig{}
 	on := HostConfig{
-		Varnish: []string{"www"},
+		Varnish:      []string{"www"},
+		Admins:       []AdminTarget{{Addr: "127.0.0.1:6082", SecretFile: "/etc/varnish/secret"}},
+		BackendProbe: true,
 		Sensor: Config{
 			Cgroup: "system.slice/apache2.service", ApacheStatus: "http://127.0.0.1/server-status",
 			Probe: ProbeConfig{URL: "http://127.0.0.1/"}, InjectFile: "/run/x",

@@ -39,7 +39,7 @@ func BenchmarkReasons(b *testing.B) {
 		"sub vcl_recv { return (synth(200)); }\nsub vcl_synth { set resp.body = \"<html>ok</html>\"; return (deliver); }\n"})
 	host, port, _ := strings.Cut(origin.HTTPAddr, ":")
 	p, _ := strconv.Atoi(port)
-	heavy, err := profiles.Render(profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.Backend{Host: host, Port: p}}, state.Heavy)
+	heavy, err := profiles.Render(profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.BackendAt(host, p)}, state.Heavy)
 	if err != nil {
 		b.Fatal(err)
 	}

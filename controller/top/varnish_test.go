@@ -42,7 +42,7 @@ func startSite(tb testing.TB) (v *varnishtest.Varnish, use func(state.State)) {
 	tb.Helper()
 	testenv.Need(tb, "varnishlog", "varnish")
 	srv := site(tb)
-	s := profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.Backend{Host: "127.0.0.1", Port: srv.Listener.Addr().(*net.TCPAddr).Port}}
+	s := profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.BackendAt("127.0.0.1", srv.Listener.Addr().(*net.TCPAddr).Port)}
 	v = varnishtest.Start(tb, varnishtest.Config{})
 	for _, g := range state.All {
 		text, err := profiles.Render(s, g)

@@ -37,7 +37,7 @@ func startVarnish(t testing.TB) *stack {
 // changed (Apache on apachePort), as gs-light, gs-moderate and gs-heavy.
 func (st *stack) loadDefaults(t testing.TB, apachePort int) {
 	t.Helper()
-	st.backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
+	st.backend = profiles.BackendAt("127.0.0.1", apachePort)
 	lampstack.LoadProfiles(t, st.v, st.config(), "")
 }
 

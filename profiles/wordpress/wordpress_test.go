@@ -47,7 +47,7 @@ func startStack(t testing.TB) *stack {
 	t.Logf("MariaDB, WordPress and Apache up in %s", time.Since(start).Round(time.Millisecond))
 
 	cfg := config.Default()
-	st.backend = profiles.Backend{Host: "127.0.0.1", Port: apachePort}
+	st.backend = profiles.BackendAt("127.0.0.1", apachePort)
 	cfg.Backend = st.backend
 	st.load(t, cfg, "")
 	return st

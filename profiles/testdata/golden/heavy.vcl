@@ -55,6 +55,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Anon;
         unset req.http.X-Gs-Stale;
         unset req.http.X-Gs-Sick;
+        unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
     }
     set req.backend_hint = default;
@@ -225,14 +226,17 @@ sub gearshift_recv {
         return (hash);
     }
 
-    # An anonymous page: when the backend fails, is full or is sick, its
-    # stored copy is served (profiles.stale_if_error): see vcl_deliver.
+    # An anonymous page: when the backend fails or is full, its stored
+    # copy is served (profiles.stale_if_error): see vcl_deliver.
     if (!req.http.X-Gs-Session) {
         set req.http.X-Gs-Anon = "1";
-        if (!std.healthy(gearshift_probe)) {
+        if (req.http.X-Gs-Stale) {
+            set req.grace = 10m;
+        } else if (!std.healthy(gearshift_probe)) {
+            # The probe finds the backend sick: copies within
+            # stale_if_error count, and a fetch with one to fall back on
+            # waits the probe's timeout at most (vcl_backend_fetch).
             set req.http.X-Gs-Sick = "1";
-        }
-        if (req.http.X-Gs-Stale || req.http.X-Gs-Sick) {
             set req.grace = 10m;
         }
     }
@@ -280,19 +284,14 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
-    # The backend failed this request, or the probe finds it sick: any
-    # gear serves an anonymous page's copy younger than stale_if_error
-    # rather than an error. Older, a failed request gets the error; with
-    # the backend sick, the gear's own rule holds (so a probe that is
-    # wrong never makes an error).
-    if ((req.http.X-Gs-Stale || req.http.X-Gs-Sick) && obj.age <= 10m) {
-        if (req.http.X-Gs-Stale || obj.ttl <= 0s) {
-            set req.http.X-Gs-Cache = "STALE";
-        }
-        return (deliver);
-    }
+    # The backend failed this request: any gear serves an anonymous
+    # page's copy younger than stale_if_error rather than the error.
     if (req.http.X-Gs-Stale) {
-        return (synth(503, "Backend fetch failed"));
+        if (obj.age > 10m) {
+            return (synth(503, "Backend fetch failed"));
+        }
+        set req.http.X-Gs-Cache = "STALE";
+        return (deliver);
     }
 }
 
@@ -328,10 +327,15 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Anon;
     unset bereq.http.X-Gs-Stale;
     unset bereq.http.X-Gs-Sick;
-    if (bereq.is_bgfetch && !std.healthy(gearshift_probe)) {
-        # The copy stays; the probe says when the backend is back.
-        return (abandon);
+    if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
+        # A page with a copy to fall back on, and the probe finds the
+        # backend sick: the visitor waits the probe's timeout at most, not
+        # first_byte_timeout. A probe that is wrong (a URL that redirects)
+        # costs nothing: a backend that answers is answered.
+        set bereq.connect_timeout = 1s;
+        set bereq.first_byte_timeout = 1s;
     }
+    unset bereq.http.X-Gs-Copy;
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see

@@ -55,6 +55,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Anon;
         unset req.http.X-Gs-Stale;
         unset req.http.X-Gs-Sick;
+        unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
     }
     set req.backend_hint = default;
@@ -225,14 +226,17 @@ sub gearshift_recv {
         return (hash);
     }
 
-    # An anonymous page: when the backend fails, is full or is sick, its
-    # stored copy is served (profiles.stale_if_error): see vcl_deliver.
+    # An anonymous page: when the backend fails or is full, its stored
+    # copy is served (profiles.stale_if_error): see vcl_deliver.
     if (!req.http.X-Gs-Session) {
         set req.http.X-Gs-Anon = "1";
-        if (!std.healthy(gearshift_probe)) {
+        if (req.http.X-Gs-Stale) {
+            set req.grace = 10m;
+        } else if (!std.healthy(gearshift_probe)) {
+            # The probe finds the backend sick: copies within
+            # stale_if_error count, and a fetch with one to fall back on
+            # waits the probe's timeout at most (vcl_backend_fetch).
             set req.http.X-Gs-Sick = "1";
-        }
-        if (req.http.X-Gs-Stale || req.http.X-Gs-Sick) {
             set req.grace = 10m;
         }
     }
@@ -280,17 +284,14 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
-    # The backend failed this request, or the probe finds it sick: any
-    # gear serves an anonymous page's copy younger than stale_if_error
-    # rather than an error. Older, a failed request gets the error; with
-    # the backend sick, the gear's own rule holds (so a probe that is
-    # wrong never makes an error).
-    if ((req.http.X-Gs-Stale || req.http.X-Gs-Sick) && obj.age <= 10m) {
+    # The backend failed this request: any gear serves an anonymous
+    # page's copy younger than stale_if_error rather than the error.
+    if (req.http.X-Gs-Stale) {
+        if (obj.age > 10m) {
+            return (synth(503, "Backend fetch failed"));
+        }
         set req.http.X-Gs-Cache = "STALE";
         return (deliver);
-    }
-    if (req.http.X-Gs-Stale) {
-        return (synth(503, "Backend fetch failed"));
     }
 }
 
@@ -326,10 +327,15 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Anon;
     unset bereq.http.X-Gs-Stale;
     unset bereq.http.X-Gs-Sick;
-    if (bereq.is_bgfetch && !std.healthy(gearshift_probe)) {
-        # The copy stays; the probe says when the backend is back.
-        return (abandon);
+    if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
+        # A page with a copy to fall back on, and the probe finds the
+        # backend sick: the visitor waits the probe's timeout at most, not
+        # first_byte_timeout. A probe that is wrong (a URL that redirects)
+        # costs nothing: a backend that answers is answered.
+        set bereq.connect_timeout = 1s;
+        set bereq.first_byte_timeout = 1s;
     }
+    unset bereq.http.X-Gs-Copy;
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see
@@ -415,6 +421,60 @@ sub gearshift_keep_warm {
     set beresp.http.X-Gs-Gear = "warm";
     call gearshift_reason;
     return (deliver);
+}
+
+# Moderate's rules for an anonymous response that may be shared: stored
+# exactly as the backend's caching headers say (and for
+# moderate_heuristic_ttl when they say nothing). Light applies them too
+# (keep_warm), so that moderate finds what it would have stored; what
+# they refuse goes to gearshift_not_moderate.
+sub gearshift_moderate_store {
+    # Never cached when the backend says it must be revalidated.
+    if (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)no-cache") {
+        set bereq.http.X-Gs-Reason = "no_store" + " no-cache";
+        call gearshift_not_moderate;
+    }
+    if (beresp.http.Cache-Control ~ "(?i)(s-maxage|max-age)\s*=" || beresp.http.Expires) {
+        # Explicit freshness: exactly what it says (max-age=0 is none).
+        if (beresp.ttl <= 0s) {
+            set bereq.http.X-Gs-Reason = "no_store" + " max-age=0";
+            call gearshift_not_moderate;
+        }
+        call gearshift_moderate_grace;
+        call gearshift_reason;
+        return (deliver);
+    }
+    # No freshness information at all (a stock CMS page): a heuristic
+    # freshness, profiles.moderate_heuristic_ttl, for the statuses HTTP
+    # lets a cache give one (RFC 9111 section 4.2.2, RFC 9110 section 15.1).
+    if (beresp.status == 200 || beresp.status == 203 || beresp.status == 204 ||
+        beresp.status == 300 || beresp.status == 301 || beresp.status == 308 ||
+        beresp.status == 404 || beresp.status == 405 || beresp.status == 410 ||
+        beresp.status == 414) {
+        set beresp.ttl = 30s;
+        call gearshift_moderate_grace;
+        call gearshift_reason;
+        return (deliver);
+    }
+    set bereq.http.X-Gs-Reason = "no_store" + " no-freshness";
+    call gearshift_not_moderate;
+}
+
+
+# A page moderate stores is kept for stale_if_error past the grace the
+# backend gave it (X-Gs-Grace, seconds), which vcl_hit still honours.
+sub gearshift_moderate_grace {
+    if (beresp.grace < 10m) {
+        set beresp.http.X-Gs-Grace = beresp.grace;
+        set beresp.grace = 10m;
+    }
+}
+
+# A response moderate's rules do not cache (the caller set the reason):
+# kept warm for heavy when it would store it, else a hit-for-miss marker.
+sub gearshift_not_moderate {
+    call gearshift_keep_warm;
+    call gearshift_hit_for_miss;
 }
 
 # A 5xx with no stale copy to keep leaves a short hit-for-miss marker: not
@@ -582,9 +642,18 @@ sub vcl_hit {
     if (req.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
         return (deliver);
     }
-    # A page's copy, stored for heavy or by another gear: light always
-    # gets the backend's fresh answer.
+    # A page's copy, stored for the other gears: light always gets the
+    # backend's fresh answer, and falls back on the copy (stale_if_error).
+    set req.http.X-Gs-Copy = "1";
     return (pass);
+}
+
+sub vcl_miss {
+    if (req.url !~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
+        # A page: fetched for this visitor as light fetches every page,
+        # and stored for the other gears on the way.
+        set req.http.X-Gs-Cache = "PASS";
+    }
 }
 
 sub vcl_backend_response {
@@ -594,6 +663,6 @@ sub vcl_backend_response {
     }
     call gearshift_anonymous_set_cookie;
     call gearshift_never_share;
-    call gearshift_keep_warm;
+    call gearshift_moderate_store;
     call gearshift_hit_for_miss;
 }
