@@ -135,7 +135,7 @@ type vclData struct {
 
 // vclProbe is backend.probe, as VCL values.
 type vclProbe struct {
-	URL               string
+	URL, Host         string // Host: the backend's address as a Host header
 	Interval, Timeout string
 	Window, Threshold int
 }
@@ -262,6 +262,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 	if b.Probe.URL != "" {
 		d.Probe = &vclProbe{
 			URL:       b.Probe.URL,
+			Host:      hostHeader(b.Host),
 			Interval:  vclDuration(time.Duration(b.Probe.Interval)),
 			Timeout:   vclDuration(time.Duration(b.Probe.Timeout)),
 			Window:    b.Probe.Window,
@@ -306,6 +307,15 @@ func cookiesRE(key string, globs []string) (string, error) {
 		return "", nil
 	}
 	return "(?:" + strings.Join(names, "|") + ")", nil
+}
+
+// hostHeader writes a backend host as a Host header holds it: an IPv6
+// address in brackets.
+func hostHeader(host string) string {
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
+		return "[" + host + "]"
+	}
+	return host
 }
 
 // vclDuration writes d as a VCL duration literal.

@@ -88,6 +88,9 @@ func testStale(t *testing.T, g *gears, o *origin, gear string) {
 	}
 	get(seen, "").want(t, first, "hit=1")
 	waitProbe(t, g, label, "healthy")
+	if ua := o.header("/probe", "User-Agent"); ua != "gearshift-probe" {
+		t.Errorf("the probe's User-Agent is %q, want gearshift-probe (for access logs to leave out)", ua)
+	}
 	time.Sleep(2500 * time.Millisecond)
 
 	o.fail.Store(true)

@@ -26,8 +26,14 @@ backend default {
 backend gearshift_probe {
     .host = "{{.BackendHost}}";
     .port = "{{.BackendPort}}";
+    # Its requests carry User-Agent: gearshift-probe, for the access log
+    # to leave out (docs/gears.md).
     .probe = {
-        .url = "{{.Probe.URL}}";
+        .request =
+            "GET {{.Probe.URL}} HTTP/1.1"
+            "Host: {{.Probe.Host}}"
+            "User-Agent: gearshift-probe"
+            "Connection: close";
         .interval = {{.Probe.Interval}};
         .timeout = {{.Probe.Timeout}};
         .window = {{.Probe.Window}};

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,8 +28,9 @@ import (
 // first (C, requests/s in a closed loop of MaxRequestWorkers clients),
 // then the same surge (a quiet trickle, then SURGE_FACTOR × C anonymous
 // requests/s, plus 5 logged-in users at 1 request/s each) runs three ways
-// side by side, each on a fresh cache: light pinned (the server without
-// gearshift), the daemon in auto with the default config, heavy pinned.
+// side by side, each on a fresh cache: Varnish passing every page (the
+// server without gearshift), gearshift's light pinned, the daemon in auto
+// with the default config, heavy pinned.
 // Last, Apache stops for 30 s while light is on and quiet traffic flows.
 // The report goes to SURGE_OUT (markdown) with its chart beside it.
 //
@@ -49,7 +51,8 @@ func BenchmarkSurge(b *testing.B) {
 		auto.settled = rep.settled
 		heavy := st.surgeRun(b, "heavy", "heavy", k, rep.rate)
 		none := st.surgeRun(b, "none", "light", k, rep.rate)
-		rep.runs = []*surgeRun{none, auto, heavy}
+		plain := st.surgeRun(b, "plain", plainGear, k, rep.rate)
+		rep.runs = []*surgeRun{plain, none, auto, heavy}
 		rep.outageSettled = st.settle(b, k.settle)
 		rep.outage = st.outageRun(b, k)
 		rep.maxConnections = st.maxConnections
@@ -219,6 +222,11 @@ func (st *surgeStack) fresh(tb testing.TB, gear string) *runningDaemon {
 	tb.Helper()
 	st.stopDaemon()
 	st.v.Restart()
+	if gear == plainGear {
+		st.daemon = nil
+		st.usePlain(tb)
+		return nil
+	}
 	path, cfg := testConfig(tb, st.v, func(cfg *config.Config) {
 		// Only the address: the backend block's other keys keep their defaults.
 		cfg.Backend.Host, cfg.Backend.Port = st.backend.Host, st.backend.Port
@@ -325,8 +333,8 @@ type gearAt struct {
 
 func (st *surgeStack) watch(tb testing.TB, start time.Time) *monitor {
 	m := &monitor{start: start, lines: lampstack.NewLineCounter(tb, lampstack.AccessLog(st.wp.Apache.Dir)),
-		sock: st.daemon.cfg.Control.Socket, done: make(chan struct{})}
-	m.wg.Add(2)
+		done: make(chan struct{})}
+	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		t := time.NewTicker(time.Second)
@@ -343,6 +351,11 @@ func (st *surgeStack) watch(tb testing.TB, start time.Time) *monitor {
 			}
 		}
 	}()
+	if st.daemon == nil {
+		return m // plain: no gear to follow
+	}
+	m.sock = st.daemon.cfg.Control.Socket
+	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		c := api.NewClient(m.sock)
@@ -464,4 +477,25 @@ func (st *surgeStack) outageRun(tb testing.TB, k surgeKnobs) *surgeRun {
 	l.tr.CloseIdleConnections()
 	r.mon.stop()
 	return r
+}
+
+// plainGear is the run without gearshift: no daemon, and a VCL that
+// passes every request to the backend, as 0.3's light did with pages.
+const plainGear = "plain"
+
+// usePlain loads and uses that VCL, with Varnish's default backend
+// settings (no connection limit, no probe).
+func (st *surgeStack) usePlain(tb testing.TB) {
+	tb.Helper()
+	file := filepath.Join(st.v.Dir, "plain.vcl")
+	vcl := fmt.Sprintf("vcl 4.1;\nbackend default { .host = %q; .port = \"%d\"; }\nsub vcl_recv { return (pass); }\n", st.backend.Host, st.backend.Port)
+	if err := os.WriteFile(file, []byte(vcl), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if out, err := st.v.Adm("vcl.load", "plain", file); err != nil {
+		tb.Fatalf("vcl.load plain: %v\n%s", err, out)
+	}
+	if out, err := st.v.Adm("vcl.use", "plain"); err != nil {
+		tb.Fatalf("vcl.use plain: %v\n%s", err, out)
+	}
 }

@@ -185,7 +185,8 @@ func goal(ok bool) string {
 }
 
 var runNotes = map[string]string{
-	"none":  "light pinned: the server without gearshift",
+	"plain": "Varnish passing every page: the server without gearshift",
+	"none":  "gearshift's light pinned",
 	"auto":  "the daemon in auto, default config",
 	"heavy": "heavy pinned before the surge",
 }

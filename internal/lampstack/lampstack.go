@@ -319,6 +319,7 @@ LoadModule mime_module        %[4]s/mod_mime.so
 LoadModule dir_module         %[4]s/mod_dir.so
 LoadModule alias_module       %[4]s/mod_alias.so
 LoadModule env_module         %[4]s/mod_env.so
+LoadModule setenvif_module    %[4]s/mod_setenvif.so
 LoadModule rewrite_module     %[4]s/mod_rewrite.so
 LoadModule remoteip_module    %[4]s/mod_remoteip.so
 LoadModule php_module         %[5]s
@@ -330,7 +331,9 @@ TypesConfig /etc/mime.types
 DocumentRoot %[6]q
 DirectoryIndex index.php
 LogFormat "%%a %%h \"%%r\" %%>s" visitor
-CustomLog %[12]q visitor
+# Varnish's health probe (backend.probe) is no visitor's request.
+SetEnvIf User-Agent "^gearshift-probe$" gearshift_probe
+CustomLog %[12]q visitor env=!gearshift_probe
 Include %[7]q
 <Directory />
     AllowOverride None

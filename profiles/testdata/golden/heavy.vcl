@@ -24,8 +24,14 @@ backend default {
 backend gearshift_probe {
     .host = "127.0.0.1";
     .port = "8080";
+    # Its requests carry User-Agent: gearshift-probe, for the access log
+    # to leave out (docs/gears.md).
     .probe = {
-        .url = "/";
+        .request =
+            "GET / HTTP/1.1"
+            "Host: 127.0.0.1"
+            "User-Agent: gearshift-probe"
+            "Connection: close";
         .interval = 2s;
         .timeout = 1s;
         .window = 5;
