@@ -73,12 +73,13 @@ func (e *Error) Error() string {
 // Unknown keys, values of the wrong type and failed validation are all
 // reported together in an *Error, each naming its key path.
 func Load(path string) (*Config, error) {
-	b, err := ReadConfigFile(path)
+	b, err := readTrustedConfig(path)
+	var ue untrustedError
+	if errors.As(err, &ue) {
+		return nil, &Error{File: path, Problems: []Problem{{Msg: ue.Error()}}}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if err := CheckTrusted(path); err != nil {
-		return nil, &Error{File: path, Problems: []Problem{{Msg: err.Error()}}}
 	}
 	cfg, err := Parse(b)
 	if err != nil {
@@ -94,7 +95,7 @@ func Load(path string) (*Config, error) {
 // Parse decodes a YAML config over the defaults and validates it. A rule
 // given in the document (states.heavy.enter, …) replaces that rule's
 // defaults as a whole; a list replaces the default list.
-func Parse(b []byte) (*Config, error) { return parse(b, (*Config).Validate) }
+func Parse(b []byte) (*Config, error) { return parse(b, (*Config).validateAll) }
 
 // ParseSettings is Parse with ValidateSettings: the document is judged on its
 // own, without looking at the files it names (the admin secret may be
@@ -111,7 +112,11 @@ func parse(b []byte, validate func(*Config) error) (*Config, error) {
 	case err != nil:
 		return nil, &Error{Problems: []Problem{{Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
 	default:
+		d = newDecoder(&doc)
 		d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
+		if d.blown != nil {
+			return nil, &Error{Problems: []Problem{d.aliasProblem()}}
+		}
 	}
 	// Validate even when decoding failed (a bad value keeps its default), so
 	// that one run reports every problem; a key already reported is skipped.
@@ -130,19 +135,99 @@ func parse(b []byte, validate func(*Config) error) (*Config, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, &Error{Problems: problems}
+		return nil, &Error{Problems: boundProblems(problems, d.dropped)}
 	}
 	return cfg, nil
+}
+
+// MaxProblems bounds the problems an *Error lists: a file with thousands of
+// unknown keys is answered at once, with the first ones and a count.
+const MaxProblems = 100
+
+// MaxAliasValues bounds what YAML aliases may add to a document. An alias
+// repeats a value by reference, and a few KiB of nested aliases expand to
+// millions of values (the "billion laughs"); reusing a rule takes a handful.
+const MaxAliasValues = 10_000
+
+// AliasProblem is the one problem of a config whose aliases expand past
+// MaxAliasValues: nothing more of it is read.
+const AliasProblem = "YAML aliases (*name) expanding to more than 10000 values are not accepted: write the value out"
+
+// countNodes counts the nodes of the parsed document without following
+// aliases: the work of reading it once.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
+}
+
+// newDecoder returns a decoder for doc, with its budget of node visits:
+// the document once, and MaxAliasValues more.
+func newDecoder(doc *yaml.Node) *decoder {
+	return &decoder{lines: map[string]int{}, budget: countNodes(doc) + MaxAliasValues}
+}
+
+// aliasProblem is the problem of a decoder that ran out of its budget.
+func (d *decoder) aliasProblem() Problem {
+	return Problem{Msg: fmt.Sprintf("%s (*%s)", AliasProblem, d.blown.Value), Line: d.blown.Line}
+}
+
+// spend takes the visits of n and everything under it, aliases followed,
+// from the budget; false once it is spent (the alias that spent it is in
+// d.blown).
+func (d *decoder) spend(n *yaml.Node, via *yaml.Node) bool {
+	if d.blown != nil {
+		return false
+	}
+	if n.Kind == yaml.AliasNode {
+		if via == nil {
+			via = n
+		}
+		return d.spend(n.Alias, via)
+	}
+	if d.budget--; d.budget < 0 {
+		d.blown = via
+		if d.blown == nil {
+			d.blown = n
+		}
+		return false
+	}
+	for _, c := range n.Content {
+		if !d.spend(c, via) {
+			return false
+		}
+	}
+	return true
+}
+
+// boundProblems keeps the first MaxProblems problems and says how many
+// more there are, dropped the ones decoding only counted.
+func boundProblems(ps []Problem, dropped int) []Problem {
+	if len(ps) <= MaxProblems && dropped == 0 {
+		return ps
+	}
+	more := len(ps) + dropped - MaxProblems
+	return append(ps[:MaxProblems:MaxProblems], Problem{Msg: fmt.Sprintf("and %d more problems: fix these first", more)})
 }
 
 // decoder walks a YAML node tree into a value, so that every unknown key
 // and every bad value is reported with its key path, not just the first.
 type decoder struct {
 	problems []Problem
+	dropped  int            // problems past MaxProblems, only counted
 	lines    map[string]int // key path → line of its value
+	budget   int            // node visits left (see newDecoder)
+	via      *yaml.Node     // the outermost alias being followed, if any
+	blown    *yaml.Node     // the alias that spent the budget; then nothing more is decoded
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	if len(d.problems) > MaxProblems {
+		d.dropped++
+		return
+	}
 	d.problems = append(d.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...), Line: n.Line})
 }
 
@@ -183,13 +268,33 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		n = n.Content[0]
 	}
+	if n.Kind == yaml.AliasNode && d.via == nil {
+		d.via = n
+		defer func() { d.via = nil }()
+	}
 	for n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if d.blown != nil {
+		return
+	}
+	if d.budget--; d.budget < 0 {
+		d.blown = d.via
+		if d.blown == nil {
+			d.blown = n
+		}
+		return
 	}
 	if path != "" {
 		d.lines[path] = n.Line
 	}
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
+		// yaml.v3 follows the aliases under n itself: they are paid first.
+		for _, c := range n.Content {
+			if !d.spend(c, d.via) {
+				return
+			}
+		}
 		if err := n.Decode(v.Addr().Interface()); err != nil {
 			d.fail(n, path, "%s", lineRE.ReplaceAllString(err.Error(), ""))
 		}
@@ -412,8 +517,11 @@ func LoadLenient(path string) (*Config, error) {
 	case err != nil:
 		return nil, fmt.Errorf("config %s: not valid YAML: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	default:
-		d := &decoder{lines: map[string]int{}}
+		d := newDecoder(&doc)
 		d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
+		if d.blown != nil {
+			return nil, fmt.Errorf("config %s: %s", path, d.aliasProblem())
+		}
 	}
 	return cfg, nil
 }
