@@ -1,0 +1,120 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The directories above the path as given are judged, not only those above
+// the file it resolves to: whoever can write a link's directory can point
+// the link at a config of their own.
+func TestLoadJudgesBothPaths(t *testing.T) {
+	r := fixture(t)
+	dir := t.TempDir()
+	real := filepath.Join(dir, "etc", "gearshift.yaml")
+	os.MkdirAll(filepath.Dir(real), 0o755)
+	os.WriteFile(real, []byte(r.Replace(base)), 0o644)
+	if _, err := Load(real); err != nil {
+		t.Fatalf("a trusted config: %v", err)
+	}
+
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o755)
+	os.Chmod(open, 0o777)
+	link := filepath.Join(open, "gearshift.yaml")
+	os.Symlink(real, link)
+	_, err := Load(link)
+	if err == nil || !strings.Contains(err.Error(), "a directory above it, "+open+", is writable by every user") {
+		t.Errorf("Load through a link in a world-writable directory = %v, want the directory named", err)
+	}
+
+	if os.Geteuid() == 0 {
+		bobs := filepath.Join(dir, "bobs")
+		os.Mkdir(bobs, 0o755)
+		os.Chown(bobs, 65534, 65534)
+		p := filepath.Join(bobs, "gearshift.yaml")
+		os.WriteFile(p, []byte(r.Replace(base)), 0o644)
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "a directory above it, "+bobs+", belongs to uid 65534") {
+			t.Errorf("Load of a config in another user's directory = %v", err)
+		}
+	}
+
+	// A device is not a config: refused before it is parsed.
+	if _, err := Load("/dev/null"); err == nil || !strings.Contains(err.Error(), "/dev/null is not a regular file") {
+		t.Errorf("Load(/dev/null) = %v", err)
+	}
+}
+
+// The hook is a program root runs: it gets the config's trust check.
+func TestHookMustBeTrusted(t *testing.T) {
+	r := fixture(t)
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "hook.sh")
+	os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o755)
+	doc := r.Replace(base) + "hooks: { on_change: [" + hook + "] }\n"
+	if _, err := Parse([]byte(doc)); err != nil {
+		t.Fatalf("a trusted hook: %v", err)
+	}
+	os.Chmod(hook, 0o777)
+	_, err := Parse([]byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "hooks.on_change[0]: "+hook+" is writable by every user") {
+		t.Errorf("a world-writable hook: %v", err)
+	}
+	os.Chmod(hook, 0o755)
+	os.Chmod(dir, 0o777)
+	defer os.Chmod(dir, 0o755)
+	if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "hooks.on_change[0]: a directory above it, "+dir+", is writable by every user") {
+		t.Errorf("a hook in a world-writable directory: %v", err)
+	}
+	// Offline commands may still use the config: it is about this machine.
+	if cfg, err := Offline(func() error { _, err := Parse([]byte(doc)); return err }()); err != nil || cfg == nil {
+		t.Errorf("Offline of an untrusted hook = %v", err)
+	}
+}
+
+// A secret other users can read is a warning, not an error.
+func TestSecretReadableByOthersWarns(t *testing.T) {
+	r := fixture(t)
+	secret := strings.TrimSuffix(r.Replace("{{secret}}"), "\n")
+	cfg, err := Parse([]byte(r.Replace(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := cfg.Warnings(); len(ws) != 0 {
+		t.Errorf("a 0600 secret: warnings %v", ws)
+	}
+	for _, mode := range []os.FileMode{0o640, 0o604} {
+		os.Chmod(secret, mode)
+		cfg, err := Parse([]byte(r.Replace(base)))
+		if err != nil {
+			t.Fatalf("a %04o secret is refused: %v", mode, err)
+		}
+		ws := cfg.Warnings()
+		if len(ws) != 1 || !strings.HasPrefix(ws[0].String(), "varnish.targets[0].secret_file: "+secret+" can be read by its group or by every user") ||
+			!strings.Contains(ws[0].String(), "chmod 0600 "+secret) || strings.Contains(ws[0].String(), "s3cr3t") {
+			t.Errorf("a %04o secret: warnings %v", mode, ws)
+		}
+	}
+}
+
+// Credentials over plain http are a warning.
+func TestPrometheusCredentialsOverHTTPWarn(t *testing.T) {
+	r := fixture(t)
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("t0ken\n"), 0o600)
+	doc := r.Replace(base) + "sensor: { prometheus: { url: 'http://prom.example:9090', bearer_token_file: " + token + ", signals: { fleet: 'max(x)' } } }\n"
+	cfg, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := cfg.Warnings()
+	if len(ws) != 1 || ws[0].String() != "sensor.prometheus.url: credentials go to http://prom.example:9090 over plain http, readable on the way: use https" {
+		t.Errorf("warnings %v", ws)
+	}
+	cfg, err = Parse([]byte(strings.Replace(doc, "http://", "https://", 1)))
+	if err != nil || len(cfg.Warnings()) != 0 {
+		t.Errorf("https: %v, warnings %v", err, cfg.Warnings())
+	}
+}
