@@ -21,10 +21,15 @@ default file does not exist, the embedded defaults are what applies.`,
 		Short: "Validate the config; exit 2 with every problem, each with its key path",
 		Args:  cobra.NoArgs,
 		RunE: runE(func(*cobra.Command, []string) (int, error) {
-			if _, err := a.loadConfig(); err != nil {
+			cfg, err := a.loadConfig()
+			if err != nil {
 				// Every problem on its own line, as they are, for editors and grep.
 				fmt.Fprintf(a.stderr, "gearshift: %v\n", err)
 				return exitUsage, nil
+			}
+			// Risky but working: said, and the config is still OK.
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(a.stderr, "gearshift: warning: %s\n", w)
 			}
 			fmt.Fprintf(a.stdout, "config OK: %s\n", a.configFile().Describe())
 			return exitOK, nil

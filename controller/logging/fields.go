@@ -58,7 +58,8 @@ const (
 	FieldCPUs           = "cpus"
 	FieldCPUsFrom       = "cpus_from"
 	FieldSources        = "sources"
-	FieldKey            = "key" // a config key that needs a restart
+	FieldKey            = "key" // a config key that needs a restart, or that a warning is about
+	FieldWarning        = "warning"
 	FieldListen         = "listen"
 	FieldSignal         = "signal"
 	FieldSessionCookies = "session_cookies"

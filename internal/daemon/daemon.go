@@ -125,6 +125,7 @@ func Run(cfg *config.Config, opts Options) error {
 			if l, err := logging.ParseLevel(next.Log.Level); err == nil {
 				atom.SetLevel(l)
 			}
+			logConfigWarnings(log, next)
 			for _, key := range config.RestartKeys(running, next) {
 				log.Warn("config change needs a restart to apply", zap.String(logging.FieldKey, key))
 			}
@@ -177,6 +178,7 @@ func Run(cfg *config.Config, opts Options) error {
 		zap.String(logging.FieldSocket, cfg.Control.Socket), zap.Int(logging.FieldTargets, len(cfg.Varnish.Targets)),
 		zap.Duration(logging.FieldPollInterval, time.Duration(cfg.PollInterval)))
 	controller.WarnNarrowSessions(log, cfg)
+	logConfigWarnings(log, cfg)
 	// READY=1 comes from the loop once its first poll has finished.
 
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
@@ -201,6 +203,14 @@ func Run(cfg *config.Config, opts Options) error {
 			return fmt.Errorf("control socket %s failed: %v", cfg.Control.Socket, err)
 		},
 	})
+}
+
+// logConfigWarnings logs what Config.Warnings finds risky in cfg; the
+// daemon runs with it all the same.
+func logConfigWarnings(log *zap.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		log.Warn("config warning", zap.String(logging.FieldKey, w.Path), zap.String(logging.FieldWarning, w.Msg))
+	}
 }
 
 // shownRules are the thresholds of cfg and its signals, as the status page
