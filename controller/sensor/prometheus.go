@@ -7,7 +7,9 @@ import (
 	"io"
 	"maps"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -161,10 +163,12 @@ func NewPrometheus(cfg PrometheusConfig) (*Prometheus, error) {
 	}
 	rt := &boundedTransport{
 		next:        &http.Transport{Proxy: nil, MaxIdleConnsPerHost: maxPrometheusSignals},
+		origin:      origin(u),
 		basicAuth:   cfg.BasicAuthFile,
 		bearerToken: cfg.BearerTokenFile,
 	}
-	client, err := api.NewClient(api.Config{Address: cfg.URL, RoundTripper: rt})
+	hc := &http.Client{Transport: rt, CheckRedirect: rt.checkRedirect}
+	client, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus URL %q: %w", u.Redacted(), err)
 	}
@@ -269,15 +273,46 @@ func oneNumber(val model.Value) (float64, error) {
 
 // boundedTransport adds the credentials, read from their files at every
 // request (so a rotated secret is used without a reload, and no secret is
-// kept in the config or shown), and cuts an answer at maxPrometheusAnswer.
+// kept in the config or shown), to requests for the configured origin
+// only, and cuts an answer at maxPrometheusAnswer.
 type boundedTransport struct {
 	next        http.RoundTripper
+	origin      string // scheme://host:port of sensor.prometheus.url
 	basicAuth   string // file of user:password
 	bearerToken string // file of the token
 }
 
+// maxPrometheusRedirects is http.Client's own bound on a redirect chain.
+const maxPrometheusRedirects = 10
+
+// checkRedirect follows a redirect within the configured origin only: a
+// redirect elsewhere (another host, port or scheme, https to http) would
+// carry the request, and once the credentials, to someone else.
+func (t *boundedTransport) checkRedirect(req *http.Request, via []*http.Request) error {
+	if o := origin(req.URL); o != t.origin {
+		return fmt.Errorf("refused the redirect to %s: it leaves %s (give sensor.prometheus.url the server's own address)", req.URL.Redacted(), t.origin)
+	}
+	if len(via) >= maxPrometheusRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxPrometheusRedirects)
+	}
+	return nil
+}
+
+// origin is a URL's scheme, host and port (the scheme's default when it
+// names none), the unit browsers trust credentials to.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
+	case origin(req.URL) != t.origin:
+		// Unreachable through checkRedirect; kept so that no other path
+		// can carry the credentials away.
 	case t.basicAuth != "":
 		user, pass, err := readCredentials(t.basicAuth, "basic_auth_file")
 		if err != nil {

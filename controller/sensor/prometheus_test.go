@@ -312,3 +312,51 @@ func BenchmarkPrometheusRead(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime(b)-before).Microseconds())/float64(b.N), "cpu-us/op")
 }
+
+// A redirect to another origin is refused, so the credentials never reach
+// it (a 307 used to carry the bearer token along); one within the server
+// is followed, credentials and all.
+func TestPrometheusRefusesRedirectElsewhere(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stolen atomic.Value
+	stolen.Store("")
+	var asked atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		stolen.Store(r.Header.Get("Authorization"))
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"1"]}}`)
+	}))
+	defer elsewhere.Close()
+	var auth atomic.Value
+	auth.Store("")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/moved/api/v1/query":
+			auth.Store(r.Header.Get("Authorization"))
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}`)
+		case strings.HasPrefix(r.URL.Path, "/here/"):
+			http.Redirect(w, r, "/moved/api/v1/query", http.StatusTemporaryRedirect)
+		default:
+			http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+		}
+	}))
+	defer srv.Close()
+	withToken := func(c *PrometheusConfig) { c.BearerTokenFile = token }
+
+	values, problems := read(t, prometheusReader(t, srv.URL, map[string]string{"q": "up"}, withToken))
+	want := "refused the redirect to " + elsewhere.URL + "/api/v1/query: it leaves " + srv.URL
+	if len(values) != 0 || !strings.Contains(problems["prometheus q"], want) {
+		t.Errorf("values %v, problems %v; want the redirect refused: %q", values, problems, want)
+	}
+	if asked.Load() != 0 || stolen.Load() != "" {
+		t.Errorf("the other origin was asked %d times, with Authorization %q", asked.Load(), stolen.Load())
+	}
+
+	values, problems = read(t, prometheusReader(t, srv.URL+"/here", map[string]string{"q": "up"}, withToken))
+	if values["q"] != 2 || len(problems) != 0 || auth.Load() != "Bearer s3cret-token" {
+		t.Errorf("a redirect within the server: values %v, problems %v, Authorization %q", values, problems, auth.Load())
+	}
+}
