@@ -3,9 +3,15 @@ package main
 import (
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
 // config check says when the admin secret can be read by others, and the
@@ -56,5 +62,58 @@ func TestWebhookURLNotOnCommandLine(t *testing.T) {
 		if want := `url = "https://hooks.example.com/T000/B000/s3cr3t\"\\x"` + "\n"; stdin != want {
 			t.Errorf("webhook.sh %s: curl's stdin %q, want %q", arg, stdin, want)
 		}
+	}
+}
+
+// logrotate's postrotate signals through the pid file's lock: a stale pid
+// file naming a live process of someone else (a recycled pid) leaves that
+// process alone, where `kill -USR1 $(cat pid)` killed it.
+func TestLogsReopenSignalsOnlyTheLockedDaemon(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "logrotate", "gearshift"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, "gearshift logs --reopen") || strings.Contains(s, "kill ") {
+		t.Errorf("the logrotate config does not reopen through gearshift logs --reopen:\n%s", s)
+	}
+
+	dir := t.TempDir()
+	pidPath := filepath.Join(dir, "gearshift.pid")
+	path, _ := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: "+pidPath+"\n")
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- other.Wait() }()
+	os.WriteFile(pidPath, []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o644)
+	code, stdout, stderr := runMain(t, "logs", "--reopen", "--config", path)
+	if code != 0 || !strings.Contains(stdout, "gearshift is not running") {
+		t.Errorf("a stale pid file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the process a stale pid file named was signalled: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// The daemon (here, this process) holds the lock: it gets SIGUSR1.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	pf, err := pidfile.Write(pidPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Remove()
+	code, stdout, stderr = runMain(t, "logs", "--reopen", "--config", path)
+	if code != 0 || stdout != "asked gearshift (pid "+strconv.Itoa(os.Getpid())+") to reopen its log file\n" {
+		t.Errorf("a running daemon: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	select {
+	case <-usr1:
+	case <-time.After(5 * time.Second):
+		t.Error("the daemon holding the pid file got no SIGUSR1")
 	}
 }

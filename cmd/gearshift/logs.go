@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
 // logOptions are the flags of `gearshift logs`.
@@ -22,6 +23,7 @@ type logOptions struct {
 	transitions bool
 	since       string
 	json        bool
+	reopen      bool
 
 	poll time.Duration  // how often -f looks for new lines and rotation
 	loc  *time.Location // where times are shown
@@ -38,13 +40,19 @@ one line each, with gear changes as "light → heavy" with their reason and
 switch time. --transitions keeps only gear changes, --since only recent
 entries (a duration such as 1h, or a time such as 2026-11-30T14:00:00Z),
 --json prints the raw JSON lines. -f keeps following the file, across
-logrotate's rename and copytruncate alike.`,
+logrotate's rename and copytruncate alike. --reopen asks the running daemon
+to reopen its log file instead (SIGUSR1, sent only to the daemon holding
+the pid file's lock, never to whatever process a stale pid file names):
+logrotate's postrotate runs it.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
 			o.linesSet = cmd.Flags().Changed("lines")
 			ctx, stop := signal.NotifyContext(ctxOrBackground(cmd.Context()), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cfg, _ := a.daemonConfig()
+			if o.reopen {
+				return a.reopenLog(cfg.PIDFile)
+			}
 			if cfg.Log.File == "" {
 				return exitUsage, errors.New("log.file is empty in the config: the daemon logs to stderr only (see journalctl -u gearshift)")
 			}
@@ -57,7 +65,24 @@ logrotate's rename and copytruncate alike.`,
 	f.BoolVar(&o.transitions, "transitions", false, "only gear changes")
 	f.StringVar(&o.since, "since", "", "only entries since this long ago (1h, 30m) or this time (RFC 3339)")
 	f.BoolVar(&o.json, "json", false, "print the raw JSON lines")
+	f.BoolVar(&o.reopen, "reopen", false, "make the running daemon reopen its log file (logrotate's postrotate)")
+	cmd.MarkFlagsMutuallyExclusive("reopen", "follow")
 	return cmd
+}
+
+// reopenLog sends SIGUSR1 to the daemon that holds the pid file locked. No
+// daemon running is no error: there is no log file to reopen.
+func (a *app) reopenLog(pidFile string) (int, error) {
+	pid, err := pidfile.Signal(pidFile, syscall.SIGUSR1)
+	if err != nil {
+		return exitFailure, err
+	}
+	if pid == 0 {
+		fmt.Fprintf(a.stdout, "gearshift is not running (no live daemon holds %s): no log file to reopen\n", pidFile)
+		return exitOK, nil
+	}
+	fmt.Fprintf(a.stdout, "asked gearshift (pid %d) to reopen its log file\n", pid)
+	return exitOK, nil
 }
 
 func (a *app) logs(ctx context.Context, path string, o logOptions) (int, error) {
