@@ -318,3 +318,31 @@ func TestClockJumpsAndRemovedFiles(t *testing.T) {
 		t.Errorf("after the directory was removed, read %d records, want 1", len(got))
 	}
 }
+
+// The recorder writes no file through a link: neither a history.dir that
+// is one nor a link planted at a day file's path.
+func TestRecorderRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	os.Mkdir(real, 0o750)
+	link := filepath.Join(dir, "history")
+	os.Symlink(real, link)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	r := NewRecorder(Options{Dir: link, Keep: 14 * 24 * time.Hour, Signals: testSet})
+	if err := r.Write(sample(t0, state.Light, 1, 1)); err == nil || !strings.Contains(err.Error(), "history directory "+link+" is a symbolic link, not followed") {
+		t.Errorf("Write into a linked directory = %v", err)
+	}
+	r.Close()
+
+	target := filepath.Join(dir, "shadow")
+	os.WriteFile(target, []byte("keep\n"), 0o644)
+	os.Symlink(target, filepath.Join(real, "2026-11-30.csv"))
+	r = NewRecorder(Options{Dir: real, Keep: 14 * 24 * time.Hour, Signals: testSet})
+	defer r.Close()
+	if err := r.Write(sample(t0, state.Light, 1, 1)); err == nil || !strings.Contains(err.Error(), "is a symbolic link, not followed") {
+		t.Errorf("Write through a planted link = %v", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep\n" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+}

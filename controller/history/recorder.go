@@ -29,6 +29,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
+	"github.com/gearshift/gearshift/internal/ownfile"
 )
 
 // File names: the day (UTC) and, when the columns changed during the day
@@ -162,6 +163,11 @@ func (r *Recorder) open(day string) error {
 	if err := os.MkdirAll(r.opts.Dir, 0o750); err != nil {
 		return fmt.Errorf("create history directory: %w", err)
 	}
+	// The directory root writes its files in is named, not reached
+	// through a link that someone could have planted or repointed.
+	if fi, err := os.Lstat(r.opts.Dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("history directory %s is a symbolic link, not followed: set history.dir to the directory itself", r.opts.Dir)
+	}
 	files, err := List(r.opts.Dir)
 	if err != nil {
 		return err
@@ -181,7 +187,7 @@ func (r *Recorder) open(day string) error {
 			path = filepath.Join(r.opts.Dir, fmt.Sprintf("%s.%d%s", day, partNumber(path)+1, plainExt))
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := ownfile.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)
 	}
@@ -201,7 +207,7 @@ func (r *Recorder) open(day string) error {
 // resume tells whether path can be appended to: its header is this
 // recorder's. It cuts a torn last line off first.
 func (r *Recorder) resume(path string) (bool, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := ownfile.Open(path, os.O_RDWR)
 	if err != nil {
 		return false, fmt.Errorf("open history: %w", err)
 	}
@@ -365,7 +371,7 @@ func gzipName(path string) string { return strings.TrimSuffix(path, plainExt) + 
 // compress writes path.gz beside path, fsynced, then removes path. A
 // torn last line is left out.
 func compress(path string) error {
-	in, err := os.Open(path)
+	in, err := ownfile.Open(path, os.O_RDONLY)
 	if err != nil {
 		return err
 	}
@@ -376,7 +382,7 @@ func compress(path string) error {
 	}
 	dst := gzipName(path)
 	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	out, err := ownfile.Open(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("compress history: %w", err)
 	}

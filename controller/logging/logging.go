@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/gearshift/gearshift/internal/ownfile"
 )
 
 // File is a log file that can be reopened at the same path (after
@@ -27,8 +29,10 @@ type File struct {
 	writeErrors atomic.Uint64
 }
 
-// OpenFile opens path for appending, creating it (0640) and its directory
-// (0755) when missing.
+// OpenFile opens path for appending, creating it (0640, its directory's
+// group: adm reads /var/log/gearshift) and its directory (0755) when
+// missing. A symbolic link at path is refused, at start and at every
+// reopen (the old file stays in use, and Health says why).
 func OpenFile(path string) (*File, error) {
 	lf := &File{path: path}
 	if err := lf.Reopen(); err != nil {
@@ -49,7 +53,7 @@ func (lf *File) Reopen() error {
 		lf.mu.Unlock()
 		return fmt.Errorf("create log directory: %w", err)
 	}
-	f, err := os.OpenFile(lf.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := ownfile.Open(lf.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		lf.mu.Lock()
 		lf.reopenErr = "reopen " + lf.path + ": " + unwrap(err)

@@ -90,3 +90,40 @@ func TestFileHealth(t *testing.T) {
 		t.Errorf("after a write that worked: %q, %d; want no problem, still 3 counted", p, n)
 	}
 }
+
+// A link planted at log.file is refused at start, and at a reopen after
+// logrotate: the daemon keeps writing the old file and Health says why.
+func TestLogFileRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shadow")
+	os.WriteFile(target, []byte("keep\n"), 0o644)
+	path := filepath.Join(dir, "gearshift.log")
+	os.Symlink(target, path)
+	if lf, err := OpenFile(path); err == nil || !strings.Contains(err.Error(), path+": is a symbolic link, not followed") {
+		if lf != nil {
+			lf.Close()
+		}
+		t.Fatalf("OpenFile of a link = %v", err)
+	}
+	os.Remove(path)
+	lf, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	os.Rename(path, path+".1")
+	os.Symlink(target, path)
+	if err := lf.Reopen(); err == nil {
+		t.Fatal("Reopen followed a link")
+	}
+	if problem, _ := lf.Health(); !strings.Contains(problem, "reopen "+path+": is a symbolic link, not followed") {
+		t.Errorf("Health = %q", problem)
+	}
+	lf.Write([]byte("still here\n"))
+	if b, _ := os.ReadFile(path + ".1"); string(b) != "still here\n" {
+		t.Errorf("the old file got %q", b)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep\n" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,9 +51,11 @@ func Write(path string) (*File, error) {
 	}
 	deadline := time.Now().Add(lockWait)
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		// Not through a link: root would write, and stop would later
+		// trust, whatever file a link planted here names.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 		if err != nil {
-			return nil, fmt.Errorf("open pid file: %w", err)
+			return nil, openError(path, err)
 		}
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -89,6 +92,15 @@ func Write(path string) (*File, error) {
 	}
 }
 
+// openError words a failure to open the pid file; a symbolic link there
+// is refused (O_NOFOLLOW), and said so.
+func openError(path string, err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("pid file %s is a symbolic link, not followed: remove it (gearshift writes the pid file itself)", path)
+	}
+	return fmt.Errorf("open pid file: %w", err)
+}
+
 // samePath tells whether the open file f is still the one at path.
 func samePath(f *os.File, path string) bool {
 	fi, err := f.Stat()
@@ -115,12 +127,12 @@ func (p *File) Remove() {
 // locked (its daemon is gone; the pid in it may have been reused, it may
 // hold garbage). A held file that is still empty (being written) is 0 too.
 func Running(path string) (int, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read pid file: %w", err)
+		return 0, openError(path, err)
 	}
 	defer f.Close()
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
@@ -130,7 +142,7 @@ func Running(path string) (int, error) {
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
 		return 0, fmt.Errorf("probe the lock of pid file %s: %w", path, err)
 	}
-	b, err := os.ReadFile(path)
+	b, err := io.ReadAll(io.LimitReader(f, 64))
 	if err != nil {
 		return 0, fmt.Errorf("read pid file: %w", err)
 	}

@@ -87,3 +87,23 @@ func TestRunningHeldGarbage(t *testing.T) {
 		t.Errorf("Running = %d, %v; want an error naming the edit", pid, err)
 	}
 }
+
+// A link planted at the pid file's path is not followed: root would write
+// its pid into, and stop would trust, whatever file it names.
+func TestPidFileRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shadow")
+	os.WriteFile(target, []byte("keep\n"), 0o644)
+	path := filepath.Join(dir, "gearshift.pid")
+	os.Symlink(target, path)
+	if p, err := Write(path); err == nil || !strings.Contains(err.Error(), "pid file "+path+" is a symbolic link, not followed") {
+		p.Remove()
+		t.Errorf("Write through a link = %v", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep\n" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if _, err := Running(path); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("Running through a link = %v", err)
+	}
+}
