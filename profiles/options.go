@@ -35,7 +35,14 @@ type Options struct {
 	StaticExtensions []string `yaml:"static_extensions"` // file extensions cached as static objects in every gear
 	NeverCache       []string `yaml:"never_cache"`       // path regexes never cached, in any gear
 	PurgeACL         []string `yaml:"purge_acl"`         // addresses or CIDRs that may send PURGE
-	PassHeaders      []string `yaml:"pass_headers"`      // request headers that make a request uncacheable
+	// TrustedProxies are the proxies in front of Varnish (a TLS
+	// terminator, a CDN) whose X-Forwarded-For and X-Forwarded-Proto
+	// are kept; everyone else's are replaced or dropped.
+	TrustedProxies []string `yaml:"trusted_proxies"` // addresses or CIDRs
+	// WebsocketPaths are the path prefixes where a websocket handshake
+	// is piped to the backend; []: none, an Upgrade is dropped.
+	WebsocketPaths []string `yaml:"websocket_paths"`
+	PassHeaders    []string `yaml:"pass_headers"` // request headers that make a request uncacheable
 	// ModerateHeuristicTTL is moderate's TTL for anonymous responses with no
 	// freshness information; 0: none.
 	ModerateHeuristicTTL timefmt.Duration `yaml:"moderate_heuristic_ttl"`
@@ -117,6 +124,7 @@ func DefaultOptions() Options {
 		StaticExtensions:     []string{"png", "gif", "jpg", "jpeg", "ico", "svg", "webp", "css", "js", "woff", "woff2", "ttf", "swf", "mp4", "pdf"},
 		NeverCache:           []string{`^/wp-admin`, `^/wp-login\.php`, `^/administrator`, `^/user/login`, `^/admin`, `^/cart`, `^/checkout`, `^/my-account`},
 		PurgeACL:             []string{"127.0.0.1", "::1"},
+		TrustedProxies:       []string{"127.0.0.1", "::1"},
 		PassHeaders:          []string{"Authorization", "X-WP-Nonce", "X-CSRF-Token"},
 		ModerateHeuristicTTL: timefmt.Duration(30 * time.Second),
 		DropQueryParams:      DefaultDropQueryParams(),
@@ -168,12 +176,19 @@ func DefaultDropQueryParams() []string {
 // it for one user.
 func DefaultIgnoreCookies() []string {
 	return []string{
-		// Google Analytics, Tag Manager and Ads.
-		"_ga", "_ga_*", "_gid", "_gat*", "_gcl_*", "__utm*", "_dc_gtm_*",
+		// Google Analytics, Tag Manager and Ads. Each glob matches its
+		// vendor's names only: "_gat*" would match a site's own
+		// _gateway_session.
+		"_ga", "_ga_*", "_gid", "_gat", "_gat_*", "_gcl_*", "__utma", "__utmb",
+		"__utmc", "__utmt", "__utmt_*", "__utmz", "__utmv", "_dc_gtm_*",
 		// Meta, Microsoft (Clarity, Bing), Hotjar, Matomo, HubSpot, TikTok,
 		// Pinterest, LinkedIn.
-		"_fbp", "_fbc", "_clck", "_clsk", "_uetsid", "_uetvid", "_hj*",
-		"_pk_*", "__hstc", "__hssc", "__hssrc", "hubspotutk", "_ttp",
+		"_fbp", "_fbc", "_clck", "_clsk", "_uetsid", "_uetvid",
+		"_hjSessionUser_*", "_hjSession_*", "_hjid", "_hjFirstSeen",
+		"_hjIncludedInSessionSample*", "_hjIncludedInPageviewSample",
+		"_hjAbsoluteSessionInProgress", "_hjTLDTest",
+		"_pk_id.*", "_pk_ses.*", "_pk_ref.*", "_pk_cvar.*", "_pk_hsr.*",
+		"__hstc", "__hssc", "__hssrc", "hubspotutk", "_ttp",
 		"_pin_unauth", "li_gc", "_tt_enable_cookie",
 		// Consent managers: Cookiebot, OneTrust, CookieYes, Complianz,
 		// GDPR Cookie Consent, IAB TCF.
@@ -261,14 +276,24 @@ func (p *Options) Check(problem func(key, format string, args ...any)) {
 			problem(fmt.Sprintf("profiles.pass_headers[%d]", i), "%q is not a header name (letters, digits and -)", h)
 		}
 	}
-	for i, a := range p.PurgeACL {
-		if _, err := netip.ParseAddr(a); err == nil {
-			continue
+	for _, l := range []struct {
+		key   string
+		addrs []string
+	}{{"purge_acl", p.PurgeACL}, {"trusted_proxies", p.TrustedProxies}} {
+		for i, a := range l.addrs {
+			if _, err := netip.ParseAddr(a); err == nil {
+				continue
+			}
+			if _, err := netip.ParsePrefix(a); err == nil {
+				continue
+			}
+			problem(fmt.Sprintf("profiles.%s[%d]", l.key, i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/8)", a)
 		}
-		if _, err := netip.ParsePrefix(a); err == nil {
-			continue
+	}
+	for i, w := range p.WebsocketPaths {
+		if !probeURLRE.MatchString(w) || strings.ContainsAny(w, "?#{}") {
+			problem(fmt.Sprintf("profiles.websocket_paths[%d]", i), "%q is not a path prefix such as /ws/", w)
 		}
-		problem(fmt.Sprintf("profiles.purge_acl[%d]", i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/8)", a)
 	}
 }
 

@@ -151,6 +151,12 @@ func (o *origin) count(uri string) int {
 	return o.hits[uri]
 }
 
+func (o *origin) inflightOf(uri string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.inflight[uri]
+}
+
 func (o *origin) peakOf(uri string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 	"text/template"
 	"time"
@@ -128,8 +129,12 @@ type vclData struct {
 	StaleIfError string // the oldest copy served when the backend fails; "" for never
 	CopyGrace    string // grace of an anonymous copy: the longer of heavy_grace and stale_if_error
 
+	TrustedProxies []string // ACL entries of trusted_proxies
+	WebsocketPaths []string // regex-quoted path prefixes piped as websockets
+
 	FirstByteTimeout string
-	MaxConnections   int
+	MaxConnections   int       // backend.max_connections
+	CopyConnections  int       // the share of fetches with a copy to fall back on: three quarters
 	Probe            *vclProbe // nil: no probe
 }
 
@@ -173,6 +178,10 @@ func (d *vclData) funcs() template.FuncMap {
 			}
 			return `regsub(std.querysort(` + u + `), "\?$", "")`
 		},
+		// statusPath: a condition on req.url that holds for Apache's
+		// server-status and server-info pages, however the path is
+		// written.
+		"statusPath": func() string { return statusPathCondition },
 		// reason: a reason word of Reasons as a VCL string.
 		"reason": reasonLiteral,
 		// logReason: the statement writing the VCL_Log record of a
@@ -259,6 +268,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 	if d.MaxConnections == 0 {
 		d.MaxConnections = FallbackMaxConnections
 	}
+	d.CopyConnections = max(1, d.MaxConnections*3/4)
 	if b.Probe.URL != "" {
 		d.Probe = &vclProbe{
 			URL:       b.Probe.URL,
@@ -289,6 +299,16 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 		}
 		d.PurgeACL = append(d.PurgeACL, entry)
 	}
+	for i, a := range p.TrustedProxies {
+		entry, err := aclEntry(a)
+		if err != nil {
+			return nil, fmt.Errorf("profiles.trusted_proxies[%d]: %w", i, err)
+		}
+		d.TrustedProxies = append(d.TrustedProxies, entry)
+	}
+	for _, w := range p.WebsocketPaths {
+		d.WebsocketPaths = append(d.WebsocketPaths, regexp.QuoteMeta(w))
+	}
 	return d, nil
 }
 
@@ -307,6 +327,31 @@ func cookiesRE(key string, globs []string) (string, error) {
 		return "", nil
 	}
 	return "(?:" + strings.Join(names, "|") + ")", nil
+}
+
+// statusPathCondition holds for a URL whose path has a segment naming
+// Apache's mod_status or mod_info page, however Apache would normalise
+// it: any letter percent-encoded, any slashes or dot-segments before it
+// (so it holds at any depth: "/blog/server-status/" too, a page name no
+// site needs; "/blog/server-status-explained" is not such a segment).
+var statusPathCondition = func() string {
+	var b strings.Builder
+	for _, c := range "server-" {
+		b.WriteString(encodedChar(byte(c)))
+	}
+	word := func(w string) string {
+		var s strings.Builder
+		for _, c := range w {
+			s.WriteString(encodedChar(byte(c)))
+		}
+		return s.String()
+	}
+	return `regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "") ~ {"(?i)^[^?#]*(/|%2f)` + b.String() + `(?:` + word("status") + `|` + word("info") + `)(?:/|%2f|[?#;]|$)"}`
+}()
+
+// encodedChar is a regex matching c as itself or percent-encoded.
+func encodedChar(c byte) string {
+	return fmt.Sprintf("(?:%s|%%%02x)", literal(c), c)
 }
 
 // hostHeader writes a backend host as a Host header holds it: an IPv6

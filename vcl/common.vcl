@@ -7,14 +7,24 @@ vcl 4.1;
 
 import std;
 
-# A fetch over .max_connections (backend.max_connections) fails at once
-# instead of queueing in front of PHP; an anonymous page then gets its
-# stored copy (profiles.stale_if_error), like one the backend does not
-# answer within .first_byte_timeout.
+# The backend, twice, each with a connection limit: a fetch over it fails
+# at once instead of queueing in front of PHP (backend.max_connections).
+# A fetch for a page that has a stored copy to fall back on
+# (stale_if_error: light's and moderate's fetches of what they keep for
+# heavy) may take three quarters of the limit (gearshift_copies), so that
+# such fetches never take the workers a logged-in visitor, a form or a
+# page with no copy needs.
 backend default {
     .host = "{{.BackendHost}}";
     .port = "{{.BackendPort}}";
     .max_connections = {{.MaxConnections}};
+    .first_byte_timeout = {{.FirstByteTimeout}};
+}
+
+backend gearshift_copies {
+    .host = "{{.BackendHost}}";
+    .port = "{{.BackendPort}}";
+    .max_connections = {{.CopyConnections}};
     .first_byte_timeout = {{.FirstByteTimeout}};
 }
 {{- if .Probe}}
@@ -50,6 +60,16 @@ acl gearshift_purgers {
 {{- end}}
 }
 {{- end}}
+{{- if .TrustedProxies}}
+
+# Proxies in front of Varnish whose X-Forwarded-For and X-Forwarded-Proto
+# are believed (profiles.trusted_proxies): a TLS terminator, a CDN.
+acl gearshift_trusted {
+{{- range .TrustedProxies}}
+    {{.}};
+{{- end}}
+}
+{{- end}}
 
 # Shared by every gear: decides everything that does not depend on the gear
 # and returns; a gear's vcl_recv only sees anonymous or session requests for
@@ -57,6 +77,30 @@ acl gearshift_purgers {
 sub gearshift_recv {
     # Headers gearshift uses internally never come from the client.
     if (req.restarts == 0) {
+        # Headers a backend may trust and the cache key does not hold: a
+        # visitor's X-Forwarded-Host would be in the page (its links, its
+        # canonical URL) served to everyone after it.
+        unset req.http.X-Forwarded-Host;
+        unset req.http.X-Forwarded-Port;
+        unset req.http.X-Forwarded-Server;
+        unset req.http.Forwarded;
+        unset req.http.X-Original-URL;
+        unset req.http.X-Rewrite-URL;
+        unset req.http.X-Real-IP;
+        unset req.http.X-Client-IP;
+        unset req.http.True-Client-IP;
+        unset req.http.CF-Connecting-IP;
+{{- if .TrustedProxies}}
+        if (client.ip !~ gearshift_trusted) {
+            # Varnish has appended the peer's address to what the client
+            # sent; only a trusted proxy's list is kept.
+            set req.http.X-Forwarded-For = client.ip;
+            unset req.http.X-Forwarded-Proto;
+        }
+{{- else}}
+        set req.http.X-Forwarded-For = client.ip;
+        unset req.http.X-Forwarded-Proto;
+{{- end}}
         unset req.http.X-Gs-Cache;
         unset req.http.X-Gs-Session;
         unset req.http.X-Gs-Host;
@@ -150,9 +194,32 @@ sub gearshift_recv {
 {{- end}}
     }
 
-    if (req.http.Upgrade ~ "(?i)websocket") {
+    # Apache's status pages list other visitors' addresses and URLs: only
+    # for purge_acl, never cached. The path is matched however it is
+    # written (slashes, dot-segments, percent-encoded letters).
+    if ({{statusPath}}) {
+{{- if .PurgeACL}}
+        if (client.ip !~ gearshift_purgers) {
+            return (synth(403, "Forbidden"));
+        }
+{{- else}}
+        return (synth(403, "Forbidden"));
+{{- end}}
+        set req.http.X-Gs-Reason = {{reason "never_cache"}};
+        return (pass);
+    }
+
+    # A websocket is piped (a raw connection to the backend) only on the
+    # paths of profiles.websocket_paths, and only as a websocket handshake;
+    # vcl_pipe writes the hop-by-hop headers itself. Any other Upgrade is
+    # dropped and the request served as HTTP.
+{{- if .WebsocketPaths}}
+    if (req.http.Upgrade ~ "(?i)^\s*websocket\s*$" && req.http.Connection ~ "(?i)(^|,)\s*upgrade\s*(,|$)" &&
+        req.method == "GET" && ({{range $i, $p := .WebsocketPaths}}{{if $i}} || {{end}}req.url ~ {"^{{$p}}"}{{end}})) {
         return (pipe);
     }
+{{- end}}
+    unset req.http.Upgrade;
 
 {{- if .SessionRE}}
     # A session request: one with a session cookie (profiles.session_cookies).
@@ -271,10 +338,10 @@ sub gearshift_drop_session {
 }
 
 sub vcl_pipe {
-    if (req.http.Upgrade) {
-        set bereq.http.Upgrade = req.http.Upgrade;
-        set bereq.http.Connection = req.http.Connection;
-    }
+    # Only a websocket handshake is piped (gearshift_recv): the client's
+    # own Connection header never reaches the backend.
+    set bereq.http.Upgrade = "websocket";
+    set bereq.http.Connection = "Upgrade";
 }
 
 sub vcl_hash {
@@ -354,6 +421,9 @@ sub vcl_backend_fetch {
         set bereq.first_byte_timeout = {{.Probe.Timeout}};
     }
 {{- end}}
+    if (bereq.http.X-Gs-Copy) {
+        set bereq.backend = gearshift_copies;
+    }
     unset bereq.http.X-Gs-Copy;
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's

@@ -6,14 +6,24 @@ vcl 4.1;
 
 import std;
 
-# A fetch over .max_connections (backend.max_connections) fails at once
-# instead of queueing in front of PHP; an anonymous page then gets its
-# stored copy (profiles.stale_if_error), like one the backend does not
-# answer within .first_byte_timeout.
+# The backend, twice, each with a connection limit: a fetch over it fails
+# at once instead of queueing in front of PHP (backend.max_connections).
+# A fetch for a page that has a stored copy to fall back on
+# (stale_if_error: light's and moderate's fetches of what they keep for
+# heavy) may take three quarters of the limit (gearshift_copies), so that
+# such fetches never take the workers a logged-in visitor, a form or a
+# page with no copy needs.
 backend default {
     .host = "127.0.0.1";
     .port = "8080";
     .max_connections = 150;
+    .first_byte_timeout = 30s;
+}
+
+backend gearshift_copies {
+    .host = "127.0.0.1";
+    .port = "8080";
+    .max_connections = 112;
     .first_byte_timeout = 30s;
 }
 
@@ -45,12 +55,38 @@ acl gearshift_purgers {
     "::1";
 }
 
+# Proxies in front of Varnish whose X-Forwarded-For and X-Forwarded-Proto
+# are believed (profiles.trusted_proxies): a TLS terminator, a CDN.
+acl gearshift_trusted {
+    "127.0.0.1";
+    "::1";
+}
+
 # Shared by every gear: decides everything that does not depend on the gear
 # and returns; a gear's vcl_recv only sees anonymous or session requests for
 # cacheable, non-static content.
 sub gearshift_recv {
     # Headers gearshift uses internally never come from the client.
     if (req.restarts == 0) {
+        # Headers a backend may trust and the cache key does not hold: a
+        # visitor's X-Forwarded-Host would be in the page (its links, its
+        # canonical URL) served to everyone after it.
+        unset req.http.X-Forwarded-Host;
+        unset req.http.X-Forwarded-Port;
+        unset req.http.X-Forwarded-Server;
+        unset req.http.Forwarded;
+        unset req.http.X-Original-URL;
+        unset req.http.X-Rewrite-URL;
+        unset req.http.X-Real-IP;
+        unset req.http.X-Client-IP;
+        unset req.http.True-Client-IP;
+        unset req.http.CF-Connecting-IP;
+        if (client.ip !~ gearshift_trusted) {
+            # Varnish has appended the peer's address to what the client
+            # sent; only a trusted proxy's list is kept.
+            set req.http.X-Forwarded-For = client.ip;
+            unset req.http.X-Forwarded-Proto;
+        }
         unset req.http.X-Gs-Cache;
         unset req.http.X-Gs-Session;
         unset req.http.X-Gs-Host;
@@ -76,7 +112,7 @@ sub gearshift_recv {
     unset req.http.X-Gs-Cookie;
     if (req.http.Cookie) {
         set req.http.X-Gs-Cookie = regsuball(";" + req.http.Cookie, "[\s;]*;[\s;]*", ";");
-        set req.http.X-Gs-Cookie = regsuball(req.http.X-Gs-Cookie, {";(?:_ga|_ga_[^\s;=]*|_gid|_gat[^\s;=]*|_gcl_[^\s;=]*|__utm[^\s;=]*|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hj[^\s;=]*|_pk_[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)=[^;]*"}, "");
+        set req.http.X-Gs-Cookie = regsuball(req.http.X-Gs-Cookie, {";(?:_ga|_ga_[^\s;=]*|_gid|_gat|_gat_[^\s;=]*|_gcl_[^\s;=]*|__utma|__utmb|__utmc|__utmt|__utmt_[^\s;=]*|__utmz|__utmv|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hjSessionUser_[^\s;=]*|_hjSession_[^\s;=]*|_hjid|_hjFirstSeen|_hjIncludedInSessionSample[^\s;=]*|_hjIncludedInPageviewSample|_hjAbsoluteSessionInProgress|_hjTLDTest|_pk_id\.[^\s;=]*|_pk_ses\.[^\s;=]*|_pk_ref\.[^\s;=]*|_pk_cvar\.[^\s;=]*|_pk_hsr\.[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)=[^;]*"}, "");
         set req.http.X-Gs-Cookie = regsuball(req.http.X-Gs-Cookie, "^;+|;+$", "");
         if (req.http.X-Gs-Cookie == "") {
             unset req.http.X-Gs-Cookie;
@@ -132,9 +168,22 @@ sub gearshift_recv {
         return (synth(200, "Purged"));
     }
 
-    if (req.http.Upgrade ~ "(?i)websocket") {
-        return (pipe);
+    # Apache's status pages list other visitors' addresses and URLs: only
+    # for purge_acl, never cached. The path is matched however it is
+    # written (slashes, dot-segments, percent-encoded letters).
+    if (regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "") ~ {"(?i)^[^?#]*(/|%2f)(?:s|%73)(?:e|%65)(?:r|%72)(?:v|%76)(?:e|%65)(?:r|%72)(?:\-|%2d)(?:(?:s|%73)(?:t|%74)(?:a|%61)(?:t|%74)(?:u|%75)(?:s|%73)|(?:i|%69)(?:n|%6e)(?:f|%66)(?:o|%6f))(?:/|%2f|[?#;]|$)"}) {
+        if (client.ip !~ gearshift_purgers) {
+            return (synth(403, "Forbidden"));
+        }
+        set req.http.X-Gs-Reason = "never_cache";
+        return (pass);
     }
+
+    # A websocket is piped (a raw connection to the backend) only on the
+    # paths of profiles.websocket_paths, and only as a websocket handshake;
+    # vcl_pipe writes the hop-by-hop headers itself. Any other Upgrade is
+    # dropped and the request served as HTTP.
+    unset req.http.Upgrade;
     # A session request: one with any cookie that is not known to be
     # harmless (profiles.ignore_cookies). Nothing tells which of a site's
     # cookies hold its users' sessions, so all of them do; the key is
@@ -268,10 +317,10 @@ sub gearshift_drop_session {
 }
 
 sub vcl_pipe {
-    if (req.http.Upgrade) {
-        set bereq.http.Upgrade = req.http.Upgrade;
-        set bereq.http.Connection = req.http.Connection;
-    }
+    # Only a websocket handshake is piped (gearshift_recv): the client's
+    # own Connection header never reaches the backend.
+    set bereq.http.Upgrade = "websocket";
+    set bereq.http.Connection = "Upgrade";
 }
 
 sub vcl_hash {
@@ -340,6 +389,9 @@ sub vcl_backend_fetch {
         # costs nothing: a backend that answers is answered.
         set bereq.connect_timeout = 1s;
         set bereq.first_byte_timeout = 1s;
+    }
+    if (bereq.http.X-Gs-Copy) {
+        set bereq.backend = gearshift_copies;
     }
     unset bereq.http.X-Gs-Copy;
     if (bereq.uncacheable) {
@@ -482,12 +534,12 @@ sub gearshift_anonymous_set_cookie {
 # header cannot be sent, and the object is fetched again (bereq.retries)
 # to go to its visitor as it came.
 sub gearshift_strip_set_cookies {
-    if (bereq.retries > 0 || beresp.http.Set-Cookie !~ {"^\s*(?:_ga|_ga_[^\s;=]*|_gid|_gat[^\s;=]*|_gcl_[^\s;=]*|__utm[^\s;=]*|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hj[^\s;=]*|_pk_[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)="}) {
+    if (bereq.retries > 0 || beresp.http.Set-Cookie !~ {"^\s*(?:_ga|_ga_[^\s;=]*|_gid|_gat|_gat_[^\s;=]*|_gcl_[^\s;=]*|__utma|__utmb|__utmc|__utmt|__utmt_[^\s;=]*|__utmz|__utmv|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hjSessionUser_[^\s;=]*|_hjSession_[^\s;=]*|_hjid|_hjFirstSeen|_hjIncludedInSessionSample[^\s;=]*|_hjIncludedInPageviewSample|_hjAbsoluteSessionInProgress|_hjTLDTest|_pk_id\.[^\s;=]*|_pk_ses\.[^\s;=]*|_pk_ref\.[^\s;=]*|_pk_cvar\.[^\s;=]*|_pk_hsr\.[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)="}) {
         return;
     }
     std.collect(beresp.http.Set-Cookie, {"
 "});
-    if (beresp.http.Set-Cookie ~ {"(^|\n)\s*+(?!(?:_ga|_ga_[^\s;=]*|_gid|_gat[^\s;=]*|_gcl_[^\s;=]*|__utm[^\s;=]*|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hj[^\s;=]*|_pk_[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)=)"}) {
+    if (beresp.http.Set-Cookie ~ {"(^|\n)\s*+(?!(?:_ga|_ga_[^\s;=]*|_gid|_gat|_gat_[^\s;=]*|_gcl_[^\s;=]*|__utma|__utmb|__utmc|__utmt|__utmt_[^\s;=]*|__utmz|__utmv|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hjSessionUser_[^\s;=]*|_hjSession_[^\s;=]*|_hjid|_hjFirstSeen|_hjIncludedInSessionSample[^\s;=]*|_hjIncludedInPageviewSample|_hjAbsoluteSessionInProgress|_hjTLDTest|_pk_id\.[^\s;=]*|_pk_ses\.[^\s;=]*|_pk_ref\.[^\s;=]*|_pk_cvar\.[^\s;=]*|_pk_hsr\.[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)=)"}) {
         return (retry);
     }
     unset beresp.http.Set-Cookie;
