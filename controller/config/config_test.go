@@ -320,22 +320,27 @@ sensor: { prometheus: { url: "http://127.0.0.1:9090", bearer_token_file: /nonexi
 		{"query, stale and backend limits", base + `profiles:
   drop_query_params: [utm_*, "", "a&b", "fb clid"]
   stale_if_error: -1m
+  trusted_proxies: [proxy.example]
+  websocket_paths: [ws, "/ws/?x"]
 backend:
   first_byte_timeout: 0s
   max_connections: -1
   probe: { url: health, interval: 0s, timeout: -1s, window: 65, threshold: 0 }
 `, []string{
-			`backend.first_byte_timeout: must be positive, got 0s (line 6)`,
-			`backend.max_connections: must be 0 (taken from the web server's config) or a number of connections, got -1 (line 7)`,
-			`backend.probe.url: "health" is not a path such as /health ("" turns the probe off) (line 8)`,
-			`backend.probe.interval: must be positive, got 0s (line 8)`,
-			`backend.probe.timeout: must be positive, got -1s (line 8)`,
-			`backend.probe.window: must be between 1 and 64 probes, got 65 (line 8)`,
-			`backend.probe.threshold: must be between 1 and backend.probe.window (65), got 0 (line 8)`,
+			`backend.first_byte_timeout: must be positive, got 0s (line 8)`,
+			`backend.max_connections: must be 0 (taken from the web server's config) or a number of connections, got -1 (line 9)`,
+			`backend.probe.url: "health" is not a path such as /health ("" turns the probe off) (line 10)`,
+			`backend.probe.interval: must be positive, got 0s (line 10)`,
+			`backend.probe.timeout: must be positive, got -1s (line 10)`,
+			`backend.probe.window: must be between 1 and 64 probes, got 65 (line 10)`,
+			`backend.probe.threshold: must be between 1 and backend.probe.window (65), got 0 (line 10)`,
 			`profiles.stale_if_error: must not be negative, got -1m (line 4)`,
 			`profiles.drop_query_params[1]: empty parameter name (line 3)`,
 			`profiles.drop_query_params[2]: "a&b": '&' cannot be part of a query parameter name as a URL carries it (line 3)`,
-			`profiles.drop_query_params[3]: "fb clid": ' ' cannot be part of a query parameter name as a URL carries it (line 3)`}},
+			`profiles.drop_query_params[3]: "fb clid": ' ' cannot be part of a query parameter name as a URL carries it (line 3)`,
+			`profiles.trusted_proxies[0]: "proxy.example" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 5)`,
+			`profiles.websocket_paths[0]: "ws" is not a path prefix such as /ws/ (line 6)`,
+			`profiles.websocket_paths[1]: "/ws/?x" is not a path prefix such as /ws/ (line 6)`}},
 		{"vcl_file is the admin secret", base + "profiles: { heavy: { vcl_file: '{{secret}}' } }", []string{
 			"profiles.heavy.vcl_file: {{secret}} is the admin secret of varnish.targets[0], not a VCL program (line 2)"}},
 		{"vcl_file links to the admin secret of another target", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{vcl}}' }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}' } ] }\nprofiles: { light: { vcl_file: '{{secretlink}}' } }", []string{
