@@ -69,6 +69,12 @@ func TestStaleIfErrorAgainstVarnish(t *testing.T) {
 		if r := get(); r.header.Get("Age") == "" || r.header.Get("Age") == "0" {
 			t.Errorf("stale copy has Age %q, want its age in seconds", r.header.Get("Age"))
 		}
+		// The backend stopped: connections refused.
+		short.srv.Close()
+		get().want(t, "STALE", "hit=2")
+		if r := g.do(t, req{gear: "shortlight", path: "/g/short/never-seen"}); r.status != http.StatusServiceUnavailable {
+			t.Errorf("a page never seen, the backend stopped: status %d, want 503", r.status)
+		}
 	})
 	t.Run("light/backend-full", func(t *testing.T) {
 		t.Parallel()

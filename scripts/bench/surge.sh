@@ -2,9 +2,10 @@
 # The open-loop surge benchmark (make bench-surge): BenchmarkSurge
 # (cmd/gearshift) on Debian's real WordPress, everything on loopback ports
 # that were free, under the test's temporary directories. It measures what
-# Apache alone serves (C), then the same surge three ways, each on a fresh
-# cache (light pinned, the daemon in auto with the default config, heavy
-# pinned), then a 30 s backend outage under light; see docs/benchmarks.md.
+# Apache alone serves (C), then the same surge four ways, each on a fresh
+# cache (Varnish passing every page without gearshift, light pinned, the
+# daemon in auto with the default config, heavy pinned), then a 30 s
+# backend outage under light; see docs/benchmarks.md.
 #
 # Its markdown section goes to $SURGE_OUT (/tmp/gearshift-bench-surge/
 # surge.md), its chart beside it (surge.png). With SURGE_APPEND set to a
