@@ -31,7 +31,9 @@ import (
 // side by side, each on a fresh cache: Varnish passing every page (the
 // server without gearshift), gearshift's light pinned, the daemon in auto
 // with the default config, heavy pinned.
-// Last, Apache stops for 30 s while light is on and quiet traffic flows.
+// Then Apache stops for 30 s while light is on and quiet traffic flows.
+// Last, the surge again, anonymous visitors only, on the PHP site that
+// starts a session on every page (sessionSurge).
 // The report goes to SURGE_OUT (markdown) with its chart beside it.
 //
 //	go test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 30m ./cmd/gearshift
@@ -55,6 +57,9 @@ func BenchmarkSurge(b *testing.B) {
 		rep.runs = []*surgeRun{plain, none, auto, heavy}
 		rep.outageSettled = st.settle(b, k.settle)
 		rep.outage = st.outageRun(b, k)
+		if os.Getenv("SURGE_SESSION") != "0" {
+			rep.session = st.sessionSurge(b, k)
+		}
 		rep.maxConnections = st.maxConnections
 		rep.elapsed = time.Since(rep.started)
 		rep.write(b, k.out)
@@ -141,6 +146,8 @@ type surgeStack struct {
 	// with, 0 when the config does not know the key.
 	maxConnections int
 	daemon         *runningDaemon
+	apache         lampstack.Apache // the site's Apache (its access log is the backend's count)
+	anonymousOnly  bool             // no logged-in users in the runs
 }
 
 // apacheWorkers is StartApache's MaxRequestWorkers.
@@ -156,7 +163,7 @@ func startSurgeStack(tb testing.TB) *surgeStack {
 	tb.Logf("surge: MariaDB, WordPress (%d posts) and Apache up in %s", len(wp.Posts), time.Since(start).Round(time.Millisecond))
 	port, _ := strconv.Atoi(wp.Backend[strings.LastIndexByte(wp.Backend, ':')+1:])
 	st := &surgeStack{v: v, wp: wp, bin: bin, mix: newSurgeMix("http://"+v.HTTPAddr, v.HTTPAddr, wp.Posts),
-		backend: profiles.BackendAt("127.0.0.1", port)}
+		backend: profiles.BackendAt("127.0.0.1", port), apache: wp.Apache}
 	tb.Cleanup(st.stopDaemon)
 	return st
 }
@@ -165,7 +172,7 @@ func startSurgeStack(tb testing.TB) *surgeStack {
 // second in a closed loop of MaxRequestWorkers clients, after a warm-up.
 func (st *surgeStack) capacity(tb testing.TB, d time.Duration) float64 {
 	tb.Helper()
-	mix := st.mix.at("http://" + st.wp.Backend)
+	mix := st.mix.at(fmt.Sprintf("http://%s:%d", st.backend.Host, st.backend.Port))
 	// One transport for both: the warm-up's connections, each holding a
 	// prefork worker, serve the measure.
 	tr := transport()
@@ -189,7 +196,7 @@ func (st *surgeStack) capacity(tb testing.TB, d time.Duration) float64 {
 	tb.Logf("surge: Apache alone, %d clients for %s: %d requests, 200s by X-Cache %s, failures %s, median latency %s",
 		apacheWorkers, d, len(hits), cache, errs, quantile(lat, 0.5))
 	if ok == 0 {
-		tb.Fatalf("Apache answered none of %d requests with a 200:\n%s", len(hits), lampstack.LastLines(filepath.Join(st.wp.Apache.Dir, "apache-error.log"), 10))
+		tb.Fatalf("Apache answered none of %d requests with a 200:\n%s", len(hits), lampstack.LastLines(filepath.Join(st.apache.Dir, "apache-error.log"), 10))
 	}
 	return float64(ok) / d.Seconds()
 }
@@ -332,7 +339,7 @@ type gearAt struct {
 }
 
 func (st *surgeStack) watch(tb testing.TB, start time.Time) *monitor {
-	m := &monitor{start: start, lines: lampstack.NewLineCounter(tb, lampstack.AccessLog(st.wp.Apache.Dir)),
+	m := &monitor{start: start, lines: lampstack.NewLineCounter(tb, lampstack.AccessLog(st.apache.Dir)),
 		done: make(chan struct{})}
 	m.wg.Add(1)
 	go func() {
@@ -430,7 +437,9 @@ func (st *surgeStack) surgeRun(tb testing.TB, name, gear string, k surgeKnobs, r
 	r.mon = st.watch(tb, l.start)
 	anon := phasePacer{{k.quietRate, k.quiet}, {rate, k.surge}}
 	l.attack(l.attacker(32, 0), st.mix.anonymous(), anon, anon.total(), false)
-	l.attack(l.attacker(32, 0), st.mix.users(st.cookies), vegeta.ConstantPacer{Freq: len(st.cookies), Per: time.Second}, anon.total(), true)
+	if !st.anonymousOnly {
+		l.attack(l.attacker(32, 0), st.mix.users(st.cookies), vegeta.ConstantPacer{Freq: len(st.cookies), Per: time.Second}, anon.total(), true)
+	}
 	r.hits = l.wait()
 	l.tr.CloseIdleConnections()
 	r.mon.stop()
@@ -443,7 +452,7 @@ func (st *surgeStack) surgeRun(tb testing.TB, name, gear string, k surgeKnobs, r
 // drain waits until Apache has stopped logging requests for 2 s (at most
 // 30 s): the queue a run left behind is not the next one's.
 func (st *surgeStack) drain() {
-	file := lampstack.AccessLog(st.wp.Apache.Dir)
+	file := lampstack.AccessLog(st.apache.Dir)
 	size := func() int64 { fi, _ := os.Stat(file); return fi.Size() }
 	last, still := size(), time.Now()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {

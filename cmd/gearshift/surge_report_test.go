@@ -30,6 +30,7 @@ type surgeReport struct {
 	maxConnections         int
 	runs                   []*surgeRun // none, auto, heavy
 	outage                 *surgeRun
+	session                *sessionReport // nil: not run (SURGE_SESSION=0)
 }
 
 // surgeHeading is the section's heading; make bench-surge replaces the
@@ -272,6 +273,9 @@ func (rep *surgeReport) write(tb testing.TB, out string) {
 	p("![Per second, each run: offered requests, 200s, backend requests; p99 and the gear](%s)", link)
 	p("")
 	p("Per second, one panel per run: the requests offered (sent that second), the 200s among them, the requests Apache logged; the p99 of the time to a good answer (a failure counts 5 s) and the gear (band at the top). Dashed lines: the surge, or the outage.")
+	if rep.session != nil {
+		rep.session.write(p, k)
+	}
 	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 		tb.Fatal(err)
 	}
