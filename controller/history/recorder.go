@@ -325,15 +325,15 @@ func appendQuoted(b []byte, s string) []byte {
 }
 
 // maintain compresses the plain files of the days before today and prunes
-// the directory, in the background; a maintenance still running is not
-// started again.
+// the directory, in the background, after any pass still running.
 func (r *Recorder) maintain(today string) {
-	if !r.busy.TryLock() {
-		return
-	}
 	r.maintaining.Add(1)
 	go func() {
 		defer r.maintaining.Done()
+		// One pass at a time; a day that starts while the last pass
+		// runs waits for it rather than being skipped (its day before
+		// would stay uncompressed until the next day).
+		r.busy.Lock()
 		defer r.busy.Unlock()
 		err := errors.Join(compressBefore(r.opts.Dir, today), r.prune(today))
 		if r.opts.OnMaintain != nil {
