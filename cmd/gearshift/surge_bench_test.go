@@ -41,7 +41,7 @@ func BenchmarkSurge(b *testing.B) {
 	k := surgeKnobsFromEnv(b)
 	st := startSurgeStack(b)
 	for range b.N {
-		rep := &surgeReport{knobs: k, loadBefore: loadavg(), cpus: runtime.NumCPU(), started: time.Now(), subscribers: len(surgeUsers), posts: len(st.wp.Posts)}
+		rep := &surgeReport{knobs: k, loadBefore: surgeLoadavg(), cpus: runtime.NumCPU(), started: time.Now(), subscribers: len(surgeUsers), posts: len(st.wp.Posts)}
 		rep.capacity = st.capacity(b, k.capacityFor)
 		rep.rate = max(1, int(rep.capacity*k.factor+0.5))
 		b.Logf("surge: Apache alone serves %.1f req/s; the surge offers %d req/s", rep.capacity, rep.rate)
@@ -207,7 +207,7 @@ func (st *surgeStack) settle(tb testing.TB, d time.Duration) float64 {
 	tb.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		l := loadavg()
+		l := surgeLoadavg()
 		if l/float64(runtime.NumCPU()) < 0.5 || time.Now().After(deadline) {
 			return l
 		}
@@ -215,7 +215,7 @@ func (st *surgeStack) settle(tb testing.TB, d time.Duration) float64 {
 	}
 }
 
-func loadavg() float64 {
+func surgeLoadavg() float64 {
 	b, _ := os.ReadFile("/proc/loadavg")
 	f, _ := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
 	return f
@@ -431,8 +431,8 @@ type surgeRun struct {
 func (st *surgeStack) surgeRun(tb testing.TB, name, gear string, k surgeKnobs, rate int) *surgeRun {
 	tb.Helper()
 	st.fresh(tb, gear)
-	tb.Logf("surge: run %s: %s of %d req/s, then %s of %d req/s; load average %.2f", name, k.quiet, k.quietRate, k.surge, rate, loadavg())
-	r := &surgeRun{name: name, surgeAt: k.quiet, surgeEnd: k.quiet + k.surge, loadStart: loadavg()}
+	tb.Logf("surge: run %s: %s of %d req/s, then %s of %d req/s; load average %.2f", name, k.quiet, k.quietRate, k.surge, rate, surgeLoadavg())
+	r := &surgeRun{name: name, surgeAt: k.quiet, surgeEnd: k.quiet + k.surge, loadStart: surgeLoadavg()}
 	l := newLoad(st.mix, nil)
 	r.mon = st.watch(tb, l.start)
 	anon := phasePacer{{k.quietRate, k.quiet}, {rate, k.surge}}
@@ -469,7 +469,7 @@ func (st *surgeStack) drain() {
 func (st *surgeStack) outageRun(tb testing.TB, k surgeKnobs) *surgeRun {
 	tb.Helper()
 	st.fresh(tb, "")
-	r := &surgeRun{name: "outage", loadStart: loadavg()}
+	r := &surgeRun{name: "outage", loadStart: surgeLoadavg()}
 	total := k.outageWarm + k.outage + k.outageAfter
 	l := newLoad(st.mix, nil)
 	r.mon = st.watch(tb, l.start)
