@@ -354,7 +354,18 @@ func TestVarnishCacheShares(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	time.Sleep(1100 * time.Millisecond) // worker threads publish their counters after the request
+	// Worker threads publish their counters some time after the request:
+	// wait until all ten are counted (a loaded machine takes longer).
+	stat := Varnishstat{Name: v.WorkDir}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, err := stat.Read(context.Background())
+		if err == nil && c.ClientReq >= 10 && c.CacheHit+c.CacheMiss >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("varnishstat never counted the 10 requests: %+v, %v", c, err)
+		}
+	}
 	apply, err := r.Read(context.Background())
 	if err != nil || apply == nil {
 		t.Fatalf("second read: %v", err)
