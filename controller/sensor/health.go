@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
@@ -50,15 +51,46 @@ var healthSource = Source{
 	},
 }
 
-// healthReader asks every target for its probe backends' health.
-type healthReader struct{ clients []*varnishadm.Client }
+// healthReader asks every target for its probe backends' health, off the
+// poll: a Read returns the last answer at once and asks again a little
+// later, so that the daemon's own work is never running when the
+// machine's run queue is sampled (it would count as load).
+type healthReader struct {
+	clients []*varnishadm.Client
+
+	mu     sync.Mutex
+	asking bool
+	apply  func(*Sample)
+	err    error
+}
+
+// healthDelay is how long after a poll the targets are asked.
+const healthDelay = 300 * time.Millisecond
+
+// Read implements Reader: the last answer (none before the first).
+func (r *healthReader) Read(ctx context.Context) (func(*Sample), error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.asking {
+		r.asking = true
+		time.AfterFunc(healthDelay, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			apply, err := r.ask(ctx)
+			r.mu.Lock()
+			r.apply, r.err, r.asking = apply, err, false
+			r.mu.Unlock()
+		})
+	}
+	return r.apply, r.err
+}
 
 // SourceHealth is the Problem.Source of the target at addr.
 func SourceHealth(addr string) string { return "backend health " + addr }
 
-// Read implements Reader: 0 when any target's probe says sick, 1 when all
+// ask reads every target: 0 when any target's probe says sick, 1 when all
 // say healthy, unknown when a target cannot tell.
-func (r *healthReader) Read(ctx context.Context) (func(*Sample), error) {
+func (r *healthReader) ask(ctx context.Context) (func(*Sample), error) {
 	healthy := make([]bool, len(r.clients))
 	errs := make([]error, len(r.clients))
 	var wg sync.WaitGroup
