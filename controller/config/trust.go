@@ -36,6 +36,43 @@ func CheckTrusted(path string) error {
 	return checkTrustedDirs(abs, resolved)
 }
 
+// CheckTrustedDir judges a directory the daemon writes its own files in
+// (history.dir, the directories of pid_file and log.file) by CheckTrusted's
+// rules: the directory and every one above it, along the path as given and
+// the one it resolves to. Whoever can write such a directory can replace
+// the daemon's pid file (and have stop or logrotate signal a process of
+// their choosing), plant links, or fill and rewrite its history. A
+// directory that does not exist yet is judged by the nearest one above it
+// that does: the daemon creates the rest, root's and not writable by
+// others.
+func CheckTrustedDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := os.Lstat(abs); err == nil || !errors.Is(err, os.ErrNotExist) || abs == filepath.Dir(abs) {
+			break
+		}
+		abs = filepath.Dir(abs)
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %v", abs, unwrapPathError(err))
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return fmt.Errorf("cannot stat %s: %v", resolved, unwrapPathError(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", abs)
+	}
+	if err := checkTrustedInfo("the directory "+resolved, resolved, fi); err != nil {
+		return err
+	}
+	return checkTrustedDirs(abs, resolved)
+}
+
 // trustPaths returns path made absolute, and the file it resolves to.
 func trustPaths(path string) (abs, resolved string, err error) {
 	abs, err = filepath.Abs(path)
@@ -119,6 +156,14 @@ func readTrustedConfig(path string) ([]byte, error) {
 	return readBounded(f, path)
 }
 
+// dirOf is the directory of the file path, or "" for no file.
+func dirOf(path string) string {
+	if path == "" {
+		return ""
+	}
+	return filepath.Dir(path)
+}
+
 // readBounded reads f, refusing more than MaxConfigSize bytes.
 func readBounded(f io.Reader, path string) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
@@ -132,10 +177,23 @@ func readBounded(f io.Reader, path string) ([]byte, error) {
 }
 
 // validateAll is Validate and the trust of the programs the config has
-// the daemon run (see CheckTrusted): the on_change hook.
+// the daemon run (see CheckTrusted): the on_change hook; and of the
+// directories it writes in (see CheckTrustedDir).
 func (c *Config) validateAll() error {
 	err := c.Validate()
 	var extra []Problem
+	for _, d := range []struct{ key, dir string }{
+		{"history.dir", c.History.Dir},
+		{"pid_file", dirOf(c.PIDFile)},
+		{"log.file", dirOf(c.Log.File)},
+	} {
+		if d.dir == "" || !filepath.IsAbs(d.dir) {
+			continue // off, or Validate's to report
+		}
+		if terr := CheckTrustedDir(d.dir); terr != nil {
+			extra = append(extra, Problem{Path: d.key, Msg: terr.Error(), Kind: Machine})
+		}
+	}
 	if len(c.Hooks.OnChange) > 0 && hookCommandOK(c.Hooks.OnChange[0]) && strings.TrimSpace(c.Hooks.OnChange[0]) != "" {
 		// A hook that cannot be found is Validate's to report.
 		if p, lerr := exec.LookPath(c.Hooks.OnChange[0]); lerr == nil {

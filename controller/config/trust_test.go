@@ -118,3 +118,68 @@ func TestPrometheusCredentialsOverHTTPWarn(t *testing.T) {
 		t.Errorf("https: %v, warnings %v", err, cfg.Warnings())
 	}
 }
+
+// The directories the daemon writes its pid file, log and history in get
+// the config's trust check: whoever can write one could swap the pid file
+// (and have stop or logrotate signal a process of their choosing) or plant
+// links. A sticky directory (/tmp) and one not made yet under a trusted
+// parent are fine.
+func TestWrittenDirectoriesMustBeTrusted(t *testing.T) {
+	r := fixture(t)
+	for _, tc := range []struct {
+		key string
+		doc func(dir string) string
+	}{
+		{"history.dir", func(dir string) string { return "history: { dir: " + dir + " }\n" }},
+		{"pid_file", func(dir string) string { return "pid_file: " + filepath.Join(dir, "gearshift.pid") + "\n" }},
+		{"log.file", func(dir string) string { return "log: { file: " + filepath.Join(dir, "gearshift.log") + " }\n" }},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			top := t.TempDir()
+			dir := filepath.Join(top, "run")
+			os.Mkdir(dir, 0o755)
+			parse := func(dir string) error { _, err := Parse([]byte(r.Replace(base) + tc.doc(dir))); return err }
+			if err := parse(dir); err != nil {
+				t.Fatalf("a trusted directory: %v", err)
+			}
+			if err := parse(filepath.Join(dir, "not", "yet")); err != nil {
+				t.Fatalf("a directory to be made under a trusted one: %v", err)
+			}
+
+			os.Chmod(dir, 0o777)
+			err := parse(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.key+": the directory "+dir+" is writable by every user") {
+				t.Errorf("a world-writable directory = %v, want it named under %s", err, tc.key)
+			}
+			if err := parse(filepath.Join(dir, "not", "yet")); err == nil || !strings.Contains(err.Error(), tc.key+": the directory "+dir+" is writable by every user") {
+				t.Errorf("a directory to be made under a world-writable one = %v", err)
+			}
+			os.Chmod(dir, 0o777|os.ModeSticky)
+			if err := parse(dir); err != nil {
+				t.Errorf("a sticky world-writable directory (as /tmp): %v", err)
+			}
+
+			// The link's directory counts, not only where it leads.
+			os.Chmod(dir, 0o755)
+			open := filepath.Join(top, "open")
+			os.Mkdir(open, 0o755)
+			os.Chmod(open, 0o777)
+			link := filepath.Join(open, "link")
+			os.Symlink(dir, link)
+			if err := parse(link); err == nil || !strings.Contains(err.Error(), "a directory above it, "+open+", is writable by every user") {
+				t.Errorf("a directory reached through a link in a world-writable one = %v", err)
+			}
+
+			if os.Geteuid() == 0 {
+				os.Chown(dir, 65534, 65534)
+				if err := parse(dir); err == nil || !strings.Contains(err.Error(), tc.key+": the directory "+dir+" belongs to uid 65534") {
+					t.Errorf("another user's directory = %v", err)
+				}
+			}
+			// Offline commands may still read the config.
+			if cfg, err := Offline(parse(dir)); err != nil || cfg == nil {
+				t.Errorf("Offline of an untrusted directory = %v", err)
+			}
+		})
+	}
+}
