@@ -163,6 +163,10 @@ type Controller struct {
 	// synced receives each target whose background sync ended; until the
 	// loop receives it the target is busy and the loop leaves it alone.
 	synced chan *target
+
+	// reloading holds a token while a Reload reads the config, so that a
+	// storm of SIGHUPs reads it one at a time, in order.
+	reloading chan struct{}
 }
 
 type requestKind int
@@ -177,6 +181,7 @@ type request struct {
 	kind  requestKind
 	state state.State
 	until time.Time
+	next  *nextConfig // reqReload: the config read off the loop
 	reply chan response
 }
 
@@ -228,7 +233,8 @@ func New(opts Options) (*Controller, error) {
 		ready:   make(chan struct{}),
 		// One sync per target is in flight at most; the room lets a
 		// sync that outlived its poll end even when no loop receives.
-		synced: make(chan *target, 1024),
+		synced:    make(chan *target, 1024),
+		reloading: make(chan struct{}, 1),
 	}
 	c.hooks = newHookRunner(c.log)
 	c.incidents = history.NewTracker(signals)
@@ -586,7 +592,7 @@ func (c *Controller) handle(ctx context.Context, r request) response {
 		c.apply(ctx, d, nil)
 	case reqReload:
 		c.notify(sdnotify.Reloading()...)
-		err := c.reload(ctx)
+		err := c.reload(ctx, r.next)
 		c.notify("READY=1", "STATUS=gear "+c.machine.Current().State.String())
 		if err != nil {
 			return response{status: c.Status(), err: err}
@@ -626,8 +632,19 @@ func (c *Controller) Auto(ctx context.Context) (api.Status, error) {
 // Reload re-reads the config and profiles. The new profiles are loaded into
 // every reachable target before any switch; on error the old config and
 // profiles stay in force and the error shows in api.Status.ConfigError.
+// The config is read and its profiles rendered in the caller's goroutine,
+// one reload at a time: the loop polls on meanwhile, and takes the result
+// only to load it into Varnish and switch.
 func (c *Controller) Reload(ctx context.Context) (api.Status, error) {
-	return c.call(ctx, request{kind: reqReload})
+	select {
+	case c.reloading <- struct{}{}:
+		defer func() { <-c.reloading }()
+	case <-c.done:
+		return api.Status{}, api.ErrStopped
+	case <-ctx.Done():
+		return api.Status{}, ctx.Err()
+	}
+	return c.call(ctx, request{kind: reqReload, next: c.prepare()})
 }
 
 // clock is the loop's time: the monotonic clock, read as a time.Time

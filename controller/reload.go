@@ -11,14 +11,55 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/profiles"
 )
+
+// nextConfig is a config read for a reload, with its profiles rendered
+// and its signals built, or why it could not be: the work a reload does
+// before it touches the loop's state.
+type nextConfig struct {
+	cfg     *config.Config
+	set     profiles.Set
+	signals *state.Set
+	err     error
+}
+
+// prepare reads the config again and renders its profiles. It touches
+// nothing of the loop's, so Reload runs it off the loop: a config slow to
+// read or render holds up no poll.
+func (c *Controller) prepare() *nextConfig {
+	if c.opts.LoadConfig == nil {
+		return &nextConfig{err: errors.New("reload is not supported by this daemon")}
+	}
+	cfg, err := c.opts.LoadConfig()
+	if err != nil {
+		return &nextConfig{err: fmt.Errorf("reload config: %w", err)}
+	}
+	set, err := c.opts.Build(cfg)
+	if err != nil {
+		return &nextConfig{err: fmt.Errorf("reload profiles: %w", err)}
+	}
+	signals, err := cfg.Signals()
+	if err != nil {
+		return &nextConfig{err: fmt.Errorf("reload signals: %w", err)}
+	}
+	return &nextConfig{cfg: cfg, set: set, signals: signals}
+}
 
 // reload starts the new config and profiles, then retires the old: the new
 // profiles are loaded into every reachable target first; only when all of
 // them accept it does the loop switch to the new set (and the next sync
 // discards the old profiles). On any error the old set stays in force.
-func (c *Controller) reload(ctx context.Context) error {
-	err := c.tryReload(ctx)
+// next is the prepared config (nil: prepare it here, on the loop).
+func (c *Controller) reload(ctx context.Context, next *nextConfig) error {
+	if next == nil {
+		next = c.prepare()
+	}
+	err := next.err
+	if err == nil {
+		err = c.tryReload(ctx, next.cfg, next.set, next.signals)
+	}
 	if err != nil {
 		c.configErr = err.Error()
 		c.metrics.reloaded(false, c.now())
@@ -29,22 +70,7 @@ func (c *Controller) reload(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) tryReload(ctx context.Context) error {
-	if c.opts.LoadConfig == nil {
-		return errors.New("reload is not supported by this daemon")
-	}
-	cfg, err := c.opts.LoadConfig()
-	if err != nil {
-		return fmt.Errorf("reload config: %w", err)
-	}
-	set, err := c.opts.Build(cfg)
-	if err != nil {
-		return fmt.Errorf("reload profiles: %w", err)
-	}
-	signals, err := cfg.Signals()
-	if err != nil {
-		return fmt.Errorf("reload signals: %w", err)
-	}
+func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set profiles.Set, signals *state.Set) error {
 	rules := cfg.StateConfig(signals)
 	// A target with a sync in flight is not to be touched: wait for it
 	// (bounded by its command timeouts).

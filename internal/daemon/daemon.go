@@ -181,11 +181,14 @@ func Run(cfg *config.Config, opts Options) error {
 	logConfigWarnings(log, cfg)
 	// READY=1 comes from the loop once its first poll has finished.
 
+	requestReload := coalesce(ctx, func() {
+		ctrl.Reload(ctx) // the answer is in the loop's log and status
+	})
+
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
 		reload: func() {
 			log.Info(logging.MsgReloading, zap.String(logging.FieldSignal, "SIGHUP"))
-			// The loop does the work; the answer is in its log and status.
-			go ctrl.Reload(ctx)
+			requestReload()
 		},
 		reopen: func() {
 			if err := logFile.Reopen(); err != nil {
@@ -203,6 +206,32 @@ func Run(cfg *config.Config, opts Options) error {
 			return fmt.Errorf("control socket %s failed: %v", cfg.Control.Socket, err)
 		},
 	})
+}
+
+// coalesce runs work in a goroutine of its own, one run at a time, each
+// time the function it returns is called, until ctx is done. A call while
+// a run waits to start adds nothing (the waiting run comes after it), so a
+// storm of calls costs one or two runs, not a goroutine each: a reload
+// reads the config off the loop, which polls on, and a storm of SIGHUPs
+// reads it once or twice.
+func coalesce(ctx context.Context, work func()) (request func()) {
+	pending := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-pending:
+				work()
+			}
+		}
+	}()
+	return func() {
+		select {
+		case pending <- struct{}{}:
+		default: // one is waiting already
+		}
+	}
 }
 
 // logConfigWarnings logs what Config.Warnings finds risky in cfg; the

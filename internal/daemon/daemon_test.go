@@ -66,3 +66,29 @@ func TestSuperviseStopsOnSocketFailure(t *testing.T) {
 		t.Errorf("supervise = %v, want %v", err, broken)
 	}
 }
+
+// A storm of SIGHUPs while a reload runs costs one more reload, not one
+// each: the one waiting reads the config as it is when it starts.
+func TestReloadsCoalesce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started, release := make(chan struct{}, 100), make(chan struct{})
+	request := coalesce(ctx, func() {
+		started <- struct{}{}
+		<-release
+	})
+	request()
+	<-started // the first runs and hangs
+	for i := 0; i < 50; i++ {
+		request()
+	}
+	close(release)
+	<-started // the one that waited
+	request()
+	<-started // a later one runs again
+	select {
+	case <-started:
+		t.Fatal("a storm of 50 requests during one run ran more than once after it")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
