@@ -50,14 +50,45 @@ func Promtool(tb testing.TB, stdin []byte, args ...string) (string, bool) {
 
 // Server is a prometheus server of a test.
 type Server struct {
-	URL  string // http://127.0.0.1:port
-	stop func()
-	once sync.Once
+	URL string // http://127.0.0.1:port
+
+	bin  string
+	args []string
+	dir  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd // nil while stopped
+	exited chan struct{}
+	outMu  sync.Mutex   // not mu: a run's output is copied while Stop waits
+	out    bytes.Buffer // the output of every run
 }
 
 // Stop stops the server (SIGTERM, then SIGKILL after 10s); the test's
-// cleanup does it too.
-func (s *Server) Stop() { s.once.Do(s.stop) }
+// end stops it too. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.cmd = nil
+}
+
+// Restart starts a stopped server again on the same address, with the
+// same storage, and returns once it is ready (a server that is not
+// within a minute fails the test); a running one is stopped first.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Stop()
+	s.start(tb)
+}
 
 // Start starts prometheus on a free loopback port, with storage in a temp
 // dir, scraping target (host:port) every second as job "gearshift", and
@@ -91,55 +122,72 @@ func StartJobs(tb testing.TB, jobs map[string][]string) *Server {
 		tb.Fatal(err)
 	}
 	addr := testenv.FreeAddr(tb)
-	var out bytes.Buffer
-	cmd := exec.Command(bin,
-		"--config.file="+cfgPath,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
+	s := &Server{URL: "http://" + addr, bin: bin, dir: dir, args: []string{
+		"--config.file=" + cfgPath,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
 		"--log.level=warn",
-	)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Dir = dir
+	}}
+	tb.Cleanup(func() {
+		s.Stop()
+		if tb.Failed() {
+			tb.Logf("prometheus output:\n%s", s.output())
+		}
+	})
+	s.start(tb)
+	return s
+}
+
+// output is what the server's runs printed so far.
+func (s *Server) output() string {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	return s.out.String()
+}
+
+// start runs the server and waits until it is ready.
+func (s *Server) start(tb testing.TB) {
+	tb.Helper()
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Stdout, cmd.Stderr = &lockedWriter{s}, &lockedWriter{s}
+	cmd.Dir = s.dir
 	testenv.DiesWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start prometheus: %v", err)
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	s := &Server{URL: "http://" + addr, stop: func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	}}
-	tb.Cleanup(func() {
-		s.Stop()
-		if tb.Failed() {
-			tb.Logf("prometheus output:\n%s", out.String())
-		}
-	})
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		resp, err := http.Get(s.URL + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				return
 			}
 		}
 		select {
 		case <-exited:
-			tb.Fatalf("prometheus exited at start:\n%s", out.String())
+			tb.Fatalf("prometheus exited at start:\n%s", s.output())
 		default:
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("prometheus not ready on %s within a minute:\n%s", addr, out.String())
+			tb.Fatalf("prometheus not ready on %s within a minute:\n%s", s.URL, s.output())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// lockedWriter appends a run's output to its server's, under its lock.
+type lockedWriter struct{ s *Server }
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.s.outMu.Lock()
+	defer w.s.outMu.Unlock()
+	return w.s.out.Write(p)
 }
 
 // Names returns the metric names the server has stored
