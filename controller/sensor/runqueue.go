@@ -121,15 +121,56 @@ func readRunQueueOnce(root string) (float64, error) {
 }
 
 // readRunQueue reads procs_running + procs_blocked from <root>/stat and
-// subtracts the daemon's tasks running or blocked just after. buf holds
-// /proc/stat.
+// subtracts the daemon's tasks that may have been counted: those running
+// or blocked just after, and those that ran between a look just before
+// and that one. The second kind matters: the Go runtime wakes a thread or
+// two for a few microseconds as the reading thread returns from its
+// sleep, and such a thread, counted by the kernel, has often gone back to
+// sleep by the time the tasks are read (an idle machine's 2 CPUs seemed
+// 0.2 busier than they were). buf holds /proc/stat.
 func readRunQueue(root string, buf []byte) (int, error) {
+	before := ownRunTimes(root)
 	running, blocked, err := procsCounts(filepath.Join(root, "stat"), buf)
 	if err != nil {
 		return 0, err
 	}
-	own, _ := ownBusy(root)
+	own, _ := ownBusySince(root, before)
 	return runnable(running, blocked, own), nil
+}
+
+// ownRunTimes reads each task's time on a CPU so far (the first field of
+// <root>/self/task/*/schedstat, nanoseconds), by task id; nil when the
+// kernel keeps no schedstat.
+func ownRunTimes(root string) map[string]uint64 {
+	dir := filepath.Join(root, "self", "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	times := make(map[string]uint64, len(tasks))
+	var buf [128]byte
+	for _, t := range tasks {
+		if ns, ok := runTime(filepath.Join(dir, t.Name(), "schedstat"), buf[:]); ok {
+			times[t.Name()] = ns
+		}
+	}
+	return times
+}
+
+// runTime is the first number of a schedstat file.
+func runTime(path string, buf []byte) (uint64, bool) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	field, _, _ := bytes.Cut(bytes.TrimSpace(buf[:n]), []byte(" "))
+	ns, err := strconv.ParseUint(string(field), 10, 64)
+	return ns, err == nil
 }
 
 // procsCounts reads the procs_running and procs_blocked lines of a
@@ -171,7 +212,11 @@ func statField(b []byte, key string) (int, error) {
 // in uninterruptible sleep, the states procs_running and procs_blocked
 // count, as <root>/self/task/*/stat shows them. ok is false when the
 // tasks cannot be read.
-func ownBusy(root string) (n int, ok bool) {
+func ownBusy(root string) (n int, ok bool) { return ownBusySince(root, nil) }
+
+// ownBusySince is ownBusy, also counting the tasks whose time on a CPU
+// moved since before (ownRunTimes): they ran in between.
+func ownBusySince(root string, before map[string]uint64) (n int, ok bool) {
 	dir := filepath.Join(root, "self", "task")
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
@@ -191,6 +236,12 @@ func ownBusy(root string) (n int, ok bool) {
 		switch taskState(buf[:max(m, 0)]) {
 		case 'R', 'D':
 			n++
+			continue
+		}
+		if was, seen := before[t.Name()]; seen {
+			if now, ok := runTime(filepath.Join(dir, t.Name(), "schedstat"), buf[:]); ok && now != was {
+				n++
+			}
 		}
 	}
 	return n, true

@@ -2,6 +2,7 @@ package sensor
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -44,6 +45,36 @@ func TestOwnTasksNotCounted(t *testing.T) {
 				t.Errorf("Runnable = %v, want %d", s.Runnable, tc.want)
 			}
 		})
+	}
+}
+
+// TestOwnTasksThatRanCounted: a thread of the daemon asleep at the look
+// after the read, whose time on a CPU moved since the look before, ran in
+// between and is the daemon's; one whose time stood still is not.
+func TestOwnTasksThatRanCounted(t *testing.T) {
+	root := t.TempDir()
+	for tid, f := range map[string]struct{ stat, schedstat string }{
+		"100": {"100 (gearshift) R 1", "5000 10 3\n"}, // the reader
+		"101": {"101 (gearshift) S 1", "7000 20 9\n"}, // ran in between
+		"102": {"102 (gearshift) S 1", "9000 30 4\n"}, // slept throughout
+		"103": {"103 (gearshift) S 1", "1000 10 1\n"}, // new since the look before
+	} {
+		dir := filepath.Join(root, "self", "task", tid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(f.stat), 0o644)
+		os.WriteFile(filepath.Join(dir, "schedstat"), []byte(f.schedstat), 0o644)
+	}
+	before := map[string]uint64{"100": 4000, "101": 6500, "102": 9000}
+	if got := ownRunTimes(root); got["101"] != 7000 || got["102"] != 9000 || len(got) != 4 {
+		t.Errorf("ownRunTimes = %v, want the first schedstat field of each of the 4 tasks", got)
+	}
+	if n, ok := ownBusySince(root, before); !ok || n != 2 {
+		t.Errorf("ownBusySince = %d, %v; want 2 (the reader running, 101 ran in between)", n, ok)
+	}
+	if n, _ := ownBusySince(root, nil); n != 1 {
+		t.Errorf("ownBusySince without a look before = %d, want 1 (the running reader)", n)
 	}
 }
 
