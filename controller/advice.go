@@ -40,6 +40,7 @@ type adviser struct {
 	read   SnapshotFunc
 	target string // varnishd's -n; "": no advice
 	log    *zap.Logger
+	guests func() bool // profiles.guest_pages is auto in the config in force
 
 	highSince time.Time // backend_share has been high since; zero: it is not
 	running   bool
@@ -54,9 +55,10 @@ type adviser struct {
 type adviceResult struct {
 	sum   top.Summary
 	err   error
-	gear  state.State
-	in    time.Duration // time in the gear when the read began
-	share float64
+	gear   state.State
+	in     time.Duration // time in the gear when the read began
+	share  float64
+	guests bool // guest_pages was on
 }
 
 func newAdviser(read SnapshotFunc, target string, log *zap.Logger) *adviser {
@@ -86,9 +88,10 @@ func (a *adviser) step(ctx context.Context, now time.Time, d state.Decision, wai
 	}
 	a.running = true
 	gear, in := d.State, now.Sub(d.Since)
+	guests := a.guests != nil && a.guests()
 	go func() {
 		sum, err := a.read(ctx, a.target, adviceRead)
-		a.results <- adviceResult{sum: sum, err: err, gear: gear, in: in + adviceRead, share: share}
+		a.results <- adviceResult{sum: sum, err: err, gear: gear, in: in + adviceRead, share: share, guests: guests}
 	}()
 }
 
@@ -143,7 +146,12 @@ func adviceLine(r adviceResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s for %s but %.0f %% of requests reach the backend: %s", r.gear,
 		timefmt.Short(r.in.Round(time.Second)), math.Round(r.share*100), first)
-	if first.Setting != "" {
+	switch {
+	case first.Reason == "set_cookie" && r.guests:
+		// guest_pages already shares what is the same for every new
+		// visitor: strip_set_cookies would share what differs.
+		b.WriteString(" — " + guestSetting)
+	case first.Setting != "":
 		b.WriteString(" — " + first.Setting)
 	}
 	if len(r.sum.Reasons) > 1 && r.sum.Reasons[1].Share >= adviceSecond {
@@ -151,6 +159,9 @@ func adviceLine(r adviceResult) string {
 	}
 	return b.String()
 }
+
+// guestSetting is the advice on set_cookie when guest_pages is on.
+const guestSetting = "guest_pages already shares the pages that are the same for every new visitor; these differ for each (a form's token, the session id in the page: see guest_private_urls in the status) or were not checked yet: stop the site from starting a session on them"
 
 // env is what a hook learns of the advice: the incident's last.
 func (a *adviser) env() []string {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,21 @@ func TestAdviceWithoutReasons(t *testing.T) {
 	want := "heavy for 2m but 80 % of requests reach the backend, for reasons the VCL in use does not log (gearshift's profiles log them: see gearshift top)"
 	if got != want {
 		t.Errorf("advice\n got %q\nwant %q", got, want)
+	}
+}
+
+// With guest_pages on, the pages still reaching the backend for set_cookie
+// are those found to differ: the advice does not suggest strip_set_cookies,
+// which would share them. With it off, it does.
+func TestAdviceOnSetCookie(t *testing.T) {
+	sum := top.Summary{Requests: 50, Reasons: []top.ReasonShare{{Reason: "set_cookie", Share: 0.9, Cookie: "PHPSESSID",
+		Setting: "profiles.strip_set_cookies, if heavy may drop that cookie"}}}
+	on := adviceLine(adviceResult{gear: state.Heavy, in: time.Minute, share: 0.9, sum: sum, guests: true})
+	if strings.Contains(on, "strip_set_cookies") || !strings.Contains(on, "guest_pages already shares") {
+		t.Errorf("advice with guest_pages on: %q, want the guest pages named and no strip_set_cookies", on)
+	}
+	off := adviceLine(adviceResult{gear: state.Heavy, in: time.Minute, share: 0.9, sum: sum})
+	if !strings.Contains(off, "strip_set_cookies") {
+		t.Errorf("advice with guest_pages off: %q, want the reason's setting", off)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/guest"
 	"github.com/gearshift/gearshift/controller/history"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sdnotify"
@@ -117,6 +118,11 @@ type Options struct {
 	// Snapshot reads a target's Varnish log for advice (top.Snapshot when
 	// nil).
 	Snapshot SnapshotFunc
+	// Guest is the daemon's guest-page server (profiles.guest_pages:
+	// auto); nil when off. On every shift to heavy its verdicts are
+	// forgotten and the guest copies banned, so each page is checked
+	// again; the status counts its verdicts.
+	Guest *guest.Server
 	// WatchdogInterval is how often the loop sends WATCHDOG=1 (0: never).
 	// A loop stuck anywhere stops sending, and systemd restarts it.
 	WatchdogInterval time.Duration
@@ -242,6 +248,7 @@ func New(opts Options) (*Controller, error) {
 		opts.Snapshot = top.Snapshot
 	}
 	c.advice = newAdviser(opts.Snapshot, firstNamed(opts.Config.SensorConfig().Varnish), c.log)
+	c.advice.guests = func() bool { return c.cfg.Profiles.Guests() }
 	c.metrics = opts.Metrics
 	// Round(0): the epoch's own monotonic reading is not the loop's clock.
 	c.epoch = opts.Now().Round(0).Add(-opts.Mono())
@@ -491,6 +498,9 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 		}
 		c.log.Debug("no state change", append(fields, signalFields(c.signals(), d.Signals)...)...)
 	}
+	if d.Changed && d.State == state.Heavy && c.opts.Guest != nil {
+		c.recheckGuests(ctx)
+	}
 	st := c.publish()
 	if d.Changed && c.opts.OnChange != nil {
 		c.opts.OnChange(st)
@@ -688,6 +698,10 @@ func (c *Controller) publish() api.Status {
 		VarnishMode: c.cfg.Varnish.Mode,
 		Advice:      c.advice.line,
 	}
+	if c.opts.Guest != nil {
+		gs := c.opts.Guest.Stats()
+		s.GuestPages, s.GuestPrivate, s.GuestPrivateURLs = gs.Shared, gs.Private, gs.PrivateURLs
+	}
 	if s.Since.IsZero() {
 		s.Since = c.wall(c.started)
 	}
@@ -732,6 +746,25 @@ func (c *Controller) publish() api.Status {
 	}
 	c.snap.Store(s)
 	return c.Status()
+}
+
+// GuestBan is the ban that drops every guest copy (heavy stores them with
+// X-Gs-Guest: 1).
+var GuestBan = []string{"obj.http.X-Gs-Guest", "==", "1"}
+
+// recheckGuests makes every guest page be checked again in the heavy gear
+// just entered: the guest server forgets its verdicts and, off the loop,
+// each target drops the copies an earlier heavy left.
+func (c *Controller) recheckGuests(ctx context.Context) {
+	c.opts.Guest.Shift()
+	cfg := c.cfg
+	go func() {
+		for _, r := range Ban(ctx, cfg, GuestBan) {
+			if r.Err != nil {
+				c.log.Warn("guest copies not dropped at the shift to heavy", zap.String(logging.FieldTarget, r.Target), zap.Error(r.Err))
+			}
+		}
+	}()
 }
 
 // Rules are the rules in force (the last good reload's), with their

@@ -56,9 +56,16 @@ type Options struct {
 	// StaleIfError is how old a stored copy an anonymous visitor may get,
 	// in any gear, when the backend fails or is full; 0: never.
 	StaleIfError timefmt.Duration `yaml:"stale_if_error"`
-	Light        Source           `yaml:"light"`
-	Moderate     Source           `yaml:"moderate"`
-	Heavy        Source           `yaml:"heavy"`
+	// GuestPages: auto, heavy shares the anonymous pages that set a
+	// cookie once the daemon has found them the same for two new
+	// visitors; off, such a page goes to its visitor alone (0.3).
+	GuestPages string `yaml:"guest_pages"`
+	// GuestListen is where the daemon answers heavy's asks for guest
+	// pages: an IP address and port every Varnish target reaches.
+	GuestListen string `yaml:"guest_listen"`
+	Light       Source `yaml:"light"`
+	Moderate    Source `yaml:"moderate"`
+	Heavy       Source `yaml:"heavy"`
 }
 
 // Sources returns each gear's source, by state. A gear added to state.All
@@ -131,8 +138,27 @@ func DefaultOptions() Options {
 		SortQuery:            true,
 		KeepWarm:             true,
 		StaleIfError:         timefmt.Duration(10 * time.Minute),
+		GuestPages:           GuestAuto,
+		GuestListen:          DefaultGuestListen,
 	}
 }
+
+// The values of profiles.guest_pages.
+const (
+	GuestAuto = "auto"
+	GuestOff  = "off"
+)
+
+// DefaultGuestListen is profiles.guest_listen's default: loopback, beside
+// Varnish's 6081 and 6082.
+const DefaultGuestListen = "127.0.0.1:6089"
+
+// GuestShared is the value of the daemon's X-Gs-Guest answer header on a
+// guest copy; heavy's VCL (gearshift_guest_answer) accepts only it.
+const GuestShared = "shared"
+
+// Guests tells whether heavy asks the daemon for guest pages.
+func (p *Options) Guests() bool { return p.GuestPages == GuestAuto }
 
 // DefaultBackend is the `backend:` block's default: Apache on 8080, a
 // fetch failing after 30 s without an answer (PHP's max_execution_time),
@@ -288,6 +314,16 @@ func (p *Options) Check(problem func(key, format string, args ...any)) {
 				continue
 			}
 			problem(fmt.Sprintf("profiles.%s[%d]", l.key, i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/8)", a)
+		}
+	}
+	switch p.GuestPages {
+	case GuestAuto, GuestOff:
+	default:
+		problem("profiles.guest_pages", "must be auto or off, got %q", p.GuestPages)
+	}
+	if p.Guests() {
+		if _, err := netip.ParseAddrPort(p.GuestListen); err != nil {
+			problem("profiles.guest_listen", "%q is not an IP address and port (e.g. %s)", p.GuestListen, DefaultGuestListen)
 		}
 	}
 	for i, w := range p.WebsocketPaths {

@@ -418,8 +418,9 @@ func TestGearsAgainstVarnish(t *testing.T) {
 
 // testStripSetCookies: with strip_set_cookies, heavy shares a page whose
 // only cookies are the listed ones (PHP's session on every page), no-store
-// and all; a response that sets any other cookie still goes to its visitor
-// alone.
+// and all; a response that sets any other cookie, or that heavy would not
+// store anyway (private, Vary: *), still goes to its visitor alone, with
+// its cookies.
 func testStripSetCookies(t *testing.T, g *gears, o *origin) {
 	get := func(uri string) reply {
 		t.Helper()
@@ -436,6 +437,10 @@ func testStripSetCookies(t *testing.T, g *gears, o *origin) {
 	for _, u := range []string{
 		"/g/stripheavy/login?cc=no-store&sc=PHPSESSID%3Ds2&sc=csrf%3Dt2",
 		"/g/stripheavy/login?cc=no-cache&sc=csrf%3Dt3&sc=PHPSESSID%3Ds3",
+		// A webmail's login form: private, so never stored; its listed
+		// cookie stays, or the visitor loses the session it logs in with.
+		"/g/stripheavy/webmail?cc=private,no-store&sc=PHPSESSID%3Ds4",
+		"/g/stripheavy/vary?cc=no-store&vary=*&sc=PHPSESSID%3Ds5",
 	} {
 		want := setCookies(t, u)
 		for i, x := range []string{"MISS", "PASS"} {

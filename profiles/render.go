@@ -136,6 +136,15 @@ type vclData struct {
 	MaxConnections   int       // backend.max_connections
 	CopyConnections  int       // the share of fetches with a copy to fall back on: three quarters
 	Probe            *vclProbe // nil: no probe
+	Guest            *vclGuest // heavy with guest_pages auto; nil otherwise
+	GuestTimeout     string    // how long the daemon may take: its two fetches
+}
+
+// vclGuest is profiles.guest_listen, where heavy asks the daemon for
+// guest pages.
+type vclGuest struct {
+	Host string
+	Port int
 }
 
 // vclProbe is backend.probe, as VCL values.
@@ -278,6 +287,15 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 			Window:    b.Probe.Window,
 			Threshold: b.Probe.Threshold,
 		}
+	}
+
+	if s == state.Heavy && p.Guests() {
+		ap, err := netip.ParseAddrPort(p.GuestListen)
+		if err != nil {
+			return nil, fmt.Errorf("profiles.guest_listen: %w", err)
+		}
+		d.Guest = &vclGuest{Host: ap.Addr().String(), Port: int(ap.Port())}
+		d.GuestTimeout = vclDuration(2*time.Duration(b.FirstByteTimeout) + time.Second)
 	}
 
 	if d.ModerateHeuristicTTL == "0s" {

@@ -51,6 +51,21 @@ backend gearshift_probe {
     }
 }
 {{- end}}
+{{- if .Guest}}
+
+# The gearshift daemon (profiles.guest_pages): heavy asks it for an
+# anonymous page that set a cookie the last time it was fetched, and for a
+# guest copy past its TTL. The daemon fetches the page twice from the
+# backend as two new visitors and answers with a copy, Set-Cookie removed,
+# only when both were the same; otherwise (or when it cannot be reached)
+# the page is fetched from the backend as without it.
+backend gearshift_guest {
+    .host = "{{.Guest.Host}}";
+    .port = "{{.Guest.Port}}";
+    .connect_timeout = 0.2s;
+    .first_byte_timeout = {{.GuestTimeout}};
+}
+{{- end}}
 {{- if .PurgeACL}}
 
 # Clients allowed to PURGE and BAN (profiles.purge_acl).
@@ -113,6 +128,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Sick;
         unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
+        unset req.http.X-Gs-Guest;
     }
     set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
@@ -362,6 +378,12 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+{{- if .Guest}}
+    if (obj.http.X-Gs-Guest) {
+        # A guest copy: its refresh is the daemon's check again.
+        set req.http.X-Gs-Guest = "copy";
+    }
+{{- end}}
 {{- if .StaleIfError}}
     # The backend failed this request: any gear serves an anonymous
     # page's copy younger than stale_if_error rather than the error.
@@ -425,6 +447,20 @@ sub vcl_backend_fetch {
         set bereq.backend = gearshift_copies;
     }
     unset bereq.http.X-Gs-Copy;
+{{- if .Guest}}
+    if (bereq.http.X-Gs-Guest == "ask") {
+        # The daemon said no, or could not be reached: the backend.
+        set bereq.http.X-Gs-Guest = "asked";
+        set bereq.backend = default;
+    } else if (!bereq.uncacheable && !bereq.http.Cookie && (bereq.is_hitmiss || bereq.http.X-Gs-Guest == "copy")) {
+        # An anonymous page that set a cookie last time, or a guest
+        # copy to refresh: the daemon's check first.
+        set bereq.http.X-Gs-Guest = "ask";
+        set bereq.backend = gearshift_guest;
+    } else {
+        unset bereq.http.X-Gs-Guest;
+    }
+{{- end}}
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see
@@ -460,6 +496,12 @@ sub gearshift_reason {
 }
 
 sub vcl_backend_error {
+{{- if .Guest}}
+    if (bereq.http.X-Gs-Guest == "ask") {
+        # The daemon cannot be reached: the backend, at once.
+        return (retry);
+    }
+{{- end}}
     if (!bereq.uncacheable) {
         call gearshift_reason;
         if (bereq.is_bgfetch) {
@@ -652,17 +694,27 @@ sub gearshift_anonymous_set_cookie {
 {{- if and (eq .State "heavy") .StripRE}}
 
 # Removes the response's Set-Cookie headers when every one of them sets a
-# cookie that may be stripped. VCL sees only the first of several headers,
-# so they are joined to be read; when one of them must stay, the joined
-# header cannot be sent, and the object is fetched again (bereq.retries)
-# to go to its visitor as it came.
+# cookie that may be stripped, and only from a response heavy then
+# stores: one it passes anyway (private, Vary: *, no-store without the
+# opt-in) keeps its cookies, or its visitor would lose the session for no
+# caching gain (a login form would fail). VCL sees only the first of
+# several headers, so they are joined to be read; when one of them must
+# stay, the joined header cannot be sent, and the object is fetched again
+# (X-Gs-Unstripped) to go to its visitor as it came.
 sub gearshift_strip_set_cookies {
-    if (bereq.retries > 0 || beresp.http.Set-Cookie !~ {"^\s*{{.StripRE}}="}) {
+    if (bereq.http.X-Gs-Unstripped || beresp.http.Set-Cookie !~ {"^\s*{{.StripRE}}="}) {
+        return;
+    }
+    if (beresp.http.Vary == "*" ||
+        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])private\b") ||
+        beresp.http.Surrogate-Control ~ "(?i)(^|[,\s])no-store\b"{{if not .StripOptIn}} ||
+        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])no-store\b"){{end}}) {
         return;
     }
     std.collect(beresp.http.Set-Cookie, {"
 "});
     if (beresp.http.Set-Cookie ~ {"(^|\n)\s*+(?!{{.StripRE}}=)"}) {
+        set bereq.http.X-Gs-Unstripped = "1";
         return (retry);
     }
     unset beresp.http.Set-Cookie;
@@ -672,6 +724,38 @@ sub gearshift_strip_set_cookies {
     # session_start()) goes with the cookie.
     set bereq.http.X-Gs-Stripped = "1";
 {{- end}}
+}
+{{- end}}
+
+# For BAN and PURGE: lets the ban lurker match objects without a request.
+sub gearshift_ban_fields {
+    set beresp.http.X-Gs-Url = {{keyURL "bereq.url"}};
+{{- if .NormalizeHost}}
+    set beresp.http.X-Gs-Host = {{hostKey "bereq.http.Host"}};
+{{- else}}
+    set beresp.http.X-Gs-Host = bereq.http.Host;
+{{- end}}
+}
+{{- if .Guest}}
+
+# The daemon's answer to heavy's ask: a copy it found the same for two new
+# visitors is stored for every anonymous visitor, as heavy stores a page,
+# marked X-Gs-Guest so that its refresh asks the daemon again (and the
+# lighter gears never serve it: X-Gs-Gear "heavy"); a no is fetched from
+# the backend instead.
+sub gearshift_guest_answer {
+    if (beresp.status != 200 || beresp.http.X-Gs-Guest != "shared") {
+        return (retry);
+    }
+    unset beresp.http.Set-Cookie;
+    call gearshift_ban_fields;
+    set beresp.http.X-Gs-Guest = "1";
+    set beresp.http.X-Gs-Gear = "heavy";
+    set beresp.ttl = {{.HeavyMinTTL}};
+    set beresp.grace = {{.HeavyGrace}};
+    set bereq.http.X-Gs-Reason = {{reason "guest"}};
+    call gearshift_reason;
+    return (deliver);
 }
 {{- end}}
 
@@ -687,13 +771,7 @@ sub gearshift_backend_response {
         call gearshift_reason;
         return (abandon);
     }
-    # For BAN: lets the ban lurker match objects without a request.
-    set beresp.http.X-Gs-Url = {{keyURL "bereq.url"}};
-{{- if .NormalizeHost}}
-    set beresp.http.X-Gs-Host = {{hostKey "bereq.http.Host"}};
-{{- else}}
-    set beresp.http.X-Gs-Host = bereq.http.Host;
-{{- end}}
+    call gearshift_ban_fields;
 {{- if .StaticRE}}
 
     if (bereq.url ~ {"{{.StaticRE}}"}) {
@@ -754,6 +832,7 @@ sub vcl_deliver {
     unset resp.http.X-Gs-Gear;
     unset resp.http.X-Gs-Sid;
     unset resp.http.X-Gs-Grace;
+    unset resp.http.X-Gs-Guest;
 {{- if .ExposeHeaders}}
     set resp.http.X-Gearshift-Profile = "{{.State}}";
     if (req.http.X-Gs-Cache) {

@@ -21,6 +21,11 @@ sub vcl_recv {
 }
 
 sub vcl_backend_response {
+{{- if .Guest}}
+    if (bereq.http.X-Gs-Guest == "ask") {
+        call gearshift_guest_answer;
+    }
+{{- end}}
     call gearshift_backend_response;
     if (beresp.status >= 500) {
         call gearshift_error_marker;

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/lampstack"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -49,6 +50,9 @@ func testConfig(tb testing.TB, v *varnishtest.Varnish, edit func(*config.Config)
 	cfg.Log.File = filepath.Join(dir, "gearshift.log")
 	cfg.History.Dir = filepath.Join(dir, "history")
 	cfg.PollInterval = timefmt.Duration(100e6)
+	// A guest listener of its own: daemons of tests running side by side
+	// must not answer each other's Varnish.
+	cfg.Profiles.GuestListen = fmt.Sprintf("127.0.0.1:%d", lampstack.FreePort(tb))
 	if edit != nil {
 		edit(cfg)
 	}

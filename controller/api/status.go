@@ -29,7 +29,14 @@ type Status struct {
 	HistoryError string         `json:"history_error"` // "" while the flight recorder records (or is off)
 	// Advice says why a gear above light sends many requests to the
 	// backend and what would change it; "" when none is due.
-	Advice        string `json:"advice"`
+	Advice string `json:"advice"`
+	// GuestPages counts the anonymous pages heavy shares because the
+	// daemon found them the same for two new visitors
+	// (profiles.guest_pages); GuestPrivate those found to differ or to
+	// carry their session, GuestPrivateURLs the first few of them.
+	GuestPages       int      `json:"guest_pages"`
+	GuestPrivate     int      `json:"guest_private"`
+	GuestPrivateURLs []string `json:"guest_private_urls"`
 	VarnishMode   string `json:"varnish_mode"` // varnish.mode: "active" or "label"
 	UptimeSeconds int64  `json:"uptime_seconds"`
 

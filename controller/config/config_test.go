@@ -341,6 +341,10 @@ backend:
 			`profiles.trusted_proxies[0]: "proxy.example" is not an IP address or CIDR (e.g. 10.0.0.0/8) (line 5)`,
 			`profiles.websocket_paths[0]: "ws" is not a path prefix such as /ws/ (line 6)`,
 			`profiles.websocket_paths[1]: "/ws/?x" is not a path prefix such as /ws/ (line 6)`}},
+		{"guest pages", base + "profiles: { guest_pages: yes, guest_listen: localhost }", []string{
+			`profiles.guest_pages: must be auto or off, got "yes" (line 2)`}},
+		{"guest listener", base + "profiles: { guest_listen: localhost }", []string{
+			`profiles.guest_listen: "localhost" is not an IP address and port (e.g. 127.0.0.1:6089) (line 2)`}},
 		{"vcl_file is the admin secret", base + "profiles: { heavy: { vcl_file: '{{secret}}' } }", []string{
 			"profiles.heavy.vcl_file: {{secret}} is the admin secret of varnish.targets[0], not a VCL program (line 2)"}},
 		{"vcl_file links to the admin secret of another target", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{vcl}}' }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}' } ] }\nprofiles: { light: { vcl_file: '{{secretlink}}' } }", []string{

@@ -24,6 +24,11 @@ var restartKeys = []struct {
 	{"pid_file", func(r, n *Config) bool { return n.PIDFile != r.PIDFile }},
 	{"metrics_listen", func(r, n *Config) bool { return n.MetricsListen != r.MetricsListen }},
 	{"history", func(r, n *Config) bool { return n.History != r.History }},
+	// The guest listener starts with the daemon (the profiles follow a
+	// reload: off stops heavy asking at once).
+	{"profiles.guest_listen", func(r, n *Config) bool {
+		return n.Profiles.Guests() && (!r.Profiles.Guests() || n.Profiles.GuestListen != r.Profiles.GuestListen)
+	}},
 }
 
 // RestartKeys returns the keys bound at start whose values differ between

@@ -26,3 +26,20 @@ func TestRestartKeysInConfigOrder(t *testing.T) {
 		t.Errorf("unchanged config: RestartKeys = %v, want none", got)
 	}
 }
+
+// The guest listener needs a restart when it is moved or turned on, not
+// when guest pages are turned off (heavy stops asking at the reload).
+func TestRestartKeysGuestListen(t *testing.T) {
+	running, next := Default(), Default()
+	next.Profiles.GuestListen = "127.0.0.1:7089"
+	if got := RestartKeys(running, next); !slices.Equal(got, []string{"profiles.guest_listen"}) {
+		t.Errorf("guest_listen moved: RestartKeys = %v, want [profiles.guest_listen]", got)
+	}
+	next.Profiles.GuestPages = "off"
+	if got := RestartKeys(running, next); len(got) != 0 {
+		t.Errorf("guest pages turned off: RestartKeys = %v, want none", got)
+	}
+	if got := RestartKeys(next, Default()); !slices.Equal(got, []string{"profiles.guest_listen"}) {
+		t.Errorf("guest pages turned on: RestartKeys = %v, want [profiles.guest_listen]", got)
+	}
+}

@@ -107,7 +107,9 @@ func Run(cfg *config.Config, opts Options) error {
 
 	metrics := controller.NewMetrics()
 	running := cfg
+	guests := newGuests(cfg, log)
 	ctrl, err := controller.New(controller.Options{
+		Guest:            guests,
 		Metrics:          metrics,
 		Config:           cfg,
 		Sensor:           sens,
@@ -156,6 +158,7 @@ func Run(cfg *config.Config, opts Options) error {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- api.Serve(ctx, ln, ctrl, access) }()
+	go serveGuests(ctx, guests, cfg.Profiles.GuestListen, log)
 	if metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())

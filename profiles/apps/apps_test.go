@@ -23,6 +23,7 @@ type stack struct {
 	dir     string // the application's config, data and logs
 	url     string // http://<Varnish's address>, the site's address
 	backend profiles.Backend
+	guest   string // profiles.guest_listen: the test's guest.Server; "": the default
 }
 
 func startVarnish(t testing.TB) *stack {
@@ -46,6 +47,9 @@ func (st *stack) loadDefaults(t testing.TB, apachePort int) {
 func (st *stack) config() *config.Config {
 	cfg := config.Default()
 	cfg.Backend = st.backend
+	if st.guest != "" {
+		cfg.Profiles.GuestListen = st.guest
+	}
 	return cfg
 }
 

@@ -19,13 +19,23 @@ import (
 type sessionSite struct {
 	*stack
 	users map[string]string // name -> password
+	data  string            // SITE_DATA: the site's files
+	port  int               // Apache's
 }
 
 func startSessionSite(t testing.TB) *sessionSite {
 	t.Helper()
+	return startSessionSiteWith(t, "")
+}
+
+// startSessionSiteWith starts the session site with the profiles'
+// guest_listen at guest ("": the default).
+func startSessionSiteWith(t testing.TB, guest string) *sessionSite {
+	t.Helper()
 	bin := lampstack.Need(t, "apache2, libapache2-mod-php", lampstack.ApachePrograms...)
 	st := startVarnish(t)
-	s := &sessionSite{stack: st, users: map[string]string{}}
+	st.guest = guest
+	s := &sessionSite{stack: st, users: map[string]string{}, data: filepath.Join(st.dir, "site-data")}
 	root := filepath.Join(st.dir, "site")
 	files, err := filepath.Glob(filepath.Join("testdata", "sessionsite", "*"))
 	if err != nil || len(files) == 0 {
@@ -38,7 +48,7 @@ func startSessionSite(t testing.TB) *sessionSite {
 		}
 		lampstack.WriteFile(t, filepath.Join(root, filepath.Base(f)), string(text))
 	}
-	data := filepath.Join(st.dir, "site-data")
+	data := s.data
 	for _, u := range []string{"alice", "bob"} {
 		s.users[u] = lampstack.RandomHex(t, 12)
 	}
@@ -46,10 +56,10 @@ func startSessionSite(t testing.TB) *sessionSite {
 	lampstack.WriteFile(t, filepath.Join(data, "users.json"), string(users))
 	os.Chmod(data, 0o777) // written by Apache's user
 
-	port := lampstack.FreePort(t)
-	lampstack.StartApache(t, lampstack.Apache{Dir: st.dir, Root: root, Port: port, Probe: "/style.css",
+	s.port = lampstack.FreePort(t)
+	lampstack.StartApache(t, lampstack.Apache{Dir: st.dir, Root: root, Port: s.port, Probe: "/style.css",
 		Conf: "SetEnv SITE_DATA " + data}, bin)
-	st.loadDefaults(t, port)
+	st.loadDefaults(t, s.port)
 	return s
 }
 

@@ -49,6 +49,19 @@ backend gearshift_probe {
     }
 }
 
+# The gearshift daemon (profiles.guest_pages): heavy asks it for an
+# anonymous page that set a cookie the last time it was fetched, and for a
+# guest copy past its TTL. The daemon fetches the page twice from the
+# backend as two new visitors and answers with a copy, Set-Cookie removed,
+# only when both were the same; otherwise (or when it cannot be reached)
+# the page is fetched from the backend as without it.
+backend gearshift_guest {
+    .host = "127.0.0.1";
+    .port = "6089";
+    .connect_timeout = 0.2s;
+    .first_byte_timeout = 61s;
+}
+
 # Clients allowed to PURGE and BAN (profiles.purge_acl).
 acl gearshift_purgers {
     "127.0.0.1";
@@ -99,6 +112,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Sick;
         unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
+        unset req.http.X-Gs-Guest;
     }
     set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
@@ -339,6 +353,10 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+    if (obj.http.X-Gs-Guest) {
+        # A guest copy: its refresh is the daemon's check again.
+        set req.http.X-Gs-Guest = "copy";
+    }
     # The backend failed this request: any gear serves an anonymous
     # page's copy younger than stale_if_error rather than the error.
     if (req.http.X-Gs-Stale) {
@@ -394,6 +412,18 @@ sub vcl_backend_fetch {
         set bereq.backend = gearshift_copies;
     }
     unset bereq.http.X-Gs-Copy;
+    if (bereq.http.X-Gs-Guest == "ask") {
+        # The daemon said no, or could not be reached: the backend.
+        set bereq.http.X-Gs-Guest = "asked";
+        set bereq.backend = default;
+    } else if (!bereq.uncacheable && !bereq.http.Cookie && (bereq.is_hitmiss || bereq.http.X-Gs-Guest == "copy")) {
+        # An anonymous page that set a cookie last time, or a guest
+        # copy to refresh: the daemon's check first.
+        set bereq.http.X-Gs-Guest = "ask";
+        set bereq.backend = gearshift_guest;
+    } else {
+        unset bereq.http.X-Gs-Guest;
+    }
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see
@@ -427,6 +457,10 @@ sub gearshift_reason {
 }
 
 sub vcl_backend_error {
+    if (bereq.http.X-Gs-Guest == "ask") {
+        # The daemon cannot be reached: the backend, at once.
+        return (retry);
+    }
     if (!bereq.uncacheable) {
         call gearshift_reason;
         if (bereq.is_bgfetch) {
@@ -529,20 +563,56 @@ sub gearshift_anonymous_set_cookie {
 }
 
 # Removes the response's Set-Cookie headers when every one of them sets a
-# cookie that may be stripped. VCL sees only the first of several headers,
-# so they are joined to be read; when one of them must stay, the joined
-# header cannot be sent, and the object is fetched again (bereq.retries)
-# to go to its visitor as it came.
+# cookie that may be stripped, and only from a response heavy then
+# stores: one it passes anyway (private, Vary: *, no-store without the
+# opt-in) keeps its cookies, or its visitor would lose the session for no
+# caching gain (a login form would fail). VCL sees only the first of
+# several headers, so they are joined to be read; when one of them must
+# stay, the joined header cannot be sent, and the object is fetched again
+# (X-Gs-Unstripped) to go to its visitor as it came.
 sub gearshift_strip_set_cookies {
-    if (bereq.retries > 0 || beresp.http.Set-Cookie !~ {"^\s*(?:_ga|_ga_[^\s;=]*|_gid|_gat|_gat_[^\s;=]*|_gcl_[^\s;=]*|__utma|__utmb|__utmc|__utmt|__utmt_[^\s;=]*|__utmz|__utmv|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hjSessionUser_[^\s;=]*|_hjSession_[^\s;=]*|_hjid|_hjFirstSeen|_hjIncludedInSessionSample[^\s;=]*|_hjIncludedInPageviewSample|_hjAbsoluteSessionInProgress|_hjTLDTest|_pk_id\.[^\s;=]*|_pk_ses\.[^\s;=]*|_pk_ref\.[^\s;=]*|_pk_cvar\.[^\s;=]*|_pk_hsr\.[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)="}) {
+    if (bereq.http.X-Gs-Unstripped || beresp.http.Set-Cookie !~ {"^\s*(?:_ga|_ga_[^\s;=]*|_gid|_gat|_gat_[^\s;=]*|_gcl_[^\s;=]*|__utma|__utmb|__utmc|__utmt|__utmt_[^\s;=]*|__utmz|__utmv|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hjSessionUser_[^\s;=]*|_hjSession_[^\s;=]*|_hjid|_hjFirstSeen|_hjIncludedInSessionSample[^\s;=]*|_hjIncludedInPageviewSample|_hjAbsoluteSessionInProgress|_hjTLDTest|_pk_id\.[^\s;=]*|_pk_ses\.[^\s;=]*|_pk_ref\.[^\s;=]*|_pk_cvar\.[^\s;=]*|_pk_hsr\.[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)="}) {
+        return;
+    }
+    if (beresp.http.Vary == "*" ||
+        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])private\b") ||
+        beresp.http.Surrogate-Control ~ "(?i)(^|[,\s])no-store\b" ||
+        (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ "(?i)(^|[,\s])no-store\b")) {
         return;
     }
     std.collect(beresp.http.Set-Cookie, {"
 "});
     if (beresp.http.Set-Cookie ~ {"(^|\n)\s*+(?!(?:_ga|_ga_[^\s;=]*|_gid|_gat|_gat_[^\s;=]*|_gcl_[^\s;=]*|__utma|__utmb|__utmc|__utmt|__utmt_[^\s;=]*|__utmz|__utmv|_dc_gtm_[^\s;=]*|_fbp|_fbc|_clck|_clsk|_uetsid|_uetvid|_hjSessionUser_[^\s;=]*|_hjSession_[^\s;=]*|_hjid|_hjFirstSeen|_hjIncludedInSessionSample[^\s;=]*|_hjIncludedInPageviewSample|_hjAbsoluteSessionInProgress|_hjTLDTest|_pk_id\.[^\s;=]*|_pk_ses\.[^\s;=]*|_pk_ref\.[^\s;=]*|_pk_cvar\.[^\s;=]*|_pk_hsr\.[^\s;=]*|__hstc|__hssc|__hssrc|hubspotutk|_ttp|_pin_unauth|li_gc|_tt_enable_cookie|CookieConsent|OptanonConsent|OptanonAlertBoxClosed|cookieyes\-consent|cmplz_[^\s;=]*|cookielawinfo\-[^\s;=]*|viewed_cookie_policy|euconsent\-v2|wordpress_test_cookie|wp_lang|has_js)=)"}) {
+        set bereq.http.X-Gs-Unstripped = "1";
         return (retry);
     }
     unset beresp.http.Set-Cookie;
+}
+
+# For BAN and PURGE: lets the ban lurker match objects without a request.
+sub gearshift_ban_fields {
+    set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
+    set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
+}
+
+# The daemon's answer to heavy's ask: a copy it found the same for two new
+# visitors is stored for every anonymous visitor, as heavy stores a page,
+# marked X-Gs-Guest so that its refresh asks the daemon again (and the
+# lighter gears never serve it: X-Gs-Gear "heavy"); a no is fetched from
+# the backend instead.
+sub gearshift_guest_answer {
+    if (beresp.status != 200 || beresp.http.X-Gs-Guest != "shared") {
+        return (retry);
+    }
+    unset beresp.http.Set-Cookie;
+    call gearshift_ban_fields;
+    set beresp.http.X-Gs-Guest = "1";
+    set beresp.http.X-Gs-Gear = "heavy";
+    set beresp.ttl = 2m;
+    set beresp.grace = 10m;
+    set bereq.http.X-Gs-Reason = "guest";
+    call gearshift_reason;
+    return (deliver);
 }
 
 # Shared by every gear: passes, static objects, and redirects that would
@@ -557,9 +627,7 @@ sub gearshift_backend_response {
         call gearshift_reason;
         return (abandon);
     }
-    # For BAN: lets the ban lurker match objects without a request.
-    set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
-    set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
+    call gearshift_ban_fields;
 
     if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
         if (beresp.status >= 500) {
@@ -612,6 +680,7 @@ sub vcl_deliver {
     unset resp.http.X-Gs-Gear;
     unset resp.http.X-Gs-Sid;
     unset resp.http.X-Gs-Grace;
+    unset resp.http.X-Gs-Guest;
     set resp.http.X-Gearshift-Profile = "heavy";
     if (req.http.X-Gs-Cache) {
         set resp.http.X-Cache = req.http.X-Gs-Cache;
@@ -645,6 +714,9 @@ sub vcl_recv {
 }
 
 sub vcl_backend_response {
+    if (bereq.http.X-Gs-Guest == "ask") {
+        call gearshift_guest_answer;
+    }
     call gearshift_backend_response;
     if (beresp.status >= 500) {
         call gearshift_error_marker;

@@ -99,6 +99,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Sick;
         unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
+        unset req.http.X-Gs-Guest;
     }
     set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
@@ -597,6 +598,12 @@ sub gearshift_anonymous_set_cookie {
     }
 }
 
+# For BAN and PURGE: lets the ban lurker match objects without a request.
+sub gearshift_ban_fields {
+    set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
+    set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
+}
+
 # Shared by every gear: passes, static objects, and redirects that would
 # loop once cached. A gear's vcl_backend_response handles the rest.
 sub gearshift_backend_response {
@@ -609,9 +616,7 @@ sub gearshift_backend_response {
         call gearshift_reason;
         return (abandon);
     }
-    # For BAN: lets the ban lurker match objects without a request.
-    set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
-    set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
+    call gearshift_ban_fields;
 
     if (bereq.url ~ {"(?i)^[^?#]*\.(?:png|gif|jpg|jpeg|ico|svg|webp|css|js|woff|woff2|ttf|swf|mp4|pdf)(?:[?#].*)?$"}) {
         if (beresp.status >= 500) {
@@ -664,6 +669,7 @@ sub vcl_deliver {
     unset resp.http.X-Gs-Gear;
     unset resp.http.X-Gs-Sid;
     unset resp.http.X-Gs-Grace;
+    unset resp.http.X-Gs-Guest;
     set resp.http.X-Gearshift-Profile = "moderate";
     if (req.http.X-Gs-Cache) {
         set resp.http.X-Cache = req.http.X-Gs-Cache;

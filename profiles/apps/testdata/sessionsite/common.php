@@ -85,7 +85,7 @@ function redirect(string $path): void
     exit;
 }
 
-function render(string $title, string $body): void
+function render(string $title, string $body, string $head = ''): void
 {
     $u = user();
     $colour = $u === null ? 'blue' : (read_json('prefs-' . $u . '.json')['colour'] ?? 'blue');
@@ -94,7 +94,7 @@ function render(string $title, string $body): void
         : '<p id="who">Signed in as <b class="user">' . h($u) . '</b></p>'
           . '<form method="post" action="/logout.php" id="logout">' . csrf_field() . '<button>Sign out</button></form>';
     echo "<!doctype html>\n<html><head><title>" . h($title) . "</title>"
-        . '<link rel="stylesheet" href="/style.css"></head>'
+        . '<link rel="stylesheet" href="/style.css">' . $head . '</head>'
         . '<body class="colour-' . h($colour) . '">' . "\n"
         . $who . "\n<h1>" . h($title) . "</h1>\n" . $body . "\n</body></html>\n";
 }

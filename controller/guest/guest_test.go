@@ -1,0 +1,309 @@
+package guest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// site is a backend that gives every request a new session, as a PHP
+// site calling session_start() on every page does.
+type site struct {
+	srv      *httptest.Server
+	requests atomic.Int64
+	mu       sync.Mutex
+	pages    map[string]func(sid string) string // path -> body for a session
+}
+
+func newSite(t *testing.T) *site {
+	s := &site{pages: map[string]func(string) string{
+		"/article": func(string) string { return "<p>The same article for everyone.</p>" },
+		"/form": func(string) string {
+			return `<form><input type="hidden" name="csrf" value="` + token() + `"></form>`
+		},
+		"/meta": func(string) string {
+			return `<head><meta name="csrf-token" content="` + token() + `"></head><p>An article.</p>`
+		},
+		"/sid":    func(sid string) string { return `<a href="/next?sid=` + sid + `">next</a>` },
+		"/nocook": func(string) string { return "no cookie here" },
+	}}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		if r.Header.Get("Cookie") != "" || strings.HasPrefix(r.Header.Get("X-Gs-Guest"), "a") {
+			http.Error(w, "a check must look like a new visitor", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		page := s.pages[r.URL.Path]
+		s.mu.Unlock()
+		if page == nil {
+			http.NotFound(w, r)
+			return
+		}
+		sid := token()
+		if r.URL.Path != "/nocook" {
+			http.SetCookie(w, &http.Cookie{Name: "PHPSESSID", Value: sid, Path: "/"})
+			w.Header().Set("Cache-Control", "no-store, no-cache, must-revalidate")
+			w.Header().Set("Expires", "Thu, 19 Nov 1981 08:52:00 GMT")
+		}
+		if r.URL.Query().Get("private") != "" {
+			w.Header().Set("Cache-Control", "private, max-age=60")
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, page(sid))
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *site) set(path string, page func(string) string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pages[path] = page
+}
+
+func token() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// clock is a settable clock for the verdicts' lifetimes.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newServer(t *testing.T, s *site) (*Server, *clock) {
+	c := &clock{now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
+	return New(Options{Backend: s.srv.Listener.Addr().String(), Timeout: 5 * time.Second, Now: c.Now}), c
+}
+
+// ask sends heavy's ask for path as Varnish would: the visitor's headers,
+// no cookie, gearshift's marker.
+func ask(t *testing.T, g *Server, path string) *http.Response {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, "http://shop.example"+path, nil)
+	r.Header.Set("X-Gs-Guest", "ask")
+	r.Header.Set("X-Varnish", "32770")
+	r.Header.Set("User-Agent", "Mozilla/5.0")
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	return w.Result()
+}
+
+func body(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestSharedOnlyWhenTheSame(t *testing.T) {
+	s := newSite(t)
+	g, _ := newServer(t, s)
+
+	resp := ask(t, g, "/article")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(Header) != Shared {
+		t.Fatalf("the same article for two new visitors: status %d, %s %q (%s), want a shared copy",
+			resp.StatusCode, Header, resp.Header.Get(Header), resp.Header.Get("X-Gs-Guest-Why"))
+	}
+	if got := body(t, resp); got != "<p>The same article for everyone.</p>" {
+		t.Errorf("copy's body %q, want the article", got)
+	}
+	for _, h := range []string{"Set-Cookie", "Cache-Control", "Expires"} {
+		if v := resp.Header.Values(h); len(v) > 0 {
+			t.Errorf("copy carries %s: %q, want it gone with the session", h, v)
+		}
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/html" {
+		t.Errorf("copy's Content-Type %q, want the backend's", ct)
+	}
+
+	for path, why := range map[string]string{
+		"/form":              "differs between two new visitors",
+		"/meta":              "differs between two new visitors",
+		"/sid":               "carries the value of cookie PHPSESSID",
+		"/nocook":            "sets no cookie",
+		"/article?private=1": "Cache-Control: private",
+		"/missing":           "status 404",
+	} {
+		resp := ask(t, g, path)
+		if resp.StatusCode == http.StatusOK || resp.Header.Get(Header) != No {
+			t.Errorf("%s: status %d, %s %q, want a no", path, resp.StatusCode, Header, resp.Header.Get(Header))
+		}
+		if got := resp.Header.Get("X-Gs-Guest-Why"); got != why {
+			t.Errorf("%s: no because %q, want %q", path, got, why)
+		}
+	}
+	st := g.Stats()
+	if st.Shared != 1 || st.Private != 3 {
+		t.Errorf("stats: %d shared, %d private, want 1 and 3 (/form, /meta, /sid)", st.Shared, st.Private)
+	}
+	want := []string{"shop.example/form", "shop.example/meta", "shop.example/sid"}
+	if fmt.Sprint(st.PrivateURLs) != fmt.Sprint(want) {
+		t.Errorf("private URLs %q, want %q", st.PrivateURLs, want)
+	}
+}
+
+func TestPrivateRememberedThenCheckedAgain(t *testing.T) {
+	s := newSite(t)
+	g, c := newServer(t, s)
+	ask(t, g, "/form")
+	before := s.requests.Load()
+	if resp := ask(t, g, "/form"); resp.Header.Get(Header) != No {
+		t.Fatalf("a page found private, asked again: %s %q, want no", Header, resp.Header.Get(Header))
+	}
+	if n := s.requests.Load() - before; n != 0 {
+		t.Errorf("a page found private, asked again within %s: %d backend requests, want none", PrivateFor, n)
+	}
+	c.add(PrivateFor)
+	s.set("/form", func(string) string { return "<p>No form any more.</p>" })
+	if resp := ask(t, g, "/form"); resp.Header.Get(Header) != Shared {
+		t.Errorf("after %s, the page changed to be the same for all: %s %q, want it checked again and shared", PrivateFor, Header, resp.Header.Get(Header))
+	}
+
+	ask(t, g, "/meta")
+	g.Shift()
+	before = s.requests.Load()
+	ask(t, g, "/meta")
+	if n := s.requests.Load() - before; n != 2 {
+		t.Errorf("after a shift to heavy, a page found private before: %d backend requests, want 2 (checked again)", n)
+	}
+}
+
+// A shared page that starts to carry a token stops being shared at its
+// next check: every ask compares anew.
+func TestTokenStopsSharingAtNextCheck(t *testing.T) {
+	s := newSite(t)
+	g, _ := newServer(t, s)
+	if resp := ask(t, g, "/article"); resp.Header.Get(Header) != Shared {
+		t.Fatalf("article: %s %q, want shared", Header, resp.Header.Get(Header))
+	}
+	s.set("/article", func(string) string { return `<p>The article.</p><input name="csrf" value="` + token() + `">` })
+	if resp := ask(t, g, "/article"); resp.Header.Get(Header) != No {
+		t.Errorf("the article once it carries a token: %s %q, want no at the next check", Header, resp.Header.Get(Header))
+	}
+	if st := g.Stats(); st.Shared != 0 || st.Private != 1 {
+		t.Errorf("stats: %d shared, %d private, want 0 and 1", st.Shared, st.Private)
+	}
+}
+
+// Checks are bounded: a flood of distinct URLs costs at most the budget's
+// backend requests, however many asks.
+func TestChecksBounded(t *testing.T) {
+	s := newSite(t)
+	g, _ := newServer(t, s)
+	over := 0
+	for i := range 200 {
+		resp := ask(t, g, fmt.Sprintf("/form?s=%d", i))
+		if resp.Header.Get("X-Gs-Guest-Why") == "over the check budget" {
+			over++
+		}
+	}
+	// The clock stands still: the burst alone.
+	if n := s.requests.Load(); n > 2*checkBurst {
+		t.Errorf("200 asks for distinct URLs: %d backend requests, want at most %d", n, 2*checkBurst)
+	}
+	if over != 200-checkBurst {
+		t.Errorf("%d asks over the budget, want %d", over, 200-checkBurst)
+	}
+}
+
+// Asks for a page whose check runs wait for it: one check, one copy for all.
+func TestConcurrentAsksShareACheck(t *testing.T) {
+	s := newSite(t)
+	release := make(chan struct{})
+	var first sync.Once
+	s.set("/slow", func(string) string {
+		first.Do(func() { <-release })
+		return "<p>slow but the same</p>"
+	})
+	g, _ := newServer(t, s)
+	var wg sync.WaitGroup
+	results := make([]string, 8)
+	for i := range results {
+		wg.Go(func() { results[i] = ask(t, g, "/slow").Header.Get(Header) })
+	}
+	// Every ask is in: the first waits in the backend, the others on it.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		g.mu.Lock()
+		f := g.inflight["shop.example/slow"]
+		g.mu.Unlock()
+		if f != nil && s.requests.Load() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first check never reached the backend")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the other asks join the check
+	close(release)
+	wg.Wait()
+	if n := s.requests.Load(); n != 2 {
+		t.Errorf("8 concurrent asks: %d backend requests, want 2 (one check)", n)
+	}
+	for i, r := range results {
+		if r != Shared {
+			t.Errorf("ask %d: %s %q, want the shared copy", i, Header, r)
+		}
+	}
+}
+
+func TestBackendDownIsNo(t *testing.T) {
+	s := newSite(t)
+	g, _ := newServer(t, s)
+	s.srv.Close()
+	resp := ask(t, g, "/article")
+	if resp.Header.Get(Header) != No || resp.Header.Get("X-Gs-Guest-Why") != "fetch failed" {
+		t.Errorf("backend down: %s %q (%s), want no because the fetch failed", Header, resp.Header.Get(Header), resp.Header.Get("X-Gs-Guest-Why"))
+	}
+	if st := g.Stats(); st.Shared+st.Private != 0 {
+		t.Errorf("a failed fetch left a verdict: %+v", st)
+	}
+}
+
+func TestOnlyAnonymousGET(t *testing.T) {
+	s := newSite(t)
+	g, _ := newServer(t, s)
+	for _, r := range []*http.Request{
+		httptest.NewRequest(http.MethodPost, "http://shop.example/article", nil),
+		func() *http.Request {
+			r := httptest.NewRequest(http.MethodGet, "http://shop.example/article", nil)
+			r.Header.Set("Cookie", "PHPSESSID=abc")
+			return r
+		}(),
+	} {
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		if w.Header().Get(Header) != No {
+			t.Errorf("%s with Cookie %q: %s %q, want no", r.Method, r.Header.Get("Cookie"), Header, w.Header().Get(Header))
+		}
+	}
+	if n := s.requests.Load(); n != 0 {
+		t.Errorf("%d backend requests for asks that are not anonymous GETs, want none", n)
+	}
+}
