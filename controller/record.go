@@ -160,6 +160,10 @@ func (c *Controller) record(s *sensor.Sample, d state.Decision, switchMS float64
 		hit, miss, pass := v.CacheHitRPS, v.CacheMissRPS, v.PassRPS
 		rec.HitRPS, rec.MissRPS, rec.PassRPS = &hit, &miss, &pass
 	}
+	if c.opts.Guest != nil {
+		n := float64(c.opts.Guest.Stats().Shared)
+		rec.GuestPages = &n
+	}
 	c.history.add(trace.Sample{Time: s.Time, Load5: &load5, Load15: &load15, Reading: s.Reading(), Recorded: rec})
 	return incident, ended
 }

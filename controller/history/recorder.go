@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
@@ -67,7 +68,8 @@ type Recorder struct {
 	line []byte
 
 	maintaining sync.WaitGroup
-	busy        sync.Mutex // held by the running maintenance
+	busy        sync.Mutex   // held by the running maintenance
+	writing     atomic.Value // string: the day being written, never compressed
 }
 
 // NewRecorder returns a recorder for opts. It touches no file: the first
@@ -159,6 +161,13 @@ func (r *Recorder) closeFile() error {
 // A new day starts the background compression of the days before it.
 func (r *Recorder) open(day string) error {
 	newDay := day != r.day
+	if r.day != "" && day < r.day {
+		// The clock came back to a day a running pass may be
+		// compressing: no pass touches it from now on, and the one
+		// running ends before the file is opened (a rare wait).
+		r.writing.Store(day)
+		r.maintaining.Wait()
+	}
 	r.closeFile()
 	if err := os.MkdirAll(r.opts.Dir, 0o750); err != nil {
 		return fmt.Errorf("create history directory: %w", err)
@@ -198,6 +207,7 @@ func (r *Recorder) open(day string) error {
 		}
 	}
 	r.f, r.path, r.day = f, path, day
+	r.writing.Store(day)
 	if newDay {
 		r.maintain(day)
 	}
@@ -310,6 +320,7 @@ func (r *Recorder) appendRecord(b []byte, s trace.Sample) []byte {
 	opt(rec.HitRPS, 1)
 	opt(rec.MissRPS, 1)
 	opt(rec.PassRPS, 1)
+	opt(rec.GuestPages, 0)
 	return append(b, '\n')
 }
 
@@ -335,7 +346,8 @@ func (r *Recorder) maintain(today string) {
 		// would stay uncompressed until the next day).
 		r.busy.Lock()
 		defer r.busy.Unlock()
-		err := errors.Join(compressBefore(r.opts.Dir, today), r.prune(today))
+		writing, _ := r.writing.Load().(string)
+		err := errors.Join(compressBefore(r.opts.Dir, today, writing), r.prune(today))
 		if r.opts.OnMaintain != nil {
 			r.opts.OnMaintain(err)
 		}
@@ -343,14 +355,16 @@ func (r *Recorder) maintain(today string) {
 }
 
 // compressBefore gzips every plain day file of dir older than today.
-func compressBefore(dir, today string) error {
+// The day being written (an earlier one when the clock came back) is
+// left alone.
+func compressBefore(dir, today, writing string) error {
 	files, err := List(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, f := range files {
-		if f.Compressed || f.Day >= today {
+		if f.Compressed || f.Day >= today || f.Day == writing {
 			continue
 		}
 		if _, err := os.Stat(gzipName(f.Path)); err == nil {
@@ -389,6 +403,12 @@ func compress(path string) error {
 	zw := gzip.NewWriter(out)
 	_, err = io.Copy(zw, io.NewSectionReader(in, 0, end))
 	err = errors.Join(err, zw.Close(), out.Sync(), out.Close())
+	if now, serr := completeEnd(in); err == nil && serr == nil && now > end {
+		// Written to meanwhile (the clock came back to this day):
+		// left for a later pass rather than losing those records.
+		os.Remove(tmp)
+		return nil
+	}
 	if err == nil {
 		err = os.Rename(tmp, dst)
 	}

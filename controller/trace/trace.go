@@ -41,11 +41,14 @@ type Recorded struct {
 	// Varnish's traffic over the poll, summed over the targets with a
 	// name; nil when unknown.
 	HitRPS, MissRPS, PassRPS *float64
+	// GuestPages counts the pages heavy shares as guest pages
+	// (profiles.guest_pages); nil when off.
+	GuestPages *float64
 }
 
 // RecordedColumns are the columns the flight recorder adds to a trace, in
 // the order it writes them.
-var RecordedColumns = []string{"gear", "mode", "reason", "switch_ms", "incident", "hit_rps", "miss_rps", "pass_rps"}
+var RecordedColumns = []string{"gear", "mode", "reason", "switch_ms", "incident", "hit_rps", "miss_rps", "pass_rps", "guest_pages"}
 
 // Trace is a whole CSV trace, read by Parse.
 type Trace struct {
@@ -448,7 +451,7 @@ func recorded(row rowReader) (*Recorded, error) {
 	for _, f := range []struct {
 		col string
 		dst **float64
-	}{{"switch_ms", &r.SwitchMS}, {"hit_rps", &r.HitRPS}, {"miss_rps", &r.MissRPS}, {"pass_rps", &r.PassRPS}} {
+	}{{"switch_ms", &r.SwitchMS}, {"hit_rps", &r.HitRPS}, {"miss_rps", &r.MissRPS}, {"pass_rps", &r.PassRPS}, {"guest_pages", &r.GuestPages}} {
 		if *f.dst, err = row.number(f.col, 0, math.Inf(1)); err != nil {
 			return nil, err
 		}
