@@ -129,6 +129,7 @@ type pageView struct {
 
 	ConfigError, LogError, HistoryError string
 	Advice                              string // why a gear above light sends many requests to the backend
+	Guests                              string // what heavy shares as guest pages; "" when none were found
 
 	Period      string // "3h"
 	Chart       template.HTML
@@ -178,6 +179,7 @@ func (p *Page) view() pageView {
 		LogError:     oneLine(s.LogError),
 		HistoryError: oneLine(s.HistoryError),
 		Advice:       oneLine(s.Advice),
+		Guests:       guestLine(&s),
 		Period:       timefmt.Short(p.opts.Period),
 		Version:      s.Version,
 		Uptime:       timefmt.Coarse(time.Duration(s.UptimeSeconds) * time.Second),

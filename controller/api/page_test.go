@@ -255,6 +255,8 @@ func TestPageShowsProblems(t *testing.T) {
 	until := pageNow.Add(30 * time.Minute)
 	f.status.ForcedUntil = &until
 	f.status.Targets = []TargetStatus{{Admin: "10.0.0.2:6082", Error: "connect: connection refused"}}
+	f.status.GuestPages, f.status.GuestPrivate = 12, 3
+	f.status.GuestPrivateURLs = []string{"shop.example/login.php", "shop.example/meta.php"}
 	_, body := get(t, f.page(t), http.MethodGet, "/")
 	for _, want := range []string{
 		`id="history-error"`, "no space left on device",
@@ -262,6 +264,7 @@ func TestPageShowsProblems(t *testing.T) {
 		`id="advice"`, "41 % session (cookie _my_tracker)",
 		"forced by the operator until 12:30:00 (30m00s left)",
 		"UNREACHABLE", "connect: connection refused",
+		`id="guests"`, "12 shared, 3 found private (shop.example/login.php, shop.example/meta.php, …)",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q:\n%s", want, body)

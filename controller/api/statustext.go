@@ -84,6 +84,9 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 	if s.Advice != "" {
 		fmt.Fprintf(tw, "advice\t%s\n", oneLine(s.Advice))
 	}
+	if line := guestLine(s); line != "" {
+		fmt.Fprintf(tw, "guest pages\t%s\n", line)
+	}
 	if s.HistoryError != "" {
 		fmt.Fprintf(tw, "history\tNOT RECORDING (gears still shift): %s\n", oneLine(s.HistoryError))
 	}
@@ -169,6 +172,23 @@ func thresholds(sig state.Signal, th *state.Config) string {
 		return ""
 	}
 	return "   (" + strings.Join(parts, "; ") + ")"
+}
+
+// guestLine says what heavy shares as guest pages: "12 shared, 3 found
+// private (shop.example/login, …)"; "" when the daemon found none.
+func guestLine(s *Status) string {
+	if s.GuestPages == 0 && s.GuestPrivate == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("%d shared, %d found private", s.GuestPages, s.GuestPrivate)
+	if len(s.GuestPrivateURLs) > 0 {
+		urls := strings.Join(s.GuestPrivateURLs, ", ")
+		if s.GuestPrivate > len(s.GuestPrivateURLs) {
+			urls += ", …"
+		}
+		line += " (" + oneLine(urls) + ")"
+	}
+	return line
 }
 
 // oneLine keeps a table row on one line: a VCL compiler's message runs over

@@ -53,6 +53,7 @@ func TestStatusGolden(t *testing.T) {
 			s := base()
 			s.State, s.Mode, s.ForcedUntil = "heavy", "forced", &until
 			s.Reason = "forced by operator until 16:20"
+			s.GuestPages, s.GuestPrivate, s.GuestPrivateURLs = 12, 1, []string{"shop.example/login.php"}
 			return s
 		}, true},
 		{"forced-no-psi", func() Status {
