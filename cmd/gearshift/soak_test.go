@@ -506,8 +506,9 @@ func (s *soak) drive(ctx context.Context) {
 	}
 }
 
-// watchVarnish reads vcl.list every 50 ms on an admin connection of its
-// own: what Varnish runs, whatever the daemon says.
+// watchVarnish reads vcl.list and the child's status every 50 ms on an
+// admin connection of its own: what Varnish runs, whatever the daemon
+// says.
 func (s *soak) watchVarnish(ctx context.Context) {
 	var c *varnishadm.Client
 	defer func() {
@@ -535,7 +536,13 @@ func (s *soak) watchVarnish(ctx context.Context) {
 				c.Close()
 				c = nil
 			} else {
-				sample.ok = true
+				// A manager whose cache child is restarting (killed)
+				// answers vcl.list but not vcl.use: reachable once the
+				// child runs.
+				lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				st, err := c.Run(lctx, "status")
+				cancel()
+				sample.ok = err == nil && strings.Contains(st, "running")
 				for _, v := range vcls {
 					if v.IsLabel() {
 						continue
