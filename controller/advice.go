@@ -53,8 +53,8 @@ type adviser struct {
 }
 
 type adviceResult struct {
-	sum   top.Summary
-	err   error
+	sum    top.Summary
+	err    error
 	gear   state.State
 	in     time.Duration // time in the gear when the read began
 	share  float64

@@ -157,6 +157,11 @@ const DefaultGuestListen = "127.0.0.1:6089"
 // guest copy; heavy's VCL (gearshift_guest_answer) accepts only it.
 const GuestShared = "shared"
 
+// GuestNoLog is the VCL_Log record of heavy's ask that the daemon
+// answered no (or could not answer): a transaction of its own in the
+// Varnish log, retried at the backend, and no backend request itself.
+const GuestNoLog = "gearshift-guest: no"
+
 // Guests tells whether heavy asks the daemon for guest pages.
 func (p *Options) Guests() bool { return p.GuestPages == GuestAuto }
 

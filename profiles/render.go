@@ -138,6 +138,7 @@ type vclData struct {
 	Probe            *vclProbe // nil: no probe
 	Guest            *vclGuest // heavy with guest_pages auto; nil otherwise
 	GuestTimeout     string    // how long the daemon may take: its two fetches
+	GuestNoLog       string    // GuestNoLog
 }
 
 // vclGuest is profiles.guest_listen, where heavy asks the daemon for
@@ -296,6 +297,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 		}
 		d.Guest = &vclGuest{Host: ap.Addr().String(), Port: int(ap.Port())}
 		d.GuestTimeout = vclDuration(2*time.Duration(b.FirstByteTimeout) + time.Second)
+		d.GuestNoLog = GuestNoLog
 	}
 
 	if d.ModerateHeuristicTTL == "0s" {

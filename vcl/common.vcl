@@ -499,6 +499,7 @@ sub vcl_backend_error {
 {{- if .Guest}}
     if (bereq.http.X-Gs-Guest == "ask") {
         # The daemon cannot be reached: the backend, at once.
+        std.log("{{.GuestNoLog}}");
         return (retry);
     }
 {{- end}}
@@ -745,6 +746,8 @@ sub gearshift_ban_fields {
 # the backend instead.
 sub gearshift_guest_answer {
     if (beresp.status != 200 || beresp.http.X-Gs-Guest != "shared") {
+        # Not a backend request: readers of the reason log leave it out.
+        std.log("{{.GuestNoLog}}");
         return (retry);
     }
     unset beresp.http.Set-Cookie;

@@ -37,8 +37,8 @@ type Status struct {
 	GuestPages       int      `json:"guest_pages"`
 	GuestPrivate     int      `json:"guest_private"`
 	GuestPrivateURLs []string `json:"guest_private_urls"`
-	VarnishMode   string `json:"varnish_mode"` // varnish.mode: "active" or "label"
-	UptimeSeconds int64  `json:"uptime_seconds"`
+	VarnishMode      string   `json:"varnish_mode"` // varnish.mode: "active" or "label"
+	UptimeSeconds    int64    `json:"uptime_seconds"`
 
 	// LogWriteErrors counts the log lines that could not be written
 	// (metrics; not part of the JSON contract).

@@ -29,13 +29,18 @@ var varnishstatFields = []string{
 	"MAIN.s_pass",
 }
 
+// guestReqField are the requests heavy sends the gearshift daemon for
+// guest pages (profiles.guest_pages), one counter per loaded VCL that has
+// the backend: not the site's backend, so not in BackendReq.
+const guestReqField = "VBE.*.gearshift_guest.req"
+
 // VarnishCounters is one reading of a varnishd's traffic counters. All but
 // ThreadQueueLen only ever grow while varnishd's cache process runs; a
 // restart sets them back to zero.
 type VarnishCounters struct {
 	Uptime         uint64 // MAIN.uptime: seconds the cache process has been running
 	ClientReq      uint64 // MAIN.client_req: good client requests received
-	BackendReq     uint64 // MAIN.backend_req: backend requests made
+	BackendReq     uint64 // MAIN.backend_req less the asks to the gearshift daemon: requests to the site's backend
 	BackendFail    uint64 // MAIN.backend_fail: backend connection failures
 	SessDropped    uint64 // MAIN.sess_dropped: sessions dropped for want of a thread
 	SessQueued     uint64 // MAIN.sess_queued: sessions queued for a thread
@@ -90,7 +95,7 @@ func (v *Varnishstat) run(ctx context.Context) ([]byte, error) {
 	// -t 0: fail at once when varnishd is not running, instead of retrying
 	// the shared-memory attach for varnishstat's default five seconds.
 	args := []string{"-j", "-1", "-t", "0", "-n", v.Name}
-	for _, f := range varnishstatFields {
+	for _, f := range append(varnishstatFields, guestReqField) {
 		args = append(args, "-f", f)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -151,6 +156,19 @@ func parseVarnishstat(b []byte) (VarnishCounters, error) {
 			return VarnishCounters{}, fmt.Errorf("counter %s has no unsigned integer value", name)
 		}
 		*dst = *field.Value
+	}
+	// The daemon's guest-page asks (a VCL discarded takes its counter
+	// with it: the next reading's rate counts those asks once).
+	for name, raw := range counters {
+		if !strings.HasPrefix(name, "VBE.") || !strings.HasSuffix(name, ".gearshift_guest.req") {
+			continue
+		}
+		var field struct {
+			Value uint64 `json:"value"`
+		}
+		if json.Unmarshal(raw, &field) == nil {
+			c.BackendReq -= min(field.Value, c.BackendReq)
+		}
 	}
 	return c, nil
 }

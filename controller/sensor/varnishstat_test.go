@@ -30,6 +30,9 @@ func TestParseVarnishstat(t *testing.T) {
 		{file: "7.1-requests.json", want: VarnishCounters{Uptime: 3, ClientReq: 20, CacheMiss: 15, Pass: 5}},
 		{file: "7.1-backend-fail.json", want: VarnishCounters{Uptime: 4, ClientReq: 27, BackendFail: 7, CacheMiss: 3, Pass: 1}},
 		{file: "6.0-requests.json", want: VarnishCounters{Uptime: 86400, ClientReq: 1201, BackendReq: 310, BackendFail: 2, SessQueued: 5, ThreadQueueLen: 3, CacheHit: 880, CacheMiss: 250, Pass: 71}},
+		// 70 of the 310 backend requests were heavy's asks to the daemon
+		// for guest pages, in two loaded VCLs.
+		{file: "7.1-guest-asks.json", want: VarnishCounters{Uptime: 86400, ClientReq: 1201, BackendReq: 240, BackendFail: 2, SessQueued: 5, ThreadQueueLen: 3, CacheHit: 880, CacheMiss: 250, Pass: 71}},
 		{file: "7.1-no-counters.json", wantErr: "no counter MAIN.uptime"},
 		{file: "7.1-missing-counter.json", wantErr: "no counter MAIN.backend_fail"},
 		{file: "version-2.json", wantErr: "unknown format version 2"},
@@ -180,7 +183,7 @@ func TestVarnishstatBounds(t *testing.T) {
 			name: "arguments",
 			// The script answers only when called as Read promises to call it.
 			v: Varnishstat{Name: "/var/lib/varnish/www", Binary: writeScript(t,
-				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len -f MAIN.cache_hit -f MAIN.cache_miss -f MAIN.s_pass" ] || { echo "bad args: $*" >&2; exit 1; }
+				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len -f MAIN.cache_hit -f MAIN.cache_miss -f MAIN.s_pass -f VBE.*.gearshift_guest.req" ] || { echo "bad args: $*" >&2; exit 1; }
 cat `+fixture)},
 			want: VarnishCounters{Uptime: 3, ClientReq: 20, CacheMiss: 15, Pass: 5},
 		},

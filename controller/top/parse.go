@@ -24,7 +24,8 @@ type Request struct {
 	Cookie string // the cookie named in the detail (session, set_cookie); ""
 	Client string // see clientOf
 
-	reasons int // reason records seen; the profiles write one
+	reasons int  // reason records seen; the profiles write one
+	guestNo bool // heavy's ask to the daemon, answered no: not a backend request
 }
 
 // Tags are the varnishlog records a Request is read from.
@@ -53,7 +54,7 @@ func parseLog(r io.Reader, emit func(Request)) error {
 	var cur Request
 	open := false
 	flush := func() {
-		if open && (cur.URL != "" || cur.Method != "") {
+		if open && !cur.guestNo && (cur.URL != "" || cur.Method != "") {
 			emit(cur)
 		}
 		cur, open = Request{}, false
@@ -120,6 +121,9 @@ func (q *Request) add(tag, value string) {
 			q.Client = clientOf(v)
 		}
 	case "VCL_Log":
+		if value == profiles.GuestNoLog {
+			q.guestNo = true
+		}
 		if rest, ok := strings.CutPrefix(value, profiles.ReasonLog); ok {
 			if q.reasons++; q.reasons == 1 {
 				q.Reason, q.Detail, q.Cookie = parseReason(rest)

@@ -69,3 +69,19 @@ func TestClientOf(t *testing.T) {
 		}
 	}
 }
+
+// Heavy's ask to the daemon for a guest page, answered no, is a
+// transaction of its own before the retry at the backend: not counted; the
+// retry and a shared guest copy are.
+func TestParseLogLeavesOutGuestAsks(t *testing.T) {
+	in := "* << BeReq >> 5\n- BereqMethod GET\n- BereqURL /shop\n- VCL_Log gearshift-guest: no\n\n" +
+		"* << BeReq >> 6\n- BereqMethod GET\n- BereqURL /shop\n- VCL_Log gearshift-reason: set_cookie cookie=PHPSESSID\n\n" +
+		"* << BeReq >> 7\n- BereqMethod GET\n- BereqURL /article\n- VCL_Log gearshift-reason: guest\n\n"
+	var got []string
+	if err := parseLog(strings.NewReader(in), func(q Request) { got = append(got, q.URL+" "+q.Reason) }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/shop set_cookie", "/article guest"}; !slices.Equal(got, want) {
+		t.Errorf("parseLog = %q, want %q", got, want)
+	}
+}

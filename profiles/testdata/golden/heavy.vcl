@@ -459,6 +459,7 @@ sub gearshift_reason {
 sub vcl_backend_error {
     if (bereq.http.X-Gs-Guest == "ask") {
         # The daemon cannot be reached: the backend, at once.
+        std.log("gearshift-guest: no");
         return (retry);
     }
     if (!bereq.uncacheable) {
@@ -602,6 +603,8 @@ sub gearshift_ban_fields {
 # the backend instead.
 sub gearshift_guest_answer {
     if (beresp.status != 200 || beresp.http.X-Gs-Guest != "shared") {
+        # Not a backend request: readers of the reason log leave it out.
+        std.log("gearshift-guest: no");
         return (retry);
     }
     unset beresp.http.Set-Cookie;
