@@ -29,7 +29,7 @@ func startGuestSite(t *testing.T) *guestSite {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startSessionSiteWith(t, ln.Addr().String())
+	s := startSessionSiteWith(t, ln.Addr().String(), 0)
 	g := guest.New(guest.Options{Backend: fmt.Sprintf("127.0.0.1:%d", s.port), Timeout: 30 * time.Second})
 	srv := &http.Server{Handler: g}
 	go srv.Serve(ln)
@@ -200,5 +200,41 @@ func TestGuestPageStopsWhenItCarriesAToken(t *testing.T) {
 		if p := view(i); p.XCache() == "HIT" || !tokenRE.MatchString(p.Body) {
 			t.Errorf("view %d after the check: X-Cache %s, token shown: %v; want the visitor's own page", i, p.XCache(), tokenRE.MatchString(p.Body))
 		}
+	}
+}
+
+// BenchmarkGuestPages measures an article of the session site (a session
+// on every page, PHP's no-store) for visitors without cookies, through
+// light, heavy with guest_pages off and heavy with guest_pages auto (the
+// daemon's guest.Server), side by side: one bounded wrk run each, from an
+// empty cache, as req/s through Varnish and req/s reaching Apache (the
+// daemon's checks included: they go to Apache directly). The pages cost
+// 25 ms of CPU each, a CMS's (SITE_WORK_MS, as in make bench-surge).
+//
+//	go test ./profiles/apps -run '^$' -bench GuestPages -benchtime 1x
+func BenchmarkGuestPages(b *testing.B) {
+	wrk := lampstack.Need(b, "wrk", "wrk")["wrk"]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := startSessionSiteWith(b, ln.Addr().String(), 25)
+	g := guest.New(guest.Options{Backend: fmt.Sprintf("127.0.0.1:%d", s.port), Timeout: 30 * time.Second})
+	srv := &http.Server{Handler: g}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	off := s.config()
+	off.Profiles.GuestPages = "off"
+	lampstack.LoadProfiles(b, s.v, off, "off")
+	for _, run := range []struct{ name, vcl string }{
+		{"light", "gs-light"},
+		{"heavy-guest_pages_off", "gsoff-heavy"},
+		{"heavy-guest_pages_auto", "gs-heavy"},
+	} {
+		b.Run(run.name, func(b *testing.B) {
+			lampstack.Use(b, s.v, run.vcl)
+			g.Shift()
+			lampstack.Throughput(b, wrk, s.v, "/article.php?id=1", s.dir)
+		})
 	}
 }

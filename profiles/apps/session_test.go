@@ -25,12 +25,13 @@ type sessionSite struct {
 
 func startSessionSite(t testing.TB) *sessionSite {
 	t.Helper()
-	return startSessionSiteWith(t, "")
+	return startSessionSiteWith(t, "", 0)
 }
 
 // startSessionSiteWith starts the session site with the profiles'
-// guest_listen at guest ("": the default).
-func startSessionSiteWith(t testing.TB, guest string) *sessionSite {
+// guest_listen at guest ("": the default), its pages costing workMS
+// milliseconds of CPU each (SITE_WORK_MS; 0: none).
+func startSessionSiteWith(t testing.TB, guest string, workMS int) *sessionSite {
 	t.Helper()
 	bin := lampstack.Need(t, "apache2, libapache2-mod-php", lampstack.ApachePrograms...)
 	st := startVarnish(t)
@@ -58,7 +59,7 @@ func startSessionSiteWith(t testing.TB, guest string) *sessionSite {
 
 	s.port = lampstack.FreePort(t)
 	lampstack.StartApache(t, lampstack.Apache{Dir: st.dir, Root: root, Port: s.port, Probe: "/style.css",
-		Conf: "SetEnv SITE_DATA " + data}, bin)
+		Conf: fmt.Sprintf("SetEnv SITE_DATA %s\nSetEnv SITE_WORK_MS %d", data, workMS)}, bin)
 	st.loadDefaults(t, s.port)
 	return s
 }
