@@ -40,22 +40,8 @@ func TestGuestPagesThroughTheDaemon(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	v := varnishtest.Start(t, varnishtest.Config{})
-	path, cfg := testConfig(t, v, func(cfg *config.Config) {
+	d := startDaemonOn(t, v, func(cfg *config.Config) {
 		cfg.Backend = profiles.BackendAt("127.0.0.1", srv.Listener.Addr().(*net.TCPAddr).Port)
-	})
-	d := spawnDaemon(t, v, path)
-	d.cfg = cfg
-	t.Cleanup(func() {
-		if d.running() {
-			d.gs("stop")
-		}
-	})
-	d.eventually("daemon in sync on light", 90*time.Second, func() error {
-		s, err := d.status()
-		if err != nil {
-			return err
-		}
-		return inSync(s, "light")
 	})
 	if _, errOut, code := d.gs("force", "heavy"); code != 0 {
 		t.Fatalf("force heavy: exit %d: %s", code, errOut)

@@ -23,17 +23,19 @@ type guestSite struct {
 	guest *guest.Server
 }
 
-func startGuestSite(t *testing.T) *guestSite {
-	t.Helper()
+// startGuestSite starts the session site, its pages costing workMS of
+// CPU each, and a guest.Server the profiles ask.
+func startGuestSite(tb testing.TB, workMS int) *guestSite {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	s := startSessionSiteWith(t, ln.Addr().String(), 0)
+	s := startSessionSiteWith(tb, ln.Addr().String(), workMS)
 	g := guest.New(guest.Options{Backend: fmt.Sprintf("127.0.0.1:%d", s.port), Timeout: 30 * time.Second})
 	srv := &http.Server{Handler: g}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	tb.Cleanup(func() { srv.Close() })
 	return &guestSite{sessionSite: s, guest: g}
 }
 
@@ -68,7 +70,7 @@ func (sec secrets) note(t *testing.T, who string, p lampstack.Page) {
 // whose token is in a <meta> tag are never shared and work; no visitor
 // gets another's session or token; signed-in users see their own pages.
 func TestGuestPages(t *testing.T) {
-	s := startGuestSite(t)
+	s := startGuestSite(t, 0)
 	lampstack.Use(t, s.v, "gs-heavy")
 	sec := secrets{}
 	n := 0
@@ -160,7 +162,7 @@ func TestGuestPages(t *testing.T) {
 // carry the session's token is no longer shared once its copy is checked
 // again (heavy_min_ttl, here 2 s).
 func TestGuestPageStopsWhenItCarriesAToken(t *testing.T) {
-	s := startGuestSite(t)
+	s := startGuestSite(t, 0)
 	cfg := s.config()
 	cfg.Profiles.HeavyMinTTL = timefmt.Duration(2 * time.Second)
 	lampstack.LoadProfiles(t, s.v, cfg, "fast")
@@ -214,15 +216,7 @@ func TestGuestPageStopsWhenItCarriesAToken(t *testing.T) {
 //	go test ./profiles/apps -run '^$' -bench GuestPages -benchtime 1x
 func BenchmarkGuestPages(b *testing.B) {
 	wrk := lampstack.Need(b, "wrk", "wrk")["wrk"]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := startSessionSiteWith(b, ln.Addr().String(), 25)
-	g := guest.New(guest.Options{Backend: fmt.Sprintf("127.0.0.1:%d", s.port), Timeout: 30 * time.Second})
-	srv := &http.Server{Handler: g}
-	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Close() })
+	s := startGuestSite(b, 25)
 	off := s.config()
 	off.Profiles.GuestPages = "off"
 	lampstack.LoadProfiles(b, s.v, off, "off")
@@ -233,7 +227,7 @@ func BenchmarkGuestPages(b *testing.B) {
 	} {
 		b.Run(run.name, func(b *testing.B) {
 			lampstack.Use(b, s.v, run.vcl)
-			g.Shift()
+			s.guest.Shift()
 			lampstack.Throughput(b, wrk, s.v, "/article.php?id=1", s.dir)
 		})
 	}
