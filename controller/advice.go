@@ -43,6 +43,7 @@ type adviser struct {
 	guests func() bool // profiles.guest_pages is auto in the config in force
 
 	highSince time.Time // backend_share has been high since; zero: it is not
+	lowSince  time.Time // with advice in force, backend_share has been low since; zero: it is not
 	running   bool
 	lastRead  time.Time // when the last read ended
 	fails     int
@@ -75,11 +76,24 @@ func (a *adviser) step(ctx context.Context, now time.Time, d state.Decision, wai
 	if d.State == state.Light {
 		a.incident = ""
 	}
-	if d.State == state.Light || !ok || share < AdviceShare {
-		a.highSince = time.Time{}
+	if d.State == state.Light {
+		a.highSince, a.lowSince = time.Time{}, time.Time{}
 		a.clear()
 		return
 	}
+	if !ok || share < AdviceShare {
+		// The advice goes once the share has stayed low for the wait: a
+		// poll or two of little traffic (a small sample) is no cure.
+		a.highSince = time.Time{}
+		if a.lowSince.IsZero() {
+			a.lowSince = now
+		}
+		if a.line == "" || now.Sub(a.lowSince) >= wait {
+			a.clear()
+		}
+		return
+	}
+	a.lowSince = time.Time{}
 	if a.highSince.IsZero() {
 		a.highSince = now
 	}

@@ -71,12 +71,23 @@ func TestAdviser(t *testing.T) {
 		t.Errorf("after a failing read: %d reads, advice %q, log %v", reads, a.line, logs.All())
 	}
 	err = nil
-	// The share falls: the advice goes; the incident's stays for the hooks.
+	// The share dips for a poll: the advice stays. It falls for the
+	// wait: the advice goes; the incident's stays for the hooks.
+	step(6*time.Minute+30*time.Second, dec(state.Heavy, 0.05))
+	step(6*time.Minute+31*time.Second, dec(state.Heavy, 0.62))
 	step(7*time.Minute, dec(state.Heavy, 0.05))
-	if a.line != "" || len(a.env()) != 1 || a.env()[0] != HookEnvAdvice+"="+want {
-		t.Errorf("share fell: advice %q, hook env %q", a.line, a.env())
+	if a.line != want {
+		t.Errorf("a dip of the share for a poll cleared the advice: %q", a.line)
 	}
-	step(8*time.Minute, dec(state.Light, 0.9))
+	step(7*time.Minute+30*time.Second, dec(state.Heavy, 0.05))
+	if a.line != want {
+		t.Errorf("the share low for 30s (the wait is %s) cleared the advice: %q", wait, a.line)
+	}
+	step(8*time.Minute, dec(state.Heavy, 0.05))
+	if a.line != "" || len(a.env()) != 1 || a.env()[0] != HookEnvAdvice+"="+want {
+		t.Errorf("share fell for the wait: advice %q, hook env %q", a.line, a.env())
+	}
+	step(9*time.Minute, dec(state.Light, 0.9))
 	if a.line != "" || a.env() != nil {
 		t.Errorf("in light: advice %q, hook env %q", a.line, a.env())
 	}
