@@ -23,9 +23,10 @@ import (
 //
 // So the run queue is read apart from the poll: a thread of its own,
 // woken by the kernel's timer rather than the Go scheduler, reads it about
-// ten times a second, at random spacings, with plain system calls, counts at once the daemon's own
-// tasks that are running or blocked, and subtracts them; a poll takes the
-// mean of the reads since the one before. See docs/signals.md.
+// ten times a second, at random spacings, with plain system calls, counts
+// at once the daemon's own tasks that are running or blocked or ran during
+// the read, and subtracts them; a poll takes the mean of the reads since
+// the one before. See docs/signals.md.
 
 // runQueueEvery is the mean spacing of the background reads. Each spacing
 // is drawn from 50% to 150% of it: reads at a fixed period would keep
