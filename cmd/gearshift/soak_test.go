@@ -31,14 +31,11 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/history"
 	"github.com/gearshift/gearshift/controller/logging"
-	"github.com/gearshift/gearshift/controller/report"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
@@ -1165,21 +1162,7 @@ func (s *soak) chart(t *testing.T, file string, shifts []shift) {
 			soakLine{"commanded", commanded, grey},
 			soakLine{"seen in Varnish", seen, green}),
 	}
-	w, h := vg.Length(report.DefaultWidth), vg.Length(180*len(rows))
-	c := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(report.PNGDPI), vgimg.UseBackgroundColor(color.White))
-	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: 6, PadBottom: 6, PadLeft: 6, PadRight: 10, PadY: 4}
-	canvases := plot.Align(rows, tiles, draw.New(c))
-	for i := range rows {
-		rows[i][0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(f); err != nil {
-		t.Fatalf("write %s: %v", file, err)
-	}
+	writePanels(t, file, rows, vg.Length(180*len(rows)), 4)
 }
 
 type soakLine struct {

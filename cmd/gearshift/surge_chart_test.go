@@ -40,11 +40,16 @@ func (rep *surgeReport) chart(tb testing.TB, file string) {
 		rates, p99 := r.panels(rep)
 		rows = append(rows, []*plot.Plot{rates}, []*plot.Plot{p99})
 	}
-	w, h := vg.Length(report.DefaultWidth), vg.Length(230*len(runs))
-	c := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(report.PNGDPI), vgimg.UseBackgroundColor(color.White))
-	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: 6, PadBottom: 6, PadLeft: 6, PadRight: 10, PadY: 2}
-	canvases := plot.Align(rows, tiles, dc)
+	writePanels(tb, file, rows, vg.Length(230*len(runs)), 2)
+}
+
+// writePanels writes rows, one plot each, stacked and aligned, to the PNG
+// file, height high with padY between the panels.
+func writePanels(tb testing.TB, file string, rows [][]*plot.Plot, height vg.Length, padY vg.Length) {
+	tb.Helper()
+	c := vgimg.NewWith(vgimg.UseWH(vg.Length(report.DefaultWidth), height), vgimg.UseDPI(report.PNGDPI), vgimg.UseBackgroundColor(color.White))
+	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: 6, PadBottom: 6, PadLeft: 6, PadRight: 10, PadY: padY}
+	canvases := plot.Align(rows, tiles, draw.New(c))
 	for i := range rows {
 		rows[i][0].Draw(canvases[i][0])
 	}
