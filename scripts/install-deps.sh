@@ -8,7 +8,9 @@
 # (promtool, and a server the metrics tests start on their own port); and
 # the Go modules; prometheus-mysqld-exporter for the fleet test (a shared
 # database's pressure as a signal); chromium, a headless browser for the
-# status page's test.
+# status page's test; varnish-modules (xkey and vsthrottle: session pages
+# dropped by tag, the per-client budget); php8.2-fpm, the PHP-FPM stack the
+# tests also run on.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,9 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v jq >/dev/null 2>&1 || need+=(jq) # the signals benchmark reads status --json
 command -v gnuplot >/dev/null 2>&1 || need+=(gnuplot-nox) # make bench's chart
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+for pkg in varnish-modules php8.2-fpm; do
+	installed "$pkg" || need+=("$pkg")
+done
 for pkg in wordpress wordpress-theme-twentytwentyone mariadb-server php-mysql mediawiki phpmyadmin; do
 	installed "$pkg" || need+=("$pkg")
 done
