@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,26 @@ func PurgeBan(rawURL string, p *profiles.Options) ([]string, error) {
 	// The URL as a client sends it, escaped: no white space, as a ban
 	// argument needs.
 	return []string{"obj.http.X-Gs-Host", "==", host, "&&", "obj.http.X-Gs-Url", "==", p.CacheURL(escapeSpace(u.RequestURI()))}, nil
+}
+
+// tagRE is one tag a backend's xkey or Surrogate-Key header gives a page.
+var tagRE = regexp.MustCompile(`^[A-Za-z0-9_.:=%/+-]+$`)
+
+// TagBan returns the ban words that drop every page tagged with one of
+// tags (the backend's xkey or Surrogate-Key response headers, which the
+// profiles keep in the object's xkey header), on any host.
+func TagBan(tags []string) ([]string, error) {
+	if len(tags) == 0 {
+		return nil, errors.New("no tag to purge: give one, as in --tag product-42")
+	}
+	quoted := make([]string, len(tags))
+	for i, t := range tags {
+		if !tagRE.MatchString(t) {
+			return nil, fmt.Errorf("%q is not a tag: letters, digits and _.:=%%/+- only, as the backend's xkey header gives them", t)
+		}
+		quoted[i] = regexp.QuoteMeta(t)
+	}
+	return []string{"obj.http.xkey", "~", "(^|[[:space:],])(" + strings.Join(quoted, "|") + ")([[:space:],]|$)"}, nil
 }
 
 // escapeSpace percent-encodes the white space Go leaves in a query: a

@@ -18,6 +18,9 @@ type CheckResult struct {
 	Target  string // the admin address
 	Profile profiles.Profile
 	Err     error // nil: it compiled, and was discarded again
+	// Plain: the Varnish has no varnish-modules, and this is the
+	// profile's Plain twin, which the daemon loads there.
+	Plain bool
 }
 
 // CheckProfiles compiles every profile of set in every target of cfg under a
@@ -43,7 +46,14 @@ func CheckProfiles(ctx context.Context, cfg *config.Config, set profiles.Set, ea
 			}
 		}
 		for _, p := range set {
-			each(CheckResult{Target: t.Admin, Profile: p, Err: checkProfile(ctx, c, p)})
+			err := checkProfile(ctx, c, p)
+			if plain, ok := p.Plain(); ok && profiles.MissingModules(err) {
+				// What the daemon loads into this Varnish instead.
+				p, err = plain, checkProfile(ctx, c, plain)
+				each(CheckResult{Target: t.Admin, Profile: p, Err: err, Plain: true})
+				continue
+			}
+			each(CheckResult{Target: t.Admin, Profile: p, Err: err})
 		}
 		c.Close()
 	}
@@ -59,7 +69,7 @@ func checkProfile(ctx context.Context, c *varnishadm.Client, p profiles.Profile)
 	// Cold: compiled and loaded, but no backend or probe is started.
 	name := profiles.NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
 	if err := c.VCLInline(ctx, name, p.VCL, "cold"); err != nil {
-		return err
+		return redact(err, &p)
 	}
 	if err := c.VCLDiscard(ctx, name); err != nil {
 		return fmt.Errorf("%s compiled, but discarding it failed (discard it with `varnishadm vcl.discard %s`): %w", name, name, err)

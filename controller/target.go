@@ -74,6 +74,33 @@ type target struct {
 	retryAt   time.Time
 	downSince time.Time
 	noDiscard map[string]bool // discards Varnish refused, not retried
+	// plain: this Varnish cannot import varnish-modules; it runs the
+	// profiles' Plain twins. Learned from its compiler, tried again once
+	// the manager may have changed (a new admin session).
+	plain         bool
+	plainSessions int64 // t.conn.Sessions() when plain was learned
+}
+
+// profiles is set, or its Plain twins for a Varnish without
+// varnish-modules.
+func (t *target) profiles(set *profiles.Set) *profiles.Set {
+	if t.plain {
+		return set.Plain()
+	}
+	return set
+}
+
+// learnPlain reports whether err is this Varnish's compiler refusing
+// varnish-modules while the full profiles were tried; the target then
+// runs the Plain twins, and says so once.
+func (t *target) learnPlain(err error) bool {
+	if t.plain || !profiles.MissingModules(err) {
+		return false
+	}
+	t.plain, t.plainSessions = true, t.conn.Sessions()
+	t.log.Warn("varnish-modules (xkey, vsthrottle) are missing in this Varnish: " +
+		"its profiles drop a session's pages with bans and keep no client budget (apt install varnish-modules)")
+	return true
 }
 
 // makeTargets returns the targets of cfg, reusing those of old with the
@@ -212,7 +239,13 @@ func (t *target) sync(ctx context.Context, now time.Time, set *profiles.Set, wan
 	// command that timed out is not sent again. The target only decides
 	// when to try again (backoff) and tells a re-dialled session by
 	// Sessions.
-	ms, switched, err := t.reconcile(ctx, now, set, want)
+	if t.plain && t.conn.Sessions() != t.plainSessions {
+		t.plain = false // a new session: perhaps a manager with the modules
+	}
+	ms, switched, err := t.reconcile(ctx, now, t.profiles(set), want)
+	if err != nil && t.learnPlain(err) {
+		ms, switched, err = t.reconcile(ctx, now, t.profiles(set), want)
+	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Stopping (or the request gave up): not Varnish's fault.
@@ -453,7 +486,7 @@ func (t *target) load(ctx context.Context, p profiles.Profile) error {
 	cctx, cancel := t.cmdCtx(ctx, true)
 	defer cancel()
 	if err := t.conn.VCLInline(cctx, p.Name, p.VCL, "warm"); err != nil {
-		return fmt.Errorf("load profile %s into %s: %w", p.Name, t.addr, err)
+		return fmt.Errorf("load profile %s into %s: %w", p.Name, t.addr, redact(err, &p))
 	}
 	delete(t.noDiscard, p.Name)
 	return nil
@@ -505,6 +538,15 @@ func isCommandError(err error) bool {
 // preload loads the profiles of set into a connected, healthy target, and
 // returns the names it loaded (to be discarded if the reload is abandoned).
 func (t *target) preload(ctx context.Context, set *profiles.Set) ([]string, error) {
+	loaded, err := t.preloadSet(ctx, t.profiles(set))
+	if err != nil && t.learnPlain(err) {
+		t.unload(ctx, loaded)
+		return t.preloadSet(ctx, t.profiles(set))
+	}
+	return loaded, err
+}
+
+func (t *target) preloadSet(ctx context.Context, set *profiles.Set) ([]string, error) {
 	if t.conn == nil || t.failures > 0 {
 		return nil, nil
 	}
@@ -541,4 +583,17 @@ func (t *target) unload(ctx context.Context, names []string) {
 		}
 		cancel()
 	}
+}
+
+// redact returns err with the purge token p holds left out of Varnish's
+// answer (a compiler's message quotes the line at fault).
+func redact(err error, p *profiles.Profile) error {
+	var ce *varnishadm.CLIError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if text := p.Redact(ce.Text); text != ce.Text {
+		return &varnishadm.CLIError{Status: ce.Status, Text: text}
+	}
+	return err
 }

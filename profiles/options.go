@@ -3,6 +3,7 @@ package profiles
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"regexp"
@@ -35,6 +36,10 @@ type Options struct {
 	StaticExtensions []string `yaml:"static_extensions"` // file extensions cached as static objects in every gear
 	NeverCache       []string `yaml:"never_cache"`       // path regexes never cached, in any gear
 	PurgeACL         []string `yaml:"purge_acl"`         // addresses or CIDRs that may send PURGE
+	// PurgeTokenFile holds the secret a PURGE or BAN over HTTP must carry
+	// in X-Purge-Token; "": only a purge_acl client that did not come
+	// through a proxy may send one.
+	PurgeTokenFile string `yaml:"purge_token_file"`
 	// TrustedProxies are the proxies in front of Varnish (a TLS
 	// terminator, a CDN) whose X-Forwarded-For and X-Forwarded-Proto
 	// are kept; everyone else's are replaced or dropped.
@@ -43,6 +48,9 @@ type Options struct {
 	// is piped to the backend; []: none, an Upgrade is dropped.
 	WebsocketPaths []string `yaml:"websocket_paths"`
 	PassHeaders    []string `yaml:"pass_headers"` // request headers that make a request uncacheable
+	// ClientBudget bounds each client's backend-bound requests (misses
+	// and passes) in moderate and heavy; a rate of 0: no budget.
+	ClientBudget Budget `yaml:"client_budget"`
 	// ModerateHeuristicTTL is moderate's TTL for anonymous responses with no
 	// freshness information; 0: none.
 	ModerateHeuristicTTL timefmt.Duration `yaml:"moderate_heuristic_ttl"`
@@ -67,6 +75,19 @@ type Options struct {
 	Moderate    Source `yaml:"moderate"`
 	Heavy       Source `yaml:"heavy"`
 }
+
+// Budget is a token bucket: Rate requests a second, Burst at once.
+type Budget struct {
+	Rate  float64 `yaml:"rate"`  // requests a second, sustained; 0: no budget
+	Burst int     `yaml:"burst"` // requests at once, after a quiet spell
+}
+
+// DefaultBudget is profiles.client_budget's default: 10 backend-bound
+// requests a second and 100 at once, per client. A person reading a site
+// sends a page a few seconds apart, and a page's uncached requests (an
+// editor's screen, a shop's cart) come in bursts of tens, each far under
+// it; a client over it for long is a script.
+var DefaultBudget = Budget{Rate: 10, Burst: 100}
 
 // Sources returns each gear's source, by state. A gear added to state.All
 // fails to compile here until it has its field in Options.
@@ -111,6 +132,13 @@ type Site struct {
 	Options     Options
 	Backend     Backend
 	SecretFiles []string
+	// NoModules renders for a Varnish without varnish-modules (xkey,
+	// vsthrottle): a session's pages dropped by a ban, no client budget.
+	// Build renders both.
+	NoModules bool
+	// PurgeToken is the trimmed content of profiles.purge_token_file;
+	// Build reads it.
+	PurgeToken string
 }
 
 // Label is the VCL label gearshift keeps pointed at the current gear's
@@ -133,6 +161,7 @@ func DefaultOptions() Options {
 		PurgeACL:             []string{"127.0.0.1", "::1"},
 		TrustedProxies:       []string{"127.0.0.1", "::1"},
 		PassHeaders:          []string{"Authorization", "X-WP-Nonce", "X-CSRF-Token"},
+		ClientBudget:         DefaultBudget,
 		ModerateHeuristicTTL: timefmt.Duration(30 * time.Second),
 		DropQueryParams:      DefaultDropQueryParams(),
 		SortQuery:            true,
@@ -330,6 +359,13 @@ func (p *Options) Check(problem func(key, format string, args ...any)) {
 		if _, err := netip.ParseAddrPort(p.GuestListen); err != nil {
 			problem("profiles.guest_listen", "%q is not an IP address and port (e.g. %s)", p.GuestListen, DefaultGuestListen)
 		}
+	}
+	if b := p.ClientBudget; b.Rate < 0 || math.IsNaN(b.Rate) || math.IsInf(b.Rate, 0) {
+		problem("profiles.client_budget.rate", "must be a number of requests a second, 0 (no budget) or more, got %v", b.Rate)
+	} else if b.Rate > 0 && b.Burst < 1 {
+		problem("profiles.client_budget.burst", "must be 1 or more requests with a rate above 0, got %d", b.Burst)
+	} else if b.Rate > 0 && float64(b.Burst)/b.Rate > 24*3600 {
+		problem("profiles.client_budget", "burst %d at rate %v takes more than a day to refill: raise the rate", b.Burst, b.Rate)
 	}
 	for i, w := range p.WebsocketPaths {
 		if !probeURLRE.MatchString(w) || strings.ContainsAny(w, "?#{}") {

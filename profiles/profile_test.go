@@ -113,6 +113,12 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("vary"); v != "" {
 		w.Header().Set("Vary", v)
 	}
+	if v := q.Get("xkey"); v != "" {
+		w.Header().Set("xkey", v)
+	}
+	if v := q.Get("skey"); v != "" {
+		w.Header().Set("Surrogate-Key", v)
+	}
 	if v := q.Get("loc"); v != "" {
 		w.Header().Set("Location", v)
 	}

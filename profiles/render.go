@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -29,15 +31,48 @@ type Profile struct {
 	Name   string // "gearshift-<state>-<first 8 hex of sha256(VCL)>"
 	VCL    string // the full program text
 	Source string // SourceBuiltin or the vcl_file path
+	// plainVCL is the text for a Varnish without varnish-modules (see
+	// Site.NoModules); "" for a vcl_file, used as it is everywhere.
+	plainVCL string
+	token    string // the purge token the text holds, for Redact
+}
+
+// Plain returns the profile for a Varnish without varnish-modules, and
+// whether it differs from p.
+func (p Profile) Plain() (Profile, bool) {
+	if p.plainVCL == "" || p.plainVCL == p.VCL {
+		return p, false
+	}
+	plain := p
+	plain.VCL, plain.Name, plain.plainVCL = p.plainVCL, Name(p.State, p.plainVCL), ""
+	return plain, true
 }
 
 // Set is a profile for each gear, indexed by state.State.
 type Set [len(state.All)]Profile
 
+// Plain returns the profiles to load into a Varnish without
+// varnish-modules.
+func (set *Set) Plain() *Set {
+	var plain Set
+	for i, p := range set {
+		plain[i], _ = p.Plain()
+	}
+	return &plain
+}
+
 // Build renders each gear's profile, or reads its vcl_file verbatim when one
-// is configured. site must be checked (the config's validation does): the
-// rendering trusts it. Errors name the config key at fault.
+// is configured, with its Plain twin. It reads profiles.purge_token_file.
+// site must be checked (the config's validation does): the rendering
+// trusts it. Errors name the config key at fault.
 func Build(site Site) (Set, error) {
+	if f := site.Options.PurgeTokenFile; f != "" && site.PurgeToken == "" {
+		token, err := ReadPurgeToken(f)
+		if err != nil {
+			return Set{}, fmt.Errorf("profiles.purge_token_file: %w", err)
+		}
+		site.PurgeToken = token
+	}
 	var set Set
 	for _, s := range state.All {
 		p := Profile{State: s, Source: SourceBuiltin}
@@ -59,8 +94,14 @@ func Build(site Site) (Set, error) {
 				return Set{}, err
 			}
 			p.VCL = text
+			plainSite := site
+			plainSite.NoModules = true
+			if p.plainVCL, err = Render(plainSite, s); err != nil {
+				return Set{}, err
+			}
 		}
 		p.Name = Name(s, p.VCL)
+		p.token = site.PurgeToken
 		set[s] = p
 	}
 	return set, nil
@@ -139,6 +180,20 @@ type vclData struct {
 	Guest            *vclGuest // heavy with guest_pages auto; nil otherwise
 	GuestTimeout     string    // how long the daemon may take: its two fetches
 	GuestNoLog       string    // GuestNoLog
+
+	Modules    bool       // varnish-modules' xkey and vsthrottle are imported
+	Budget     *vclBudget // moderate and heavy with modules and a client_budget; nil otherwise
+	PurgeToken string     // the purge token as a VCL string; "" for none
+	TagRE      string     // a regex matching a list of tags (an xkey header)
+	Hops       []int      // one per proxy gearshift_client looks through
+}
+
+// vclBudget is profiles.client_budget as vsthrottle's arguments: Limit
+// requests per Period is a bucket of Limit refilled at the rate.
+type vclBudget struct {
+	Limit  int
+	Period string // a VCL duration
+	Retry  string // Retry-After, in seconds: the time one request's token takes
 }
 
 // vclGuest is profiles.guest_listen, where heavy asks the daemon for
@@ -300,6 +355,20 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 		d.GuestNoLog = GuestNoLog
 	}
 
+	d.Modules = !site.NoModules
+	if b := p.ClientBudget; d.Modules && b.Rate > 0 && s != state.Light {
+		d.Budget = &vclBudget{
+			Limit:  b.Burst,
+			Period: vclDuration((time.Duration(float64(b.Burst) / b.Rate * float64(time.Second))).Round(time.Millisecond)),
+			Retry:  strconv.Itoa(int(math.Ceil(1 / b.Rate))),
+		}
+		d.Hops = make([]int, maxProxyHops)
+	}
+	if site.PurgeToken != "" {
+		d.PurgeToken = `{"` + site.PurgeToken + `"}`
+	}
+	d.TagRE = tagListRE
+
 	if d.ModerateHeuristicTTL == "0s" {
 		d.ModerateHeuristicTTL = ""
 	}
@@ -331,6 +400,14 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 	}
 	return d, nil
 }
+
+// maxProxyHops is how many trusted proxies in a row gearshift_client
+// looks through for the client (a CDN, a load balancer, a TLS terminator).
+const maxProxyHops = 4
+
+// tagListRE matches an xkey or Surrogate-Key header a PURGE may carry:
+// tags of letters, digits and _.:=%/+-, separated by spaces or commas.
+const tagListRE = `^[\s,]*[A-Za-z0-9_.:=%/+-]+(?:[\s,]+[A-Za-z0-9_.:=%/+-]+)*[\s,]*$`
 
 // cookiesRE is a group matching exactly the cookie names of globs; "" for
 // none. key names the config list in an error.

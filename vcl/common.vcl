@@ -6,6 +6,12 @@ vcl 4.1;
 # profiles.{{.State}}.vcl_file to use your own program), not this text.
 
 import std;
+{{- if .Modules}}
+# varnish-modules: xkey drops the pages of a tag (a session's, a site's)
+# without a ban; vsthrottle keeps each client's budget.
+import xkey;
+import vsthrottle;
+{{- end}}
 
 # The backend, twice, each with a connection limit: a fetch over it fails
 # at once instead of queueing in front of PHP (backend.max_connections).
@@ -129,6 +135,13 @@ sub gearshift_recv {
         unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
         unset req.http.X-Gs-Guest;
+        unset req.http.X-Gs-Client;
+        unset req.http.X-Gs-Budget;
+        unset req.http.X-Gs-Over;
+        unset req.http.X-Gs-Tags;
+{{- if .Budget}}
+        call gearshift_client;
+{{- end}}
     }
     set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
@@ -184,7 +197,45 @@ sub gearshift_recv {
         if (client.ip !~ gearshift_purgers) {
             return (synth(405, "Not allowed"));
         }
+{{- if .PurgeToken}}
+        # The secret of profiles.purge_token_file: the address alone says
+        # nothing behind a proxy on the same host, or beside other sites'
+        # scripts.
+        if (req.http.X-Purge-Token != {{.PurgeToken}}) {
+            return (synth(403, "A " + req.method + " needs the X-Purge-Token of profiles.purge_token_file"));
+        }
+{{- else}}
+        # No purge_token_file: only a client of the ACL that came straight,
+        # not one a proxy forwarded (its X-Forwarded-For names someone
+        # else: a same-host TLS terminator's visitor).
+        if (req.http.X-Forwarded-For ~ ",") {
+            return (synth(403, "A " + req.method + " through a proxy needs the X-Purge-Token of profiles.purge_token_file"));
+        }
+{{- end}}
+        unset req.http.X-Purge-Token;
         unset req.http.Cookie;
+        if (req.method == "PURGE" && (req.http.xkey || req.http.Surrogate-Key)) {
+            # Tags: every page the backend tagged with one (xkey or
+            # Surrogate-Key response headers), on this Varnish.
+            std.collect(req.http.xkey, " ");
+            std.collect(req.http.Surrogate-Key, " ");
+            set req.http.X-Gs-Tags = req.http.xkey + " " + req.http.Surrogate-Key;
+            if (req.http.X-Gs-Tags !~ {"{{.TagRE}}"}) {
+                return (synth(400, "A PURGE's xkey header holds tags: letters, digits and _.:=%/+- separated by spaces or commas"));
+            }
+{{- if .Modules}}
+            set req.http.X-Gs-Tags = xkey.purge(req.http.X-Gs-Tags);
+            return (synth(200, "Purged " + req.http.X-Gs-Tags + " objects"));
+{{- else}}
+            # Without xkey, a ban on the tags the objects hold.
+            set req.http.X-Gs-Tags = regsuball(regsuball(req.http.X-Gs-Tags, "^[\s,]+|[\s,]+$", ""), "[\s,]+", "|");
+            set req.http.X-Gs-Tags = regsuball(req.http.X-Gs-Tags, "([.+])", "[\1]");
+            if (!std.ban("obj.http.xkey ~ (^|[[:space:],])(" + req.http.X-Gs-Tags + ")([[:space:],]|$)")) {
+                return (synth(400, "Purge refused: " + std.ban_error()));
+            }
+            return (synth(200, "Purged"));
+{{- end}}
+        }
         # Ban arguments are bare words, split at white space (Varnish's ban
         # parser has no quoting): a Host with white space could not be
         # matched, or would add conditions of its own. A request line's
@@ -209,6 +260,7 @@ sub gearshift_recv {
         return (synth(405, "Not allowed"));
 {{- end}}
     }
+    unset req.http.X-Purge-Token;
 
     # Apache's status pages list other visitors' addresses and URLs: only
     # for purge_acl, never cached. The path is matched however it is
@@ -343,6 +395,69 @@ sub gearshift_stale_if_error {
     }
 }
 
+# Asked for again from the cache alone, and no copy there: the error that
+# sent it, or 429 for a client over its budget.
+sub gearshift_no_copy {
+{{- if .Budget}}
+    if (req.http.X-Gs-Over) {
+        return (synth(429, "Too Many Requests"));
+    }
+{{- end}}
+    return (synth(503, "Backend fetch failed"));
+}
+
+{{ end -}}
+{{- if .Budget}}
+# The client a budget counts (profiles.client_budget): the peer, or, from
+# a proxy of trusted_proxies, the address that proxy got the request from
+# (X-Forwarded-For, right to left: Varnish appended the peer itself,
+# and what a visitor wrote on the left is never reached while a proxy's
+# entry follows it). Four proxies deep at most. A client of purge_acl
+# has no budget: X-Gs-Client is left unset.
+sub gearshift_client {
+    set req.http.X-Gs-Client = client.ip;
+{{- if .TrustedProxies}}
+    if (client.ip ~ gearshift_trusted) {
+        set req.http.X-Gs-Hops = regsub(req.http.X-Forwarded-For, "\s*,?[^,]*$", "");
+{{- range $i := .Hops}}
+        if (req.http.X-Gs-Hops ~ "[^\s,]" && std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_trusted) {
+            set req.http.X-Gs-Client = regsub(req.http.X-Gs-Hops, "^(?:.*,)?\s*([^,\s]*)\s*$", "\1");
+            set req.http.X-Gs-Hops = regsub(req.http.X-Gs-Hops, "\s*,?[^,]*$", "");
+        }
+{{- end}}
+        unset req.http.X-Gs-Hops;
+    }
+{{- end}}
+{{- if .PurgeACL}}
+    if (std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_purgers) {
+        unset req.http.X-Gs-Client;
+    }
+{{- end}}
+}
+
+# A miss or a pass costs the backend a request: a client over its budget
+# gets a stored copy when there is one (asked for again from the cache
+# alone, as for stale_if_error), else 429 with Retry-After. Counted once
+# per request, whatever its restarts.
+sub gearshift_budget {
+    if (req.http.X-Gs-Client && !req.http.X-Gs-Budget) {
+        set req.http.X-Gs-Budget = "1";
+        if (vsthrottle.is_denied("gearshift:" + req.http.X-Gs-Client, {{.Budget.Limit}}, {{.Budget.Period}})) {
+            set req.http.X-Gs-Over = "1";
+            set req.http.X-Gs-Reason = {{reason "over_budget"}} + " client=" + req.http.X-Gs-Client;
+            {{logReason "req.http.X-Gs-Reason"}}
+            unset req.http.X-Gs-Reason;
+{{- if .StaleIfError}}
+            if (req.http.X-Gs-Anon && req.restarts < 3) {
+                set req.http.X-Gs-Stale = "1";
+                return (restart);
+            }
+{{- end}}
+            return (synth(429, "Too Many Requests"));
+        }
+    }
+}
+
 {{ end -}}
 # Marks a session's uncacheable request: once it is answered, vcl_deliver
 # bans the objects tagged with that session (X-Gs-Sid), in whatever gear
@@ -389,7 +504,7 @@ sub vcl_hit {
     # page's copy younger than stale_if_error rather than the error.
     if (req.http.X-Gs-Stale) {
         if (obj.age > {{.StaleIfError}}) {
-            return (synth(503, "Backend fetch failed"));
+            call gearshift_no_copy;
         }
         set req.http.X-Gs-Cache = "STALE";
         return (deliver);
@@ -407,8 +522,11 @@ sub vcl_miss {
     if (req.http.X-Gs-Stale) {
         # No copy to serve for the failed request: its error, without
         # asking the backend again.
-        return (synth(503, "Backend fetch failed"));
+        call gearshift_no_copy;
     }
+{{- end}}
+{{- if .Budget}}
+    call gearshift_budget;
 {{- end}}
 }
 
@@ -416,8 +534,11 @@ sub vcl_pass {
     set req.http.X-Gs-Cache = "PASS";
 {{- if .StaleIfError}}
     if (req.http.X-Gs-Stale) {
-        return (synth(503, "Backend fetch failed"));
+        call gearshift_no_copy;
     }
+{{- end}}
+{{- if .Budget}}
+    call gearshift_budget;
 {{- end}}
 }
 
@@ -433,6 +554,10 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Anon;
     unset bereq.http.X-Gs-Stale;
     unset bereq.http.X-Gs-Sick;
+    unset bereq.http.X-Gs-Client;
+    unset bereq.http.X-Gs-Budget;
+    unset bereq.http.X-Gs-Over;
+    unset bereq.http.X-Gs-Tags;
 {{- if .Probe}}
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
@@ -730,6 +855,12 @@ sub gearshift_strip_set_cookies {
 
 # For BAN and PURGE: lets the ban lurker match objects without a request.
 sub gearshift_ban_fields {
+    # The backend's tags, xkey and Surrogate-Key, in one xkey header: what
+    # xkey indexes, and what a ban on tags matches without it.
+    std.collect(beresp.http.xkey, " ");
+    if (beresp.http.Surrogate-Key) {
+        set beresp.http.xkey = beresp.http.xkey + " " + beresp.http.Surrogate-Key;
+    }
     set beresp.http.X-Gs-Url = {{keyURL "bereq.url"}};
 {{- if .NormalizeHost}}
     set beresp.http.X-Gs-Host = {{hostKey "bereq.http.Host"}};
@@ -825,9 +956,15 @@ sub vcl_deliver {
     if (req.http.X-Gs-Drop) {
         # The session's write is done: its cached pages go, so its next
         # request sees what it wrote (read-your-own-writes).
+{{- if .Modules}}
+        # Its pages carry the tag gs-sid:<session>: dropped at the cost of
+        # their number, with no ban for every later lookup to test.
+        set req.http.X-Gs-Drop = xkey.purge("gs-sid:" + req.http.X-Gs-Drop);
+{{- else}}
         if (!std.ban("obj.http.X-Gs-Sid == " + req.http.X-Gs-Drop)) {
             std.log("gearshift: session ban refused: " + std.ban_error());
         }
+{{- end}}
         unset req.http.X-Gs-Drop;
     }
     unset resp.http.X-Gs-Url;
@@ -836,6 +973,7 @@ sub vcl_deliver {
     unset resp.http.X-Gs-Sid;
     unset resp.http.X-Gs-Grace;
     unset resp.http.X-Gs-Guest;
+    unset resp.http.xkey;
 {{- if .ExposeHeaders}}
     set resp.http.X-Gearshift-Profile = "{{.State}}";
     if (req.http.X-Gs-Cache) {
@@ -853,6 +991,17 @@ sub vcl_synth {
 {{- if .ExposeHeaders}}
     set resp.http.X-Gearshift-Profile = "{{.State}}";
     set resp.http.X-Cache = "PASS";
+{{- end}}
+{{- if .Budget}}
+    if (resp.status == 429 && req.http.X-Gs-Over) {
+        # Answered here: Varnish's own vcl_synth would say to come back
+        # in 5 s.
+        set resp.http.Retry-After = "{{.Budget.Retry}}";
+        set resp.http.Content-Type = "text/plain; charset=utf-8";
+        set resp.body = "Too many requests: try again in {{.Budget.Retry}} s." + {"
+"};
+        return (deliver);
+    }
 {{- end}}
 }
 {{- end}}

@@ -39,6 +39,9 @@ sub vcl_backend_response {
         # that the session's next write drops it.
         {{sessionKey "bereq.http.X-Gs-Session" "bereq.http.Cookie"}}
         set beresp.http.X-Gs-Sid = {{sessionTag "bereq.http.X-Gs-Session"}};
+{{- if .Modules}}
+        set beresp.http.xkey = beresp.http.xkey + " gs-sid:" + beresp.http.X-Gs-Sid;
+{{- end}}
         unset bereq.http.X-Gs-Session;
         if (beresp.ttl < {{.HeavySessionTTL}}) {
             set beresp.ttl = {{.HeavySessionTTL}};

@@ -33,17 +33,40 @@ admin ports: an HTTP PURGE reaches one node only.`,
 }
 
 func newPurgeCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:     "purge URL",
-		Short:   "Remove a URL from the cache of every Varnish target, every variant of it",
-		Example: `  gearshift purge https://example.com/news/today`,
-		Args:    cobra.ExactArgs(1),
+	var tags []string
+	cmd := &cobra.Command{
+		Use:   "purge URL | --tag TAG...",
+		Short: "Remove a URL (every variant of it), or every page with a tag, from the cache of every Varnish target",
+		Long: `Remove a URL from the cache of every Varnish target, every variant of it
+(both schemes, every session's copy). With --tag, remove every page the
+backend tagged with TAG in its xkey or Surrogate-Key response header, on
+every host; --tag may be given more than once.`,
+		Example: `  gearshift purge https://example.com/news/today
+  gearshift purge --tag product-42 --tag category-7`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(tags) > 0 && len(args) > 0:
+				return fmt.Errorf("purge takes a URL or --tag, not both: got %q and --tag", args[0])
+			case len(tags) == 0 && len(args) != 1:
+				return fmt.Errorf("purge takes one URL (http://host/path) or --tag TAG, got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
+			if len(tags) > 0 {
+				words, err := controller.TagBan(tags)
+				if err != nil {
+					return exitUsage, err
+				}
+				return a.ban(cmd.Context(), func(*profiles.Options) ([]string, error) { return words, nil })
+			}
 			return a.ban(cmd.Context(), func(p *profiles.Options) ([]string, error) {
 				return controller.PurgeBan(args[0], p)
 			})
 		}),
 	}
+	cmd.Flags().StringArrayVar(&tags, "tag", nil, "remove every page with this tag (xkey or Surrogate-Key header); repeatable")
+	return cmd
 }
 
 // ban sends the ban that words makes of the config's profiles block to

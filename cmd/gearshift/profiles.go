@@ -163,6 +163,11 @@ func (a *app) profilesCheck(ctx context.Context) (int, error) {
 	err = controller.CheckProfiles(ctx, cfg, set, func(r controller.CheckResult) {
 		total++
 		p := r.Profile
+		if r.Err == nil && r.Plain {
+			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK without varnish-modules (xkey, vsthrottle are missing there: "+
+				"a session's pages are dropped with bans, no client budget; apt install varnish-modules)\n", p.State, p.Name, r.Target)
+			return
+		}
 		if r.Err == nil {
 			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK\n", p.State, p.Name, r.Target)
 			return

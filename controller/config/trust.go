@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // CheckTrusted refuses a file that someone other than root and the daemon's
@@ -238,6 +240,23 @@ func (c *Config) Warnings() []Problem {
 			})
 		}
 	}
+	if f := c.Profiles.PurgeTokenFile; f != "" {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 {
+			ws = append(ws, Problem{
+				Path: "profiles.purge_token_file",
+				Msg:  fmt.Sprintf("%s can be read by every user (mode %04o), and the token lets anyone empty the cache: chmod o-r %s", f, fi.Mode().Perm(), f),
+				Kind: Machine,
+			})
+		}
+	}
+	if dir, missing := profiles.MissingModulesHere(); len(missing) > 0 && c.usesBuiltinProfiles() {
+		ws = append(ws, Problem{
+			Path: "profiles",
+			Msg: fmt.Sprintf("varnish-modules is not installed here (no %s in %s): the profiles drop a session's pages with bans, "+
+				"which cost every later lookup, and keep no client budget (apt install varnish-modules)", strings.Join(missing, ", "), dir),
+			Kind: Machine,
+		})
+	}
 	p := c.Sensor.Prometheus
 	if u, err := url.Parse(p.URL); err == nil && u.Scheme == "http" && (p.BasicAuthFile != "" || p.BearerTokenFile != "") {
 		ws = append(ws, Problem{
@@ -246,4 +265,15 @@ func (c *Config) Warnings() []Problem {
 		})
 	}
 	return ws
+}
+
+// usesBuiltinProfiles tells whether any gear runs gearshift's own VCL
+// (not a vcl_file), which imports varnish-modules.
+func (c *Config) usesBuiltinProfiles() bool {
+	for _, src := range c.Profiles.Sources() {
+		if src.VCLFile == "" {
+			return true
+		}
+	}
+	return false
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/timefmt"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // Limits of the settings that validation enforces.
@@ -202,6 +203,11 @@ func (c *Config) validateFiles(v *validator) {
 		}
 		if err := checkReadable(t.SecretFile); err != nil {
 			v.addKind(Machine, fmt.Sprintf("varnish.targets[%d].secret_file", i), "%v", err)
+		}
+	}
+	if f := c.Profiles.PurgeTokenFile; f != "" {
+		if _, err := profiles.ReadPurgeToken(f); err != nil {
+			v.addKind(Machine, "profiles.purge_token_file", "%v", err)
 		}
 	}
 	for st, src := range c.Profiles.Sources() {

@@ -5,6 +5,10 @@ vcl 4.1;
 # profiles.moderate.vcl_file to use your own program), not this text.
 
 import std;
+# varnish-modules: xkey drops the pages of a tag (a session's, a site's)
+# without a ban; vsthrottle keeps each client's budget.
+import xkey;
+import vsthrottle;
 
 # The backend, twice, each with a connection limit: a fetch over it fails
 # at once instead of queueing in front of PHP (backend.max_connections).
@@ -100,6 +104,11 @@ sub gearshift_recv {
         unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
         unset req.http.X-Gs-Guest;
+        unset req.http.X-Gs-Client;
+        unset req.http.X-Gs-Budget;
+        unset req.http.X-Gs-Over;
+        unset req.http.X-Gs-Tags;
+        call gearshift_client;
     }
     set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
@@ -146,7 +155,26 @@ sub gearshift_recv {
         if (client.ip !~ gearshift_purgers) {
             return (synth(405, "Not allowed"));
         }
+        # No purge_token_file: only a client of the ACL that came straight,
+        # not one a proxy forwarded (its X-Forwarded-For names someone
+        # else: a same-host TLS terminator's visitor).
+        if (req.http.X-Forwarded-For ~ ",") {
+            return (synth(403, "A " + req.method + " through a proxy needs the X-Purge-Token of profiles.purge_token_file"));
+        }
+        unset req.http.X-Purge-Token;
         unset req.http.Cookie;
+        if (req.method == "PURGE" && (req.http.xkey || req.http.Surrogate-Key)) {
+            # Tags: every page the backend tagged with one (xkey or
+            # Surrogate-Key response headers), on this Varnish.
+            std.collect(req.http.xkey, " ");
+            std.collect(req.http.Surrogate-Key, " ");
+            set req.http.X-Gs-Tags = req.http.xkey + " " + req.http.Surrogate-Key;
+            if (req.http.X-Gs-Tags !~ {"^[\s,]*[A-Za-z0-9_.:=%/+-]+(?:[\s,]+[A-Za-z0-9_.:=%/+-]+)*[\s,]*$"}) {
+                return (synth(400, "A PURGE's xkey header holds tags: letters, digits and _.:=%/+- separated by spaces or commas"));
+            }
+            set req.http.X-Gs-Tags = xkey.purge(req.http.X-Gs-Tags);
+            return (synth(200, "Purged " + req.http.X-Gs-Tags + " objects"));
+        }
         # Ban arguments are bare words, split at white space (Varnish's ban
         # parser has no quoting): a Host with white space could not be
         # matched, or would add conditions of its own. A request line's
@@ -168,6 +196,7 @@ sub gearshift_recv {
         }
         return (synth(200, "Purged"));
     }
+    unset req.http.X-Purge-Token;
 
     # Apache's status pages list other visitors' addresses and URLs: only
     # for purge_acl, never cached. The path is matched however it is
@@ -308,6 +337,70 @@ sub gearshift_stale_if_error {
     }
 }
 
+# Asked for again from the cache alone, and no copy there: the error that
+# sent it, or 429 for a client over its budget.
+sub gearshift_no_copy {
+    if (req.http.X-Gs-Over) {
+        return (synth(429, "Too Many Requests"));
+    }
+    return (synth(503, "Backend fetch failed"));
+}
+
+
+# The client a budget counts (profiles.client_budget): the peer, or, from
+# a proxy of trusted_proxies, the address that proxy got the request from
+# (X-Forwarded-For, right to left: Varnish appended the peer itself,
+# and what a visitor wrote on the left is never reached while a proxy's
+# entry follows it). Four proxies deep at most. A client of purge_acl
+# has no budget: X-Gs-Client is left unset.
+sub gearshift_client {
+    set req.http.X-Gs-Client = client.ip;
+    if (client.ip ~ gearshift_trusted) {
+        set req.http.X-Gs-Hops = regsub(req.http.X-Forwarded-For, "\s*,?[^,]*$", "");
+        if (req.http.X-Gs-Hops ~ "[^\s,]" && std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_trusted) {
+            set req.http.X-Gs-Client = regsub(req.http.X-Gs-Hops, "^(?:.*,)?\s*([^,\s]*)\s*$", "\1");
+            set req.http.X-Gs-Hops = regsub(req.http.X-Gs-Hops, "\s*,?[^,]*$", "");
+        }
+        if (req.http.X-Gs-Hops ~ "[^\s,]" && std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_trusted) {
+            set req.http.X-Gs-Client = regsub(req.http.X-Gs-Hops, "^(?:.*,)?\s*([^,\s]*)\s*$", "\1");
+            set req.http.X-Gs-Hops = regsub(req.http.X-Gs-Hops, "\s*,?[^,]*$", "");
+        }
+        if (req.http.X-Gs-Hops ~ "[^\s,]" && std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_trusted) {
+            set req.http.X-Gs-Client = regsub(req.http.X-Gs-Hops, "^(?:.*,)?\s*([^,\s]*)\s*$", "\1");
+            set req.http.X-Gs-Hops = regsub(req.http.X-Gs-Hops, "\s*,?[^,]*$", "");
+        }
+        if (req.http.X-Gs-Hops ~ "[^\s,]" && std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_trusted) {
+            set req.http.X-Gs-Client = regsub(req.http.X-Gs-Hops, "^(?:.*,)?\s*([^,\s]*)\s*$", "\1");
+            set req.http.X-Gs-Hops = regsub(req.http.X-Gs-Hops, "\s*,?[^,]*$", "");
+        }
+        unset req.http.X-Gs-Hops;
+    }
+    if (std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_purgers) {
+        unset req.http.X-Gs-Client;
+    }
+}
+
+# A miss or a pass costs the backend a request: a client over its budget
+# gets a stored copy when there is one (asked for again from the cache
+# alone, as for stale_if_error), else 429 with Retry-After. Counted once
+# per request, whatever its restarts.
+sub gearshift_budget {
+    if (req.http.X-Gs-Client && !req.http.X-Gs-Budget) {
+        set req.http.X-Gs-Budget = "1";
+        if (vsthrottle.is_denied("gearshift:" + req.http.X-Gs-Client, 100, 10s)) {
+            set req.http.X-Gs-Over = "1";
+            set req.http.X-Gs-Reason = "over_budget" + " client=" + req.http.X-Gs-Client;
+            std.log("gearshift-reason: " + req.http.X-Gs-Reason);
+            unset req.http.X-Gs-Reason;
+            if (req.http.X-Gs-Anon && req.restarts < 3) {
+                set req.http.X-Gs-Stale = "1";
+                return (restart);
+            }
+            return (synth(429, "Too Many Requests"));
+        }
+    }
+}
+
 # Marks a session's uncacheable request: once it is answered, vcl_deliver
 # bans the objects tagged with that session (X-Gs-Sid), in whatever gear
 # cached them. Other sessions' and anonymous objects are not touched.
@@ -344,7 +437,7 @@ sub vcl_hit {
     # page's copy younger than stale_if_error rather than the error.
     if (req.http.X-Gs-Stale) {
         if (obj.age > 10m) {
-            return (synth(503, "Backend fetch failed"));
+            call gearshift_no_copy;
         }
         set req.http.X-Gs-Cache = "STALE";
         return (deliver);
@@ -360,15 +453,17 @@ sub vcl_miss {
     if (req.http.X-Gs-Stale) {
         # No copy to serve for the failed request: its error, without
         # asking the backend again.
-        return (synth(503, "Backend fetch failed"));
+        call gearshift_no_copy;
     }
+    call gearshift_budget;
 }
 
 sub vcl_pass {
     set req.http.X-Gs-Cache = "PASS";
     if (req.http.X-Gs-Stale) {
-        return (synth(503, "Backend fetch failed"));
+        call gearshift_no_copy;
     }
+    call gearshift_budget;
 }
 
 sub vcl_backend_fetch {
@@ -383,6 +478,10 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Anon;
     unset bereq.http.X-Gs-Stale;
     unset bereq.http.X-Gs-Sick;
+    unset bereq.http.X-Gs-Client;
+    unset bereq.http.X-Gs-Budget;
+    unset bereq.http.X-Gs-Over;
+    unset bereq.http.X-Gs-Tags;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
         # backend sick: the visitor waits the probe's timeout at most, not
@@ -600,6 +699,12 @@ sub gearshift_anonymous_set_cookie {
 
 # For BAN and PURGE: lets the ban lurker match objects without a request.
 sub gearshift_ban_fields {
+    # The backend's tags, xkey and Surrogate-Key, in one xkey header: what
+    # xkey indexes, and what a ban on tags matches without it.
+    std.collect(beresp.http.xkey, " ");
+    if (beresp.http.Surrogate-Key) {
+        set beresp.http.xkey = beresp.http.xkey + " " + beresp.http.Surrogate-Key;
+    }
     set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
     set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
 }
@@ -659,9 +764,9 @@ sub vcl_deliver {
     if (req.http.X-Gs-Drop) {
         # The session's write is done: its cached pages go, so its next
         # request sees what it wrote (read-your-own-writes).
-        if (!std.ban("obj.http.X-Gs-Sid == " + req.http.X-Gs-Drop)) {
-            std.log("gearshift: session ban refused: " + std.ban_error());
-        }
+        # Its pages carry the tag gs-sid:<session>: dropped at the cost of
+        # their number, with no ban for every later lookup to test.
+        set req.http.X-Gs-Drop = xkey.purge("gs-sid:" + req.http.X-Gs-Drop);
         unset req.http.X-Gs-Drop;
     }
     unset resp.http.X-Gs-Url;
@@ -670,6 +775,7 @@ sub vcl_deliver {
     unset resp.http.X-Gs-Sid;
     unset resp.http.X-Gs-Grace;
     unset resp.http.X-Gs-Guest;
+    unset resp.http.xkey;
     set resp.http.X-Gearshift-Profile = "moderate";
     if (req.http.X-Gs-Cache) {
         set resp.http.X-Cache = req.http.X-Gs-Cache;
@@ -682,6 +788,15 @@ sub vcl_synth {
     call gearshift_stale_if_error;
     set resp.http.X-Gearshift-Profile = "moderate";
     set resp.http.X-Cache = "PASS";
+    if (resp.status == 429 && req.http.X-Gs-Over) {
+        # Answered here: Varnish's own vcl_synth would say to come back
+        # in 5 s.
+        set resp.http.Retry-After = "1";
+        set resp.http.Content-Type = "text/plain; charset=utf-8";
+        set resp.body = "Too many requests: try again in 1 s." + {"
+"};
+        return (deliver);
+    }
 }
 
 sub vcl_recv {

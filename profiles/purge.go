@@ -1,0 +1,57 @@
+package profiles
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// PurgeTokenHeader is the request header a PURGE or BAN over HTTP
+// carries the purge token in (profiles.purge_token_file).
+const PurgeTokenHeader = "X-Purge-Token"
+
+// The purge token: long enough not to be guessed, and of characters a
+// header and a VCL string hold as they are.
+const (
+	minPurgeToken = 16
+	maxPurgeToken = 256
+)
+
+var purgeTokenRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=-]+$`)
+
+// ReadPurgeToken returns the trimmed content of the purge token file at
+// path. Its errors never quote the file.
+func ReadPurgeToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %v", path, unwrapPathError(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %v", path, unwrapPathError(err))
+	}
+	token := strings.TrimSpace(string(b))
+	switch {
+	case token == "":
+		return "", fmt.Errorf("%s is empty: write a secret of %d characters or more into it (openssl rand -hex 24 > %s)", path, minPurgeToken, path)
+	case len(token) < minPurgeToken:
+		return "", fmt.Errorf("%s holds a token of %d characters: use %d or more (openssl rand -hex 24 > %s)", path, len(token), minPurgeToken, path)
+	case len(token) > maxPurgeToken:
+		return "", fmt.Errorf("%s holds more than %d characters: one token of letters and digits is wanted", path, maxPurgeToken)
+	case !purgeTokenRE.MatchString(token):
+		return "", fmt.Errorf("%s holds characters other than letters, digits and ._~+/=- (or more than one line): one token is wanted", path)
+	}
+	return token, nil
+}
+
+// Redact replaces the purge token in text (a compiler's message that
+// quotes a line of the profile) with a placeholder.
+func (p *Profile) Redact(text string) string {
+	if p.token == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, p.token, "<purge token>")
+}
