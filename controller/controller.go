@@ -737,7 +737,7 @@ func (c *Controller) publish() api.Status {
 		}
 	}
 	for _, t := range c.targets {
-		ts := t.status(c.set[d.State].Name)
+		ts := t.status(c.set[d.State])
 		if at := ts.ForeignVCLAt; at != nil {
 			w := c.wall(*at)
 			ts.ForeignVCLAt = &w

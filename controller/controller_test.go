@@ -774,3 +774,38 @@ func TestTickRereadsAChangedSecret(t *testing.T) {
 		t.Error("the new session was reported as a foreign vcl.use")
 	}
 }
+
+// TestTickWithoutModules: a Varnish without varnish-modules refuses the
+// profiles; the target runs their Plain twins, says so once, and shifts
+// as any other.
+func TestTickWithoutModules(t *testing.T) {
+	r := newRigOn(t, varnishtest.Start(t, varnishtest.Config{Params: []string{varnishtest.WithoutModules(t)}}), nil)
+	r.sensor.set(1) // moderate
+	r.tick(t)
+	for _, st := range []state.State{state.Moderate, state.Heavy} {
+		if st == state.Heavy {
+			r.sensor.set(10)
+			r.tick(t)
+			r.tick(t)
+		}
+		plain, ok := r.c.set[st].Plain()
+		if !ok {
+			t.Fatalf("%s has no Plain twin", st)
+		}
+		if _, active := r.vcls(t); active != plain.Name {
+			t.Fatalf("active VCL = %q, want %s's Plain twin %q", active, st, plain.Name)
+		}
+		if s := r.c.Status(); s.State != st.String() || !s.Targets[0].InSync || s.Targets[0].Error != "" {
+			t.Fatalf("status = %+v, want %s in sync", s, st)
+		}
+	}
+	if n := r.logs.FilterMessageSnippet("varnish-modules (xkey, vsthrottle) are missing").Len(); n != 1 {
+		t.Errorf("said %d times that the modules are missing, want once", n)
+	}
+	names, _ := r.vcls(t)
+	for _, p := range r.c.set {
+		if names[p.Name] {
+			t.Errorf("%s with varnish-modules is loaded: %v", p.Name, names)
+		}
+	}
+}

@@ -149,16 +149,25 @@ func (c *Controller) makeTargets(cfg *config.Config, old []*target) (ts []*targe
 	}
 }
 
-func (t *target) status(want string) api.TargetStatus {
+// status is the target's status, in sync when it runs p (or p's Plain
+// twin, on a Varnish without varnish-modules).
+func (t *target) status(p profiles.Profile) api.TargetStatus {
+	plain, _ := p.Plain()
 	if t.busy {
+		// t.plain is the sync's: either twin will do.
 		st := t.shown
-		if on := st.ActiveVCL; on != want && (t.mode != config.ModeLabel || st.LabelVCL != want) {
+		runs := func(name string) bool { return name == p.Name || name == plain.Name }
+		if !runs(st.ActiveVCL) && (t.mode != config.ModeLabel || !runs(st.LabelVCL)) {
 			st.InSync = false
 			if st.Error == "" {
 				st.Error = "busy with an earlier command (slow to answer?): it follows once that ends"
 			}
 		}
 		return st
+	}
+	want := p.Name
+	if t.plain {
+		want = plain.Name
 	}
 	t.shown = t.statusNow(want)
 	return t.shown

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,25 +171,7 @@ func TestVarnishModulesAgainstVarnish(t *testing.T) {
 // MissingModules knows, and compiles every Plain twin.
 func TestPlainTwinWithoutModules(t *testing.T) {
 	varnishtest.Binary(t)
-	dir := t.TempDir()
-	std := ""
-	for _, d := range vmodDirs {
-		if _, err := os.Stat(filepath.Join(d, "libvmod_std.so")); err == nil {
-			std = filepath.Join(d, "libvmod_std.so")
-			break
-		}
-	}
-	if std == "" {
-		t.Fatal("no libvmod_std.so in the known vmod directories: where did the varnish package put it?")
-	}
-	b, err := os.ReadFile(std)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "libvmod_std.so"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	v := varnishtest.Start(t, varnishtest.Config{Params: []string{"vmod_path=" + dir}})
+	v := varnishtest.Start(t, varnishtest.Config{Params: []string{varnishtest.WithoutModules(t)}})
 	c, err := varnishadm.NewFromFile(v.AdminAddr, v.SecretFile)
 	if err != nil {
 		t.Fatal(err)

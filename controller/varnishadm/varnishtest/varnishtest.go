@@ -235,3 +235,24 @@ func (v *Varnish) Adm(args ...string) (string, error) {
 	}
 	return out.String(), nil
 }
+
+// WithoutModules returns the runtime parameter of a Varnish that has no
+// vmod but std: a vmod_path of its own holding a copy of std alone, as on
+// a host without varnish-modules.
+func WithoutModules(tb testing.TB) string {
+	tb.Helper()
+	for _, d := range []string{"/usr/lib/x86_64-linux-gnu/varnish/vmods", "/usr/lib/aarch64-linux-gnu/varnish/vmods",
+		"/usr/lib/varnish/vmods", "/usr/lib64/varnish/vmods", "/usr/local/lib/varnish/vmods"} {
+		b, err := os.ReadFile(filepath.Join(d, "libvmod_std.so"))
+		if err != nil {
+			continue
+		}
+		dir := tb.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "libvmod_std.so"), b, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return "vmod_path=" + dir
+	}
+	tb.Fatal("no libvmod_std.so in the usual vmod directories: where did the varnish package put it?")
+	return ""
+}
