@@ -28,8 +28,18 @@ type Request struct {
 	guestNo bool // heavy's ask to the daemon, answered no: not a backend request
 }
 
-// Tags are the varnishlog records a Request is read from.
-var Tags = []string{"BereqMethod", "BereqURL", "VCL_Log"}
+// Tags are the varnishlog records a Request is read from: a backend
+// request's, and a client request's that the profiles refused for its
+// client's budget (reason over_budget).
+var Tags = []string{"BereqMethod", "BereqURL", "ReqMethod", "ReqURL", "VCL_Log"}
+
+// OverBudget is the reason word of a client's request the profiles
+// refused for its budget (profiles.client_budget): logged by the client's
+// transaction, as no backend request was made.
+const OverBudget = "over_budget"
+
+// clientField starts over_budget's detail field naming the client.
+const clientField = "client="
 
 // xffTag selects the one request header read: X-Forwarded-For.
 const xffTag = "BereqHeader:^X-Forwarded-For:"
@@ -108,11 +118,11 @@ func record(s string) (tag, value string) {
 
 func (q *Request) add(tag, value string) {
 	switch tag {
-	case "BereqMethod":
-		if q.Method == "" { // a retry logs it again
+	case "BereqMethod", "ReqMethod":
+		if q.Method == "" { // a retry (a restart) logs it again
 			q.Method = shorten(value, maxName)
 		}
-	case "BereqURL":
+	case "BereqURL", "ReqURL":
 		if q.URL == "" {
 			q.URL = collapseURL(value)
 		}
@@ -127,6 +137,15 @@ func (q *Request) add(tag, value string) {
 		if rest, ok := strings.CutPrefix(value, profiles.ReasonLog); ok {
 			if q.reasons++; q.reasons == 1 {
 				q.Reason, q.Detail, q.Cookie = parseReason(rest)
+				if q.Reason == OverBudget {
+					// The client the budget counted (behind a proxy,
+					// not the peer).
+					for _, f := range strings.Fields(q.Detail) {
+						if c, ok := strings.CutPrefix(f, clientField); ok && c != "" {
+							q.Client = shorten(c, maxName)
+						}
+					}
+				}
 			}
 		}
 	}

@@ -85,3 +85,23 @@ func TestParseLogLeavesOutGuestAsks(t *testing.T) {
 		t.Errorf("parseLog = %q, want %q", got, want)
 	}
 }
+
+// TestParseLogOverBudget: a client request refused for its budget is read
+// from its own transaction, the client taken from the record (the one the
+// budget counted, behind a proxy), not the peer.
+func TestParseLogOverBudget(t *testing.T) {
+	in := "*   << Request  >> 32770\n" +
+		"-   ReqMethod      POST\n" +
+		"-   ReqURL         /?s=abc123\n" +
+		"-   ReqHeader      X-Forwarded-For: 10.0.0.1, 192.0.2.5, 127.0.0.1\n" +
+		"-   VCL_Log        gearshift-reason: over_budget client=192.0.2.5\n" +
+		"-   ReqURL         /?s=abc123\n\n"
+	var got []Request
+	if err := parseLog(strings.NewReader(in), func(q Request) { got = append(got, q) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []Request{{Method: "POST", URL: "/?s=*", Reason: OverBudget, Detail: "client=192.0.2.5", Client: "192.0.2.5", reasons: 1}}
+	if !slices.Equal(got, want) {
+		t.Errorf("parseLog:\n got %+v\nwant %+v", got, want)
+	}
+}

@@ -11,11 +11,13 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/capbuf"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // Log reads one Varnish's backend requests with varnishlog: backend
-// transactions only (-b), and of them only the records a Request is made
-// of, so the child and this reader stay cheap however busy the site.
+// transactions, and the client requests refused for their budget (the
+// query), and of them only the records a Request is made of, so the child
+// and this reader stay cheap however busy the site.
 // Reading needs access to that Varnish's shared memory log: root, or a
 // member of the varnish group.
 type Log struct {
@@ -23,11 +25,15 @@ type Log struct {
 	Binary string // the varnishlog program; "": varnishlog on $PATH
 }
 
+// query selects the transactions read: every backend request, and a
+// client request the profiles refused for its budget.
+var query = `Begin ~ "^bereq" or VCL_Log ~ "^` + profiles.ReasonLog + OverBudget + ` "`
+
 // Args are varnishlog's arguments.
 func (l Log) Args() []string {
 	// -t 0: fail at once when no varnishd runs under that name, instead
 	// of retrying the shared-memory attach for five seconds.
-	return []string{"-n", l.Name, "-b", "-t", "0", "-i", strings.Join(Tags, ","), "-I", xffTag}
+	return []string{"-n", l.Name, "-t", "0", "-q", query, "-i", strings.Join(Tags, ","), "-I", xffTag}
 }
 
 // Watch runs varnishlog until ctx ends and calls emit, from the calling

@@ -231,3 +231,44 @@ func TestEveryFetchHasOneReason(t *testing.T) {
 		})
 	}
 }
+
+// TestOverBudgetFromVarnish: a client past its budget (the default
+// profiles.client_budget) shows up as reason over_budget, by its address,
+// though its refused requests never reached the backend.
+func TestOverBudgetFromVarnish(t *testing.T) {
+	v, _ := startSite(t) // heavy
+	from := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext,
+	}}
+	var s Summary
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s, err = Snapshot(context.Background(), v.WorkDir, 3*time.Second)
+	}()
+	time.Sleep(300 * time.Millisecond) // varnishlog attaches
+	refused := 0
+	for i := range 300 {
+		resp, err := from.Post(v.URL(fmt.Sprintf("/xmlrpc.php?n=%d", i)), "text/xml", strings.NewReader("<x/>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused < 150 {
+		t.Fatalf("%d of 300 POSTs refused: the budget (%v) did not hold", refused, profiles.DefaultBudget)
+	}
+	top, ok := s.Top()
+	if !ok || top.Reason != OverBudget || top.Count < refused*9/10 {
+		t.Fatalf("top reason = %+v, want over_budget for about %d requests; all: %v", top, refused, s.Reasons)
+	}
+}
