@@ -92,6 +92,11 @@ func TestDebPackage(t *testing.T) {
 	if want := "Package: gearshift\nVersion: " + controller.Version + "\nArchitecture: " + arch + "\nSection: admin\n"; fields != want {
 		t.Errorf("control fields:\n%s\nwant:\n%s", fields, want)
 	}
+	// Varnish may run on another host; where it runs here, its profiles
+	// want varnish-modules (xkey, vsthrottle) beside it.
+	if got := mustRun(t, nil, "dpkg-deb", "-f", deb, "Recommends"); got != "varnish, varnish-modules\n" {
+		t.Errorf("Recommends %q, want varnish and varnish-modules", got)
+	}
 	if got := mustRun(t, nil, "dpkg-deb", "-I", deb, "conffiles"); got != "/etc/cron.d/gearshift\n/etc/gearshift/gearshift.yaml\n/etc/logrotate.d/gearshift\n" {
 		t.Errorf("conffiles:\n%s", got)
 	}
