@@ -63,3 +63,18 @@ func TestPurgeBan(t *testing.T) {
 		}
 	}
 }
+
+func TestTagBan(t *testing.T) {
+	words, err := TagBan([]string{"product-42", "cat.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(words, " "), `obj.http.xkey ~ (^|[[:space:],])(product-42|cat\.7)([[:space:],]|$)`; got != want {
+		t.Errorf("TagBan = %q, want %q", got, want)
+	}
+	for _, bad := range [][]string{nil, {""}, {"a b"}, {"x&&req.url"}, {"ok", "tab\t"}} {
+		if _, err := TagBan(bad); err == nil {
+			t.Errorf("TagBan(%q) took it", bad)
+		}
+	}
+}

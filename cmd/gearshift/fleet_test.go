@@ -219,6 +219,7 @@ func TestFleet(t *testing.T) {
 		for _, tc := range []struct{ args, want string }{
 			{"ban\x00req.url ~ ^/news/", "req.url ~ ^/news/"},
 			{"purge\x00http://WWW.Example.com:8080/today?x=1", "obj.http.X-Gs-Host == example.com && obj.http.X-Gs-Url == /today?x=1"},
+			{"purge\x00--tag\x00product-42\x00--tag\x00cat.7", "obj.http.xkey ~ (^|[[:space:],])(product-42|cat\\.7)([[:space:],]|$)"},
 		} {
 			args := append([]string{"--config", fleet}, strings.Split(tc.args, "\x00")...)
 			out, errOut, code := runGearshift(t, args...)
