@@ -264,8 +264,20 @@ func testGear(t *testing.T, st *stack, gear string, i int) {
 		path := "/?purge-test=" + gear
 		visitor := st.browser(t, anon.IP)
 		visitor.Get(path)
-		if p := visitor.Do("PURGE", path, nil, nil); p.Status != http.StatusOK {
-			t.Errorf("PURGE: status %d", p.Status)
+		// A visitor's PURGE, forwarded by the proxy in front (its
+		// X-Forwarded-For), is refused, though the proxy is in purge_acl.
+		if p := visitor.Do("PURGE", path, nil, nil); p.Status != http.StatusForbidden {
+			t.Errorf("a visitor's PURGE through the proxy: status %d, want 403", p.Status)
+		}
+		if cachesPages {
+			if p := visitor.Get(path); p.XCache() != "HIT" {
+				t.Errorf("after a visitor's PURGE: X-Cache %s, want HIT", p.XCache())
+			}
+		}
+		// The site's own PURGE (a purge plugin's, from the server itself).
+		server := st.browser(t, "")
+		if p := server.Do("PURGE", path, nil, nil); p.Status != http.StatusOK {
+			t.Errorf("PURGE from the server: status %d", p.Status)
 		}
 		want := "MISS"
 		if !cachesPages {
