@@ -343,6 +343,10 @@ backend:
 			`profiles.websocket_paths[1]: "/ws/?x" is not a path prefix such as /ws/ (line 6)`}},
 		{"guest pages", base + "profiles: { guest_pages: yes, guest_listen: localhost }", []string{
 			`profiles.guest_pages: must be auto or off, got "yes" (line 2)`}},
+		{"client budget", base + "profiles: { client_budget: { rate: -1, burst: 5 } }", []string{
+			`profiles.client_budget.rate: must be a number of requests a second, 0 (no budget) or more, got -1 (line 2)`}},
+		{"client budget burst", base + "profiles: { client_budget: { rate: 5, burst: 0 } }", []string{
+			`profiles.client_budget.burst: must be 1 or more requests with a rate above 0, got 0 (line 2)`}},
 		{"guest listener", base + "profiles: { guest_listen: localhost }", []string{
 			`profiles.guest_listen: "localhost" is not an IP address and port (e.g. 127.0.0.1:6089) (line 2)`}},
 		{"vcl_file is the admin secret", base + "profiles: { heavy: { vcl_file: '{{secret}}' } }", []string{

@@ -183,3 +183,43 @@ func TestWrittenDirectoriesMustBeTrusted(t *testing.T) {
 		})
 	}
 }
+
+// profiles.purge_token_file: a file that holds no usable token is refused,
+// saying why and never quoting it; one every user may read is a warning.
+func TestPurgeTokenFile(t *testing.T) {
+	r := fixture(t)
+	dir := t.TempDir()
+	token := filepath.Join(dir, "purge-token")
+	doc := r.Replace(base) + "profiles: { purge_token_file: " + token + " }\n"
+	for _, tc := range []struct{ content, want string }{
+		{"", "is empty"},
+		{"short-secret\n", "holds a token of 12 characters: use 16 or more"},
+		{"two words in it, 1234567890\n", "holds characters other than letters"},
+	} {
+		os.WriteFile(token, []byte(tc.content), 0o600)
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "profiles.purge_token_file: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("token %q: %v, want %q", tc.content, err, tc.want)
+		}
+		if err != nil && tc.content != "" && strings.Contains(err.Error(), strings.TrimSpace(tc.content)) {
+			t.Errorf("the error quotes the token: %v", err)
+		}
+	}
+	os.Remove(token)
+	if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "profiles.purge_token_file: cannot read "+token) {
+		t.Errorf("a missing token file: %v", err)
+	}
+	os.WriteFile(token, []byte("0123456789abcdef0123\n"), 0o600)
+	cfg, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := cfg.Warnings(); len(ws) != 0 {
+		t.Errorf("a 0600 token file: warnings %v", ws)
+	}
+	os.Chmod(token, 0o644)
+	ws := cfg.Warnings()
+	if len(ws) != 1 || !strings.HasPrefix(ws[0].String(), "profiles.purge_token_file: "+token+" can be read by every user") {
+		t.Errorf("a 0644 token file: warnings %v", ws)
+	}
+}
