@@ -180,3 +180,22 @@ func TestProfilesCheck(t *testing.T) {
 		t.Errorf("check against a closed port: exit %d, want 1: %s", code, errs)
 	}
 }
+
+// TestProfilesCheckWithoutModules: on a Varnish without varnish-modules,
+// check compiles each profile's plain twin, which the daemon loads there,
+// and says so.
+func TestProfilesCheckWithoutModules(t *testing.T) {
+	v := varnishtest.Start(t, varnishtest.Config{Params: []string{varnishtest.WithoutModules(t)}})
+	path, cfg := testConfig(t, v, nil)
+	code, out, errs := runMain(t, "--config", path, "profiles", "check")
+	if code != 0 {
+		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
+	}
+	set, _ := profiles.Build(cfg.Site())
+	for _, p := range set {
+		plain, _ := p.Plain()
+		if !strings.Contains(out, plain.Name+" on "+v.AdminAddr+": OK without varnish-modules") {
+			t.Errorf("check output lacks %s's plain twin %s OK without varnish-modules:\n%s", p.State, plain.Name, out)
+		}
+	}
+}
