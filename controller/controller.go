@@ -123,6 +123,10 @@ type Options struct {
 	// forgotten and the guest copies banned, so each page is checked
 	// again; the status counts its verdicts.
 	Guest *guest.Server
+	// Refusals counts the requests the profiles refused for a client's
+	// budget (profiles.client_budget), read from a Varnish log; nil: none
+	// are shown.
+	Refusals *top.Refusals
 	// WatchdogInterval is how often the loop sends WATCHDOG=1 (0: never).
 	// A loop stuck anywhere stops sending, and systemd restarts it.
 	WatchdogInterval time.Duration
@@ -697,6 +701,10 @@ func (c *Controller) publish() api.Status {
 		ConfigError: c.configErr,
 		VarnishMode: c.cfg.Varnish.Mode,
 		Advice:      c.advice.line,
+	}
+	if c.opts.Refusals != nil {
+		rs := c.opts.Refusals.Stats(time.Now()) // the reader counts on the wall clock
+		s.OverBudget, s.OverBudgetClients = rs.Requests, rs.Clients
 	}
 	if c.opts.Guest != nil {
 		gs := c.opts.Guest.Stats()

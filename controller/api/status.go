@@ -37,8 +37,14 @@ type Status struct {
 	GuestPages       int      `json:"guest_pages"`
 	GuestPrivate     int      `json:"guest_private"`
 	GuestPrivateURLs []string `json:"guest_private_urls"`
-	VarnishMode      string   `json:"varnish_mode"` // varnish.mode: "active" or "label"
-	UptimeSeconds    int64    `json:"uptime_seconds"`
+	// OverBudget counts the requests refused for their client's budget
+	// (profiles.client_budget) in the last minute, OverBudgetClients the
+	// clients with the most of them (at most 5); read from the log of
+	// the first target with a name.
+	OverBudget        int      `json:"over_budget"`
+	OverBudgetClients []string `json:"over_budget_clients"`
+	VarnishMode       string   `json:"varnish_mode"` // varnish.mode: "active" or "label"
+	UptimeSeconds     int64    `json:"uptime_seconds"`
 
 	// LogWriteErrors counts the log lines that could not be written
 	// (metrics; not part of the JSON contract).

@@ -87,6 +87,10 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 	if line := guestLine(s); line != "" {
 		fmt.Fprintf(tw, "guest pages\t%s\n", line)
 	}
+	if s.OverBudget > 0 {
+		fmt.Fprintf(tw, "over budget\t%d requests refused in the last minute (%s): profiles.client_budget\n",
+			s.OverBudget, oneLine(strings.Join(s.OverBudgetClients, ", ")))
+	}
 	if s.HistoryError != "" {
 		fmt.Fprintf(tw, "history\tNOT RECORDING (gears still shift): %s\n", oneLine(s.HistoryError))
 	}

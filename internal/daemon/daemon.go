@@ -108,8 +108,10 @@ func Run(cfg *config.Config, opts Options) error {
 	metrics := controller.NewMetrics()
 	running := cfg
 	guests := newGuests(cfg, log)
+	refusals, refusalsFrom := newRefusals(cfg)
 	ctrl, err := controller.New(controller.Options{
 		Guest:            guests,
+		Refusals:         refusals,
 		Metrics:          metrics,
 		Config:           cfg,
 		Sensor:           sens,
@@ -159,6 +161,7 @@ func Run(cfg *config.Config, opts Options) error {
 	served := make(chan error, 1)
 	go func() { served <- api.Serve(ctx, ln, ctrl, access) }()
 	go serveGuests(ctx, guests, cfg.Profiles.GuestListen, log)
+	go followRefusals(ctx, refusals, refusalsFrom, log)
 	if metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
