@@ -569,3 +569,37 @@ func rerunAsNobody(t *testing.T, env ...string) {
 		t.Fatalf("%s as nobody: %v\n%s", t.Name(), err, out)
 	}
 }
+
+// Over HTTP the status page is asked for with json&full (a query of the
+// URL kept), and the child serving the read is not counted busy.
+func TestPHPFPMOverHTTP(t *testing.T) {
+	page, err := os.ReadFile("testdata/phpfpm/static-own-socket-full.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.RawQuery
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(page)
+	}))
+	defer srv.Close()
+	r, err := NewPHPFPM(PHPFPMConfig{URL: srv.URL + "/status?pool=www&json", Timeout: timefmt.Duration(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply, err := r.Read(context.Background())
+	// A unix pool read over HTTP has no queue without listen: said, and
+	// the busy ratio still read.
+	if err == nil || !strings.Contains(err.Error(), "the status page is read over HTTP: set listen") {
+		t.Errorf("Read: %v, want the queue's missing socket named", err)
+	}
+	if query != "pool=www&json&full" {
+		t.Errorf("query %q, want pool=www&json&full", query)
+	}
+	s := Sample{Values: map[string]float64{}}
+	apply(&s)
+	if v, ok := s.Values[PHPFPMBusyRatio]; !ok || v != 0 {
+		t.Errorf("busy ratio %v, %v; want 0: the one active child serves the read", v, ok)
+	}
+}
