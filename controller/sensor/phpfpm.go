@@ -101,6 +101,16 @@ var phpfpmSource = Source{
 			StatusLine: "php-fpm", StatusPart: "max children reached",
 		},
 	},
+	// A queue means a request waited for a child: the pool is at its
+	// ceiling now, not at the next surge. Three samples of it (up_confirm)
+	// is moderate, and moderate stays while any request still waits.
+	// Nine children busy in ten is heavy: the next requests queue, and
+	// every page heavy caches is one PHP need not render; heavy stays
+	// while seven in ten are busy (its hysteresis, as load's 1.5/1.0).
+	Rules: [len(state.All)]state.Band{
+		state.Moderate: {Enter: state.Rule{PHPFPMQueue: 1}, Stay: state.Rule{PHPFPMQueue: 1}},
+		state.Heavy:    {Enter: state.Rule{PHPFPMBusyRatio: 0.9}, Stay: state.Rule{PHPFPMBusyRatio: 0.7}},
+	},
 	On:    func(cfg HostConfig) bool { return cfg.Sensor.PHPFPM.on() },
 	Check: func(cfg HostConfig, problem func(key, format string, args ...any)) { cfg.Sensor.PHPFPM.check(problem) },
 	Open: func(cfg HostConfig) (Reader, error) {

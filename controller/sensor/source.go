@@ -33,6 +33,10 @@ type Source struct {
 	// Overrides names signals of an earlier row whose figures this
 	// source's replace when it is on; when it fails, they are unknown.
 	Overrides []string
+	// Rules are conditions the source adds to the default rules of each
+	// gear (by state; light's unused) while it is on. A rule the config
+	// file gives replaces them with the rest of that rule's defaults.
+	Rules [len(state.All)]state.Band
 	// On tells whether cfg turns the source on.
 	On func(cfg HostConfig) bool
 	// Check reports what is wrong with the source's settings in cfg; nil
