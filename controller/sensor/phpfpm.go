@@ -87,6 +87,8 @@ var phpfpmSource = Source{
 			Help:       "Requests waiting for a free PHP-FPM child (the listen queue; a unix socket's from the kernel), summed over the pools.",
 			Metric:     "gearshift_phpfpm_listen_queue",
 			StatusLine: "php-fpm", StatusPart: "queue",
+			// A request waiting for PHP: a step down would add to the wait.
+			Distress: new(float64),
 		},
 		{
 			Name: PHPFPMBusyRatio, Direction: state.Rises, Precision: 2, Max: 1,
