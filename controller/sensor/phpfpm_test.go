@@ -603,3 +603,27 @@ func TestPHPFPMOverHTTP(t *testing.T) {
 		t.Errorf("busy ratio %v, %v; want 0: the one active child serves the read", v, ok)
 	}
 }
+
+// At run time a pool that cannot be read leaves the signals unavailable
+// and says why in the sample's problems; the sample itself is read.
+func TestHostWithPHPFPMDown(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "php8.2-fpm.sock")
+	h, err := NewHost(HostConfig{Sensor: Config{PHPFPM: PHPFPMConfig{Socket: gone, Path: "/status", Timeout: timefmt.Duration(time.Second)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		s, err := h.Sample(context.Background())
+		if err != nil {
+			t.Fatalf("Sample: %v", err)
+		}
+		if len(s.Problems) != 1 || s.Problems[0].Source != "phpfpm" || !strings.Contains(s.Problems[0].Err.Error(), "no socket "+gone) {
+			t.Errorf("problems %v, want phpfpm's missing socket", s.Problems)
+		}
+		for _, name := range []string{PHPFPMQueue, PHPFPMBusyRatio, PHPFPMMaxChildrenReached} {
+			if v, ok := s.Values[name]; ok {
+				t.Errorf("%s = %v with php-fpm down", name, v)
+			}
+		}
+	}
+}
