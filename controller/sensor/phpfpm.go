@@ -320,13 +320,12 @@ func checkAddr(s string) error {
 
 // fpmReading is one read of a pool: its figures, each with ok.
 type fpmReading struct {
-	queue      float64
-	queueErr   error
-	busy       float64
-	busyErr    error
-	reached    float64
-	reachedOK  bool
-	pageOfPool string
+	queue     float64
+	queueErr  error
+	busy      float64
+	busyErr   error
+	reached   float64
+	reachedOK bool
 }
 
 // Read implements Reader: every pool at once. A pool that cannot be read
@@ -398,7 +397,6 @@ func (p *fpmPool) read(ctx context.Context, now func() time.Time) (fpmReading, e
 		return fpmReading{}, err
 	}
 	var g fpmReading
-	g.pageOfPool = page.Pool
 	g.queue, g.queueErr = p.queue(page)
 	g.busy, g.busyErr = p.busyRatio(page)
 	g.reached, g.reachedOK = p.reached.update(now(), page.StartTime, page.MaxChildrenReached)

@@ -234,6 +234,7 @@ pm.status_listen = %[6]s
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	testenv.DiesWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start php-fpm8.2: %v", err)
 	}
