@@ -100,7 +100,7 @@ var phpfpmSource = Source{
 			Name: PHPFPMMaxChildrenReached, Unit: "/s", Direction: state.Rises, Precision: 2,
 			Help:       "Times per second PHP-FPM wanted a child past pm.max_children (its max children reached counter), summed over the pools.",
 			Metric:     "gearshift_phpfpm_max_children_reached_per_second",
-			StatusLine: "php-fpm", StatusPart: "max children reached",
+			StatusLine: "php-fpm", StatusPart: "max children reached/s",
 		},
 	},
 	// A queue means a request waited for a child: the pool is at its
