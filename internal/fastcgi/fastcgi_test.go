@@ -210,3 +210,32 @@ func TestDoTimeout(t *testing.T) {
 		t.Errorf("Do cancelled: %v, want context.Canceled", err)
 	}
 }
+
+// FuzzReadResponse: whatever an application sends, the reader returns
+// an answer within the limits or an error, and never panics.
+func FuzzReadResponse(f *testing.F) {
+	page := []byte("Content-type: application/json\r\n\r\n{\"pool\":\"www\"}")
+	for _, seed := range [][]byte{
+		join(record(typeStdout, 1, page, 3), record(typeStdout, 1, nil, 0), endRequest(0, 0)),
+		join(record(typeStderr, 1, []byte("Primary script unknown"), 2), record(typeStdout, 1, []byte("Status: 404 Not Found\r\n\r\nFile not found.\n"), 0), endRequest(0, 0)),
+		record(typeStdout, 1, page, 0)[:20],
+		endRequest(0, 2),
+		[]byte("HTTP/1.1 200 OK\r\n\r\n"),
+		{},
+	} {
+		f.Add(seed)
+	}
+	const limit = 4 << 10
+	f.Fuzz(func(t *testing.T, in []byte) {
+		resp, err := ReadResponse(bytes.NewReader(in), limit)
+		if err != nil {
+			if resp != nil {
+				t.Fatal("an error with a response")
+			}
+			return
+		}
+		if len(resp.Body) > limit || len(resp.Stderr) > maxStderr || resp.Status < 100 || resp.Status > 999 {
+			t.Fatalf("answer out of bounds: status %d, %d bytes, stderr %d", resp.Status, len(resp.Body), len(resp.Stderr))
+		}
+	})
+}

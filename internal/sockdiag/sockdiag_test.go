@@ -181,3 +181,19 @@ func TestFind(t *testing.T) {
 		t.Error("find of a socket without a queue: no error")
 	}
 }
+
+// FuzzParseDump: whatever the kernel's answer holds, the parser returns
+// listeners or an error, and never panics.
+func FuzzParseDump(f *testing.F) {
+	www := diagMsg(attr(unixDiagName, []byte("/run/php/www.sock")), attr(unixDiagVFS, pair(42, 7)), attr(unixDiagRQLen, pair(3, 511)))
+	f.Add(append(nlmsg(unix.SOCK_DIAG_BY_FAMILY, 1, www), nlmsg(unix.NLMSG_DONE, 1, make([]byte, 4))...))
+	f.Add(nlmsg(unix.NLMSG_ERROR, 1, []byte{0xff, 0xff, 0xff, 0xff}))
+	f.Add(nlmsg(unix.SOCK_DIAG_BY_FAMILY, 1, append(diagMsg(), 200, 0, 0, 0)))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		socks, done, err := parseDump(in, 1)
+		if err != nil && (socks != nil || done) {
+			t.Fatal("an error with a result")
+		}
+	})
+}
