@@ -349,14 +349,17 @@ func (r *PHPFPM) Read(ctx context.Context) (func(*Sample), error) {
 			continue
 		}
 		g := readings[i]
-		if g.queueErr != nil {
+		// One problem a pool, so that the log's backoff counts polls.
+		switch {
+		case g.queueErr != nil && g.busyErr != nil:
+			problems = append(problems, Problem{Source: p.problemName(), Err: fmt.Errorf("%w; %w", g.queueErr, g.busyErr)})
+		case g.queueErr != nil:
 			problems = append(problems, Problem{Source: p.problemName(), Err: g.queueErr})
-			queueOK = false
-		}
-		if g.busyErr != nil {
+		case g.busyErr != nil:
 			problems = append(problems, Problem{Source: p.problemName(), Err: g.busyErr})
-			busyOK = false
 		}
+		queueOK = queueOK && g.queueErr == nil
+		busyOK = busyOK && g.busyErr == nil
 		queue += g.queue
 		busy = max(busy, g.busy)
 		reached += g.reached

@@ -2,6 +2,7 @@ package sensor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -627,5 +628,22 @@ func TestHostWithPHPFPMDown(t *testing.T) {
 				t.Errorf("%s = %v with php-fpm down", name, v)
 			}
 		}
+	}
+}
+
+// A pool with two figures missing is one problem a poll, naming both.
+func TestPHPFPMOneProblemAPool(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"pool":"www","process manager":"dynamic","listen queue":0,"listen queue len":0,"active processes":1,"total processes":2,"max children reached":0}`)
+	}))
+	defer srv.Close()
+	r, err := NewPHPFPM(PHPFPMConfig{URL: srv.URL + "/status", Timeout: timefmt.Duration(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Read(context.Background())
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].Err.Error(), "PHP bug #80739") || !strings.Contains(ps[0].Err.Error(), "set max_children") {
+		t.Errorf("Read: %v, want one problem naming the queue and max_children", err)
 	}
 }
