@@ -57,7 +57,9 @@ FUZZ_TARGETS := \
 	FuzzParse:./controller/trace \
 	FuzzForceBody:./controller/api \
 	FuzzPrint:./controller/logging \
-	FuzzBan:./controller
+	FuzzBan:./controller \
+	FuzzReadResponse:./internal/fastcgi \
+	FuzzParseDump:./internal/sockdiag
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gearshift/gearshift/controller/config"
 )
 
 func newConfigCmd(a *app) *cobra.Command {
@@ -30,6 +33,23 @@ default file does not exist, the embedded defaults are what applies.`,
 			// Risky but working: said, and the config is still OK.
 			for _, w := range cfg.Warnings() {
 				fmt.Fprintf(a.stderr, "gearshift: warning: %s\n", w)
+			}
+			// What only a read tells: a source that answers wrong is a
+			// problem; one not answering now (php-fpm stopped) a warning.
+			ctx, cancel := context.WithTimeout(context.Background(), config.ReachTimeout)
+			problems, absent := cfg.Reach(ctx)
+			cancel()
+			for _, w := range absent {
+				fmt.Fprintf(a.stderr, "gearshift: warning: %s\n", w)
+			}
+			if len(problems) > 0 {
+				file := a.configFile()
+				err := &config.Error{Problems: problems}
+				if !file.Defaults() {
+					err.File = file.Path
+				}
+				fmt.Fprintf(a.stderr, "gearshift: %v\n", err)
+				return exitUsage, nil
 			}
 			fmt.Fprintf(a.stdout, "config OK: %s\n", a.configFile().Describe())
 			return exitOK, nil

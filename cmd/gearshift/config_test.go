@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +90,31 @@ func TestConfigShow(t *testing.T) {
 	code, stdout2, stderr := runMain(t, "config", "show", "--config", again)
 	if _, body2, _ := strings.Cut(stdout2, "\n"); code != 0 || body2 != body {
 		t.Errorf("config show output does not read back as the same config (exit %d, %s):\n%s", code, stderr, body2)
+	}
+}
+
+// config check reads sensor.phpfpm's status page once: a page that is
+// not php-fpm's is a problem of the config, in one line naming the key;
+// php-fpm not running is a warning, since the daemon rides it out.
+func TestConfigCheckReachesPHPFPM(t *testing.T) {
+	notFPM := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "<html><body>It works!</body></html>")
+	}))
+	defer notFPM.Close()
+	const target = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"
+	path, _ := opsConfigFile(t, target+"sensor: { phpfpm: { url: "+notFPM.URL+"/fpm-status } }\n")
+	code, stdout, stderr := runMain(t, "config", "check", "--config", path)
+	want := "gearshift: config " + path + ": sensor.phpfpm: " + notFPM.URL + "/fpm-status?json&full: not a PHP-FPM status page (not the JSON of ?json: it begins \"<html>"
+	if code != 2 || stdout != "" || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one line beginning %q", code, stdout, stderr, want)
+	}
+
+	gone := filepath.Join(t.TempDir(), "php8.2-fpm.sock")
+	path, _ = opsConfigFile(t, target+"sensor: { phpfpm: { socket: "+gone+" } }\n")
+	code, stdout, stderr = runMain(t, "config", "check", "--config", path)
+	want = "gearshift: warning: sensor.phpfpm: read php-fpm status: no socket " + gone + " (is php-fpm running"
+	if code != 0 || !strings.HasPrefix(stderr, want) || !strings.HasPrefix(stdout, "config OK") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, config OK and a warning beginning %q", code, stdout, stderr, want)
 	}
 }
 

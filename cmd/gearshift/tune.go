@@ -35,7 +35,7 @@ func newTuneCmd(a *app) *cobra.Command {
 	f.Var((*timefmt.Duration)(&o.Within), "within", "how soon after a distress period starts heavy must be on")
 	f.Float64Var(&o.Bounds.Load, "distress-load", o.Bounds.Load, "load_per_cpu above which the backend is in distress")
 	f.Float64Var(&o.Bounds.TTFBMs, "distress-ttfb", o.Bounds.TTFBMs, "backend_ttfb_ms above which the backend is in distress")
-	f.Float64Var(&o.Bounds.BusyRatio, "distress-busy", o.Bounds.BusyRatio, "apache_busy_ratio above which the backend is in distress")
+	f.Float64Var(&o.Bounds.BusyRatio, "distress-busy", o.Bounds.BusyRatio, "apache_busy_ratio or phpfpm_busy_ratio above which the backend is in distress")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the text")
 	return cmd
 }

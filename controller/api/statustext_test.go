@@ -103,3 +103,36 @@ func TestStatusGolden(t *testing.T) {
 		})
 	}
 }
+
+// With sensor.phpfpm on, its row shows the pool's figures beside the
+// thresholds of the default rules it added.
+func TestStatusGoldenPHPFPM(t *testing.T) {
+	cfg, err := config.ParseSettings([]byte("sensor: { phpfpm: { socket: /run/php/php8.2-fpm-status.sock, listen: /run/php/php8.2-fpm.sock, max_children: 5 } }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signals, err := cfg.Signals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.StateConfig(signals)
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	s := Status{
+		Version: "0.1.0", State: "heavy", Mode: "auto", Since: now.Add(-time.Minute), Transitions: 2,
+		Reason: "phpfpm_busy_ratio 1.00 >= 0.90 for 3 samples",
+		Sample: &SampleStatus{
+			Time: now.Add(-time.Second), Load1: 1.1, Load5: 0.6, Load15: 0.3, Runnable: 3, CPUs: 2,
+			Signals: map[string]*float64{
+				"load_per_cpu": pf64(0.55), "mem_available_pct": pf64(52.1), "psi_cpu": pf64(3.5), "psi_mem": pf64(0),
+				"phpfpm_queue": pf64(7), "phpfpm_busy_ratio": pf64(1), "phpfpm_max_children_reached": pf64(0),
+			},
+		},
+		Targets: []TargetStatus{{
+			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-heavy-1a2b3c4d", InSync: true, LastSwitchMS: 0.38,
+		}},
+		UptimeSeconds: 600,
+	}
+	var buf bytes.Buffer
+	s.WriteText(&buf, signals, &sc, now)
+	golden.Check(t, filepath.Join("status", "phpfpm.txt"), buf.Bytes())
+}

@@ -142,6 +142,7 @@ func Default() *Config {
 		Sensor: sensor.Config{
 			Probe:      sensor.ProbeConfig{Timeout: timefmt.Duration(time.Second)},
 			Prometheus: sensor.PrometheusConfig{Timeout: timefmt.Duration(time.Second), MaxAge: timefmt.Duration(30 * time.Second)},
+			PHPFPM:     sensor.PHPFPMConfig{Path: sensor.DefaultPHPFPMPath, Timeout: timefmt.Duration(sensor.DefaultPHPFPMTimeout)},
 		},
 		Profiles: profiles.DefaultOptions(),
 		OnExit:   "keep",

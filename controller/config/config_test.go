@@ -146,10 +146,11 @@ states:
 				t.Errorf("state config = %+v", sc)
 			}
 		}},
-		{"the traffic guard is on by default, probe and prometheus timeouts 1s, max_age 30s", base, func(t *testing.T, c *Config) {
+		{"the traffic guard is on by default, probe, prometheus and php-fpm timeouts 1s, max_age 30s", base, func(t *testing.T, c *Config) {
 			if c.Hysteresis.DownTrafficRatio != 0.6 || c.Sensor.Probe.Timeout != timefmt.Duration(time.Second) || !reflect.DeepEqual(c.Sensor, sensor.Config{
 				Probe:      sensor.ProbeConfig{Timeout: timefmt.Duration(time.Second)},
 				Prometheus: sensor.PrometheusConfig{Timeout: timefmt.Duration(time.Second), MaxAge: timefmt.Duration(30 * time.Second)},
+				PHPFPM:     sensor.PHPFPMConfig{Path: "/status", Timeout: timefmt.Duration(time.Second)},
 			}) {
 				t.Errorf("defaults: ratio %v, sensor %+v", c.Hysteresis.DownTrafficRatio, c.Sensor)
 			}

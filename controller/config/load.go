@@ -118,6 +118,7 @@ func parse(b []byte, validate func(*Config) error) (*Config, error) {
 			return nil, &Error{Problems: []Problem{d.aliasProblem()}}
 		}
 	}
+	cfg.addSourceRules(func(path string) bool { _, ok := d.lines[path]; return ok })
 	// Validate even when decoding failed (a bad value keeps its default), so
 	// that one run reports every problem; a key already reported is skipped.
 	problems := d.problems

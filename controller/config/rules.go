@@ -242,3 +242,76 @@ func (c *Config) StateConfig(set *state.Set) state.Config {
 	}
 	return sc
 }
+
+// addSourceRules adds the conditions of the sources the config turns on
+// (sensor.Source.Rules) to the rules the file did not give (given is false
+// for their key path, "states.heavy.stay"). A condition that would break
+// the order of the rules is left out: a stay condition the gear's enter
+// rule has no condition on the signal for, or one worse than it (then the
+// enter threshold is the stay's), and an enter condition not strictly
+// between the gears' around it.
+func (c *Config) addSourceRules(given func(path string) bool) {
+	hc := c.SensorConfig()
+	bands := c.States.Bands()
+	for _, src := range sensor.Sources {
+		if !src.On(hc) {
+			continue
+		}
+		for st, b := range bands {
+			if b == nil {
+				continue
+			}
+			path := "states." + state.State(st).String()
+			if !given(path + ".enter") {
+				for name, v := range src.Rules[st].Enter {
+					if _, ok := b.Enter[name]; !ok && c.orderedEnter(st, name, v) {
+						if b.Enter == nil {
+							b.Enter = Rule{}
+						}
+						b.Enter[name] = v
+					}
+				}
+			}
+			if !given(path + ".stay") {
+				for name, v := range src.Rules[st].Stay {
+					e, ok := b.Enter[name]
+					if _, have := b.Stay[name]; have || !ok {
+						continue
+					}
+					if s, found := knownSignals.Lookup(name); found && s.Worse(v, e) {
+						v = e
+					}
+					if b.Stay == nil {
+						b.Stay = Rule{}
+					}
+					b.Stay[name] = v
+				}
+			}
+		}
+	}
+}
+
+// orderedEnter tells whether v as the enter threshold of name in gear st
+// is strictly worse than the gear's below and better than the gear's above.
+func (c *Config) orderedEnter(st int, name string, v float64) bool {
+	s, ok := knownSignals.Lookup(name)
+	if !ok {
+		return false
+	}
+	bands := c.States.Bands()
+	for lo := st - 1; lo >= 0; lo-- {
+		if b := bands[lo]; b != nil {
+			if w, ok := b.Enter[name]; ok && !s.Worse(v, w) {
+				return false
+			}
+		}
+	}
+	for hi := st + 1; hi < len(bands); hi++ {
+		if b := bands[hi]; b != nil {
+			if w, ok := b.Enter[name]; ok && !s.Worse(w, v) {
+				return false
+			}
+		}
+	}
+	return true
+}

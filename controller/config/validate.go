@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -328,4 +329,24 @@ func (h History) validate(v *validator) {
 	if h.MaxBytes < 1_000_000 {
 		v.add("history.max_bytes", "must be at least 1MB, got %s", h.MaxBytes)
 	}
+}
+
+// ReachTimeout bounds Reach: every source is asked at once, and each
+// bounds its own read (sensor.phpfpm.timeout, at most 10s) within it.
+const ReachTimeout = 15 * time.Second
+
+// Reach reads once each configured source that can tell more by a read
+// than by its settings (see sensor.Reach): problems are faults of the
+// config (a status page that is not php-fpm's, a pool of another name, a
+// socket the user may not connect to), absent are sources not answering
+// now, which the daemon rides out as unavailable. `config check` asks it;
+// loading a config does not, so that the daemon starts before php-fpm.
+func (c *Config) Reach(ctx context.Context) (problems, absent []Problem) {
+	collect := func(to *[]Problem) func(key, format string, args ...any) {
+		return func(key, format string, args ...any) {
+			*to = append(*to, Problem{Path: key, Msg: fmt.Sprintf(format, args...), Kind: Machine})
+		}
+	}
+	sensor.Reach(ctx, c.SensorConfig(), collect(&problems), collect(&absent))
+	return problems, absent
 }

@@ -55,7 +55,8 @@ func Load(src trace.Source, cfg *config.Config, set *state.Set, bounds Bounds) (
 	h := &History{Bounds: bounds}
 	var sigs []state.Signal
 	for _, sig := range set.All() {
-		if ruled(cfg, sig.Name) || (sig.Name == state.ClientRPS && cfg.Hysteresis.DownTrafficRatio > 0) {
+		guarded := sig.Name == state.ClientRPS || sig.Distress != nil // what the traffic guard reads
+		if ruled(cfg, sig.Name) || (guarded && cfg.Hysteresis.DownTrafficRatio > 0) {
 			sig.Read = nil // what the machine derived, read as it is
 			h.names = append(h.names, sig.Name)
 			sigs = append(sigs, sig)

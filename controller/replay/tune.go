@@ -37,9 +37,9 @@ var factors = []float64{0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5}
 // recorded signal is beyond its bound.
 type Bounds struct {
 	TTFBMs    float64 // backend_ttfb_ms above it
-	BusyRatio float64 // apache_busy_ratio above it
+	BusyRatio float64 // apache_busy_ratio or phpfpm_busy_ratio above it
 	Load      float64 // load_per_cpu above it
-	// and dropped_rps above 0
+	// and dropped_rps or phpfpm_queue above 0
 }
 
 // DefaultBounds are the bounds of distress without flags.
@@ -50,7 +50,9 @@ func (b Bounds) limits() []limit {
 	return []limit{
 		{sensor.BackendTTFBMs, b.TTFBMs},
 		{sensor.ApacheBusyRatio, b.BusyRatio},
+		{sensor.PHPFPMBusyRatio, b.BusyRatio},
 		{sensor.DroppedRPS, 0},
+		{sensor.PHPFPMQueue, 0},
 		{state.LoadPerCPU.Name, b.Load},
 	}
 }
@@ -66,9 +68,10 @@ history (the last --since, from --dir, else the config's history.dir).
 It never writes the config: it prints a block to paste.
 
 The objective. A record is in distress when the backend is: backend_ttfb_ms
-above --distress-ttfb, apache_busy_ratio above --distress-busy, dropped_rps
-above 0, or load_per_cpu above --distress-load (a signal counts only where it
-was recorded). Distress records at most %s apart make a distress period;
+above --distress-ttfb, apache_busy_ratio or phpfpm_busy_ratio above
+--distress-busy, dropped_rps or phpfpm_queue above 0 (requests turned away,
+or waiting for PHP), or load_per_cpu above --distress-load (a signal counts
+only where it was recorded). Distress records at most %s apart make a distress period;
 one shorter than %s is none. The goal is heavy on within --within of the
 start of every distress period, then as little heavy time and as few
 transitions as possible outside them (from --within before a period's start

@@ -1,7 +1,7 @@
 // Package sensor reads the server's vitals (load, run queue, memory,
 // pressure stall information) and the optional sources beside them
 // (Varnish's traffic, a cgroup, Apache's workers, a backend probe, an
-// injected value) into a Sample.
+// injected value, PHP-FPM's pools) into a Sample.
 package sensor
 
 import (

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/gearshift/gearshift/controller/state"
 )
@@ -31,6 +33,10 @@ type Source struct {
 	// Overrides names signals of an earlier row whose figures this
 	// source's replace when it is on; when it fails, they are unknown.
 	Overrides []string
+	// Rules are conditions the source adds to the default rules of each
+	// gear (by state; light's unused) while it is on. A rule the config
+	// file gives replaces them with the rest of that rule's defaults.
+	Rules [len(state.All)]state.Band
 	// On tells whether cfg turns the source on.
 	On func(cfg HostConfig) bool
 	// Check reports what is wrong with the source's settings in cfg; nil
@@ -43,6 +49,12 @@ type Source struct {
 	// Open returns the reader of a source that is on. nil: the source is
 	// read by the Host itself (the machine's vitals).
 	Open func(cfg HostConfig) (Reader, error)
+	// Reach reads a source that is on once, for `config check`: what
+	// only an answer tells (a page that is not the source's, a socket
+	// refused). problem reports a fault of the config; absent a source
+	// not answering now (its server stopped), which the daemon rides out
+	// as unavailable. nil: nothing to ask.
+	Reach func(ctx context.Context, cfg HostConfig, problem, absent func(key, format string, args ...any))
 }
 
 // Sources are the rows, in the order of the signal set after the machine's
@@ -55,6 +67,7 @@ var Sources = []*Source{
 	&probeSource,
 	&injectSource,
 	&healthSource,
+	&phpfpmSource,
 	&prometheusSource,
 }
 
@@ -84,6 +97,7 @@ type Config struct {
 	// "": off; a missing file is no value.
 	InjectFile string           `yaml:"inject_file"`
 	Prometheus PrometheusConfig `yaml:"prometheus"`
+	PHPFPM     PHPFPMConfig     `yaml:"phpfpm"`
 }
 
 // HostConfig is what a Host is built from: the sensor block, and the
@@ -165,6 +179,39 @@ func Check(cfg HostConfig, problem func(key, format string, args ...any)) {
 	for _, src := range Sources {
 		if src.Check != nil {
 			src.Check(cfg, problem)
+		}
+	}
+}
+
+// Reach reads each source that cfg turns on and that has something to
+// ask once (see Source.Reach), all at once, within ctx.
+func Reach(ctx context.Context, cfg HostConfig, problem, absent func(key, format string, args ...any)) {
+	type report struct {
+		absent   bool
+		key, msg string
+	}
+	var mu sync.Mutex
+	var reports []report
+	add := func(absent bool) func(key, format string, args ...any) {
+		return func(key, format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, report{absent, key, fmt.Sprintf(format, args...)})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, src := range Sources {
+		if src.Reach != nil && src.On(cfg) {
+			wg.Go(func() { src.Reach(ctx, cfg, add(false), add(true)) })
+		}
+	}
+	wg.Wait()
+	slices.SortStableFunc(reports, func(a, b report) int { return strings.Compare(a.key, b.key) })
+	for _, r := range reports {
+		if r.absent {
+			absent(r.key, "%s", r.msg)
+		} else {
+			problem(r.key, "%s", r.msg)
 		}
 	}
 }

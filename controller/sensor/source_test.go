@@ -67,6 +67,7 @@ func TestSignalsFollowTheRows(t *testing.T) {
 		"load_per_cpu", "mem_available_pct", "psi_cpu", "psi_mem",
 		"client_rps", "backend_rps", "backend_fail_rps", "dropped_rps", "queue_len", "hit_ratio", "backend_share",
 		"apache_busy_ratio", "backend_ttfb_ms", "injected", "backend_healthy",
+		"phpfpm_queue", "phpfpm_busy_ratio", "phpfpm_max_children_reached",
 	}
 	if got := set.Names(); !slices.Equal(got, want) {
 		t.Errorf("signal set %v, want %v", got, want)
@@ -85,6 +86,7 @@ func TestUnsourced(t *testing.T) {
 		Sensor: Config{
 			Cgroup: "system.slice/apache2.service", ApacheStatus: "http://127.0.0.1/server-status",
 			Probe: ProbeConfig{URL: "http://127.0.0.1/"}, InjectFile: "/run/x",
+			PHPFPM: PHPFPMConfig{Socket: "/run/php/php8.2-fpm.sock"},
 		},
 	}
 	set, _ := Signals(off)
@@ -109,9 +111,10 @@ func TestCheckSources(t *testing.T) {
 	var got []string
 	Check(HostConfig{Sensor: Config{
 		Cgroup: "../etc", ApacheStatus: "ftp://x", InjectFile: "relative",
-		Probe: ProbeConfig{URL: "nope", Timeout: 0},
+		Probe: ProbeConfig{URL: "nope", Timeout: 0}, PHPFPM: PHPFPMConfig{Socket: "php.sock"},
 	}}, func(key, format string, args ...any) { got = append(got, key) })
-	want := []string{"sensor.cgroup", "sensor.apache_status", "sensor.probe.url", "sensor.probe.timeout", "sensor.inject_file"}
+	want := []string{"sensor.cgroup", "sensor.apache_status", "sensor.probe.url", "sensor.probe.timeout", "sensor.inject_file",
+		"sensor.phpfpm.timeout", "sensor.phpfpm.socket"}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems with %v, want %v", got, want)
 	}

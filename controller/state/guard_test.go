@@ -198,3 +198,46 @@ func TestTrafficGuardAfterResume(t *testing.T) {
 		t.Errorf("resumed heavy with no entry rate: %s (%s), want a step down on the load", d.State, d.Reason)
 	}
 }
+
+// A signal past its distress mark holds the gear as the traffic does:
+// requests waiting for PHP are no time to send it more.
+func TestTrafficGuardHoldsInDistress(t *testing.T) {
+	queue := Signal{Name: "phpfpm_queue", Direction: Rises, Distress: new(float64)}
+	cfg := guardConfig(0.6)
+	cfg.Signals = MustSet(Builtin, testSignals.All()[1:], []Signal{queue})
+	cfg.Bands[Heavy].Stay = Rule{"load_per_cpu": 1.0}
+	const s = time.Second
+	step := func(m *Machine, at time.Duration, load, q float64) Decision {
+		r := Reading{Time: t0.Add(at), Load1: 2 * load, CPUs: 2, Values: map[string]float64{"mem_available_pct": 60}}
+		if q >= 0 {
+			r.Values["phpfpm_queue"] = q
+		}
+		return m.Step(t0.Add(at), r)
+	}
+	for _, tc := range []struct {
+		name  string
+		ratio float64
+		queue float64 // after the climb; < 0: unavailable
+		want  State
+		why   string
+	}{
+		{"a queue holds heavy", 0.6, 3, Heavy, "stay: phpfpm_queue 3 > 0: the backend is in distress"},
+		{"no queue lets go", 0.6, 0, Moderate, ""},
+		{"an unknown queue lets go", 0.6, -1, Moderate, ""},
+		{"the guard off lets go", 0, 3, Moderate, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			c.DownTrafficRatio = tc.ratio
+			m := New(c, 0)
+			for i := range 3 {
+				step(m, time.Duration(i)*s, 2, 0)
+			}
+			// Resumed or entered without traffic, the distress half holds all the same.
+			d := step(m, 300*s, 0.1, tc.queue)
+			if d.State != tc.want || !strings.Contains(d.Reason, tc.why) {
+				t.Errorf("%s (%s), want %s (%q)", d.State, d.Reason, tc.want, tc.why)
+			}
+		})
+	}
+}

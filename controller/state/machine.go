@@ -220,12 +220,20 @@ func (m *Machine) recordEntry(from, to State, sig Signals) {
 const minEntryRPS = 1.0
 
 // trafficGuard tells whether the traffic guard holds st, and why:
-// "client_rps 410 > 0.6 × 520 at entry". It is off without a ratio, in
-// light, without a client_rps now, and for a gear entered without one or
-// below minEntryRPS.
+// "client_rps 410 > 0.6 × 520 at entry", or a signal past its distress
+// mark ("phpfpm_queue 3 > 0: the backend is in distress"). It is off
+// without a ratio and in light. The traffic half is off without a
+// client_rps now, and for a gear entered without one or below
+// minEntryRPS; the distress half while no signal is past its mark.
 func (m *Machine) trafficGuard(st State, sig Signals) (string, bool) {
 	ratio, entry := m.cfg.DownTrafficRatio, m.entryRPS[st]
-	if ratio <= 0 || st == Light || entry == nil || *entry < minEntryRPS {
+	if ratio <= 0 || st == Light {
+		return "", false
+	}
+	if why, ok := m.distress(sig); ok {
+		return why, true
+	}
+	if entry == nil || *entry < minEntryRPS {
 		return "", false
 	}
 	rps, ok := sig.Get(ClientRPS)
@@ -234,6 +242,23 @@ func (m *Machine) trafficGuard(st State, sig Signals) (string, bool) {
 	}
 	s, _ := m.cfg.Signals.Lookup(ClientRPS)
 	return fmt.Sprintf("%s %s > %g × %s at entry", ClientRPS, s.Format(rps), ratio, s.Format(*entry)), true
+}
+
+// distress names the first signal of the set past its distress mark.
+func (m *Machine) distress(sig Signals) (string, bool) {
+	for _, s := range m.cfg.Signals.list {
+		if s.Distress == nil {
+			continue
+		}
+		if v, ok := sig.Get(s.Name); ok && s.Worse(v, *s.Distress) {
+			op := ">"
+			if s.Direction == Falls {
+				op = "<"
+			}
+			return fmt.Sprintf("%s %s %s %s: the backend is in distress", s.Name, s.Format(v), op, s.FormatLimit(*s.Distress)), true
+		}
+	}
+	return "", false
 }
 
 // auto applies the rules of SPEC section 4 from cur.

@@ -63,6 +63,13 @@ type Signal struct {
 	StatusLine   string
 	StatusPart   string
 	StatusAbsent string
+
+	// Distress is the value past which the signal says the backend is in
+	// distress whatever the rules say (phpfpm_queue above 0: requests wait
+	// for PHP); nil for none. While one is past it the traffic guard holds
+	// the gear: a step down would send more requests to a backend that
+	// already cannot take them.
+	Distress *float64
 }
 
 // Input is what a signal is read from: a reading, and what the machine

@@ -262,11 +262,33 @@ func (m *MariaDB) Query(sql string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// Stack is how Apache runs a site's PHP.
+type Stack int
+
+const (
+	// ModPHP: the prefork MPM with mod_php, as Debian's
+	// libapache2-mod-php sets it up.
+	ModPHP Stack = iota
+	// FPM: the event MPM handing .php to a private PHP-FPM pool over its
+	// unix socket with proxy_fcgi, as Debian's php8.2-fpm with `a2enconf
+	// php8.2-fpm` does; the pool's status at /fpm-status, served on a
+	// pm.status_listen socket of its own.
+	FPM
+)
+
+func (s Stack) String() string {
+	if s == FPM {
+		return "fpm"
+	}
+	return "mod_php"
+}
+
 // Apache describes a site for StartApache.
 type Apache struct {
-	Dir  string // config, logs and pid file; PHP's errors in Dir/php-error.log
-	Root string // the DocumentRoot
-	Port int    // loopback port to listen on
+	Dir   string // config, logs and pid file; PHP's errors in Dir/php-error.log
+	Root  string // the DocumentRoot
+	Port  int    // loopback port to listen on
+	Stack Stack  // how PHP runs: ModPHP (the zero value) or FPM
 	// Directory holds directives for <Directory Root>, after
 	// "Options FollowSymLinks" and "Require all granted".
 	Directory string
@@ -277,19 +299,33 @@ type Apache struct {
 	Probe string
 }
 
+// FPMSocket is the FPM stack's pool socket, and FPMStatusSocket its
+// pm.status_listen (pm.status_path /fpm-status, also routed by Apache
+// for loopback clients).
+func (a Apache) FPMSocket() string       { return filepath.Join(a.Dir, "fpm.sock") }
+func (a Apache) FPMStatusSocket() string { return filepath.Join(a.Dir, "fpm-status.sock") }
+
+// FPMMaxChildren is the FPM stack's pm.max_children: as many as the mod_php
+// stack's MaxRequestWorkers.
+const FPMMaxChildren = 16
+
 // ApachePrograms are the programs StartApache needs in its bin map.
 var ApachePrograms = []string{"apache2"}
 
-// StartApache serves a.Root with mod_php (its sessions in a.Dir),
-// mod_rewrite, mod_alias and mod_env, and gearshift's shipped mod_remoteip
-// snippet (the visitor's address from X-Forwarded-For), and returns once
-// a.Probe answers 200. Apache stops when the test ends.
+// StartApache serves a.Root with PHP as a.Stack says (its sessions in
+// a.Dir), mod_rewrite, mod_alias and mod_env, and gearshift's shipped
+// mod_remoteip snippet (the visitor's address from X-Forwarded-For), and
+// returns once a.Probe answers 200. Apache, and the FPM stack's php-fpm,
+// stop when the test ends.
 func StartApache(tb testing.TB, a Apache, bin map[string]string) {
 	tb.Helper()
 	mods := "/usr/lib/apache2/modules"
-	php, _ := filepath.Glob(filepath.Join(mods, "libphp*.so"))
-	if len(php) == 0 {
-		Need(tb, "apache2, libapache2-mod-php", filepath.Join(mods, "libphp8.2.so"))
+	var php []string
+	if a.Stack == ModPHP {
+		php, _ = filepath.Glob(filepath.Join(mods, "libphp*.so"))
+		if len(php) == 0 {
+			Need(tb, "apache2, libapache2-mod-php", filepath.Join(mods, "libphp8.2.so"))
+		}
 	}
 	users := ""
 	if os.Geteuid() == 0 {
@@ -304,6 +340,12 @@ func StartApache(tb testing.TB, a Apache, bin map[string]string) {
 		tb.Fatal(err)
 	}
 	os.Chmod(sessions, 0o1733)
+	var mpm, phpConf string
+	if a.Stack == FPM {
+		mpm, phpConf = fpmConf(tb, a, mods, phpLog, sessions)
+	} else {
+		mpm, phpConf = modPHPConf(mods, php[0], phpLog, sessions)
+	}
 	conf := fmt.Sprintf(`ServerRoot %[1]q
 ServerName 127.0.0.1
 Listen 127.0.0.1:%[2]d
@@ -313,7 +355,7 @@ Mutex file:%[1]s default
 ErrorLog %[1]s/apache-error.log
 LogLevel warn
 %[3]s
-LoadModule mpm_prefork_module %[4]s/mod_mpm_prefork.so
+%[5]s
 LoadModule authz_core_module  %[4]s/mod_authz_core.so
 LoadModule mime_module        %[4]s/mod_mime.so
 LoadModule dir_module         %[4]s/mod_dir.so
@@ -322,11 +364,6 @@ LoadModule env_module         %[4]s/mod_env.so
 LoadModule setenvif_module    %[4]s/mod_setenvif.so
 LoadModule rewrite_module     %[4]s/mod_rewrite.so
 LoadModule remoteip_module    %[4]s/mod_remoteip.so
-LoadModule php_module         %[5]s
-StartServers 4
-MinSpareServers 2
-MaxSpareServers 8
-MaxRequestWorkers 16
 TypesConfig /etc/mime.types
 DocumentRoot %[6]q
 DirectoryIndex index.php
@@ -344,14 +381,9 @@ Include %[7]q
     Require all granted
 %[9]s
 </Directory>
-<FilesMatch "\.php$">
-    SetHandler application/x-httpd-php
-</FilesMatch>
-php_admin_flag  display_errors Off
-php_admin_value error_log %[8]q
-php_admin_value session.save_path %[11]q
+%[8]s
 %[10]s
-`, a.Dir, a.Port, users, mods, php[0], a.Root, RepoFile(tb, "scripts/wordpress/remoteip.conf"), phpLog, a.Directory, a.Conf, sessions, AccessLog(a.Dir))
+`, a.Dir, a.Port, users, mods, mpm, a.Root, RepoFile(tb, "scripts/wordpress/remoteip.conf"), phpConf, a.Directory, a.Conf, sessions, AccessLog(a.Dir))
 	file := filepath.Join(a.Dir, "apache.conf")
 	WriteFile(tb, file, conf)
 	if out, err := exec.Command(bin["apache2"], "-f", file, "-t").CombinedOutput(); err != nil {
@@ -368,4 +400,82 @@ php_admin_value session.save_path %[11]q
 	}) || d.Exited() {
 		tb.Fatalf("apache did not answer %s:\n%s", url, LastLines(filepath.Join(a.Dir, "apache-error.log"), 10))
 	}
+}
+
+// modPHPConf is the mod_php stack's MPM and PHP settings.
+func modPHPConf(mods, php, phpLog, sessions string) (mpm, conf string) {
+	mpm = fmt.Sprintf(`LoadModule mpm_prefork_module %s/mod_mpm_prefork.so
+StartServers 4
+MinSpareServers 2
+MaxSpareServers 8
+MaxRequestWorkers 16`, mods)
+	conf = fmt.Sprintf(`LoadModule php_module %s
+<FilesMatch "\.php$">
+    SetHandler application/x-httpd-php
+</FilesMatch>
+php_admin_flag  display_errors Off
+php_admin_value error_log %q
+php_admin_value session.save_path %q`, php, phpLog, sessions)
+	return mpm, conf
+}
+
+// fpmConf starts the FPM stack's php-fpm, a pool of FPMMaxChildren
+// children on a.FPMSocket() (as www-data when the test runs as root),
+// and returns the event MPM's settings and the proxy_fcgi lines of
+// Debian's php8.2-fpm.conf pointed at the pool.
+func fpmConf(tb testing.TB, a Apache, mods, phpLog, sessions string) (mpm, conf string) {
+	tb.Helper()
+	fpm := Need(tb, "php8.2-fpm", "php-fpm8.2")["php-fpm8.2"]
+	args := []string{fpm, "-F", "-y", filepath.Join(a.Dir, "php-fpm.conf")}
+	user := ""
+	if os.Geteuid() == 0 {
+		// The master keeps root (hence -R); the children are www-data's.
+		user = "user = www-data\ngroup = www-data\nlisten.owner = www-data\nlisten.group = www-data\nlisten.mode = 0660\n"
+		args = append(args, "-R")
+	}
+	WriteFile(tb, filepath.Join(a.Dir, "php-fpm.conf"), fmt.Sprintf(`[global]
+pid = %[1]s/php-fpm.pid
+error_log = %[1]s/php-fpm.log
+daemonize = no
+
+[site]
+%[2]slisten = %[3]s
+pm = static
+pm.max_children = %[6]d
+pm.status_path = /fpm-status
+pm.status_listen = %[4]s
+catch_workers_output = yes
+php_admin_flag[display_errors] = off
+php_admin_value[error_log] = %[5]s
+php_admin_value[session.save_path] = %[7]s
+`, a.Dir, user, a.FPMSocket(), a.FPMStatusSocket(), phpLog, FPMMaxChildren, sessions))
+	d := StartDaemon(tb, "php-fpm8.2", filepath.Join(a.Dir, "php-fpm.out"), args...)
+	if !WaitFor(15*time.Second, func() bool {
+		c, err := net.Dial("unix", a.FPMStatusSocket())
+		if err == nil {
+			c.Close()
+		}
+		return err == nil || d.Exited()
+	}) || d.Exited() {
+		tb.Fatalf("php-fpm8.2 did not listen on %s:\n%s", a.FPMSocket(), LastLines(filepath.Join(a.Dir, "php-fpm.log"), 10))
+	}
+	mpm = fmt.Sprintf(`LoadModule mpm_event_module %[1]s/mod_mpm_event.so
+StartServers 1
+ServerLimit 2
+ThreadsPerChild 16
+MinSpareThreads 4
+MaxSpareThreads 32
+MaxRequestWorkers 32`, mods)
+	conf = fmt.Sprintf(`LoadModule authz_host_module %[1]s/mod_authz_host.so
+LoadModule proxy_module      %[1]s/mod_proxy.so
+LoadModule proxy_fcgi_module %[1]s/mod_proxy_fcgi.so
+SetEnvIfNoCase ^Authorization$ "(.+)" HTTP_AUTHORIZATION=$1
+<FilesMatch ".+\.ph(?:ar|p|tml)$">
+    SetHandler "proxy:unix:%[2]s|fcgi://localhost"
+</FilesMatch>
+<Location "/fpm-status">
+    SetHandler "proxy:unix:%[3]s|fcgi://localhost"
+    Require local
+</Location>`, mods, a.FPMSocket(), a.FPMStatusSocket())
+	return mpm, conf
 }
