@@ -5,16 +5,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/capbuf"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -96,37 +92,9 @@ func (l Log) RefusalArgs() []string {
 // WatchRefusals runs varnishlog until ctx ends and counts every refusal
 // it reports into r, at the time it is read. Its errors are Watch's.
 func (l Log) WatchRefusals(ctx context.Context, r *Refusals, now func() time.Time) error {
-	bin := l.Binary
-	if bin == "" {
-		bin = "varnishlog"
-	}
-	cmd := exec.CommandContext(ctx, bin, l.RefusalArgs()...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 2 * time.Second
-	stderr := &capbuf.Buffer{Max: 4 << 10}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("run varnishlog -n %s: %w", l.Name, err)
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("run varnishlog -n %s: %w", l.Name, err)
-	}
-	perr := parseRefusals(stdout, func(client string) { r.Add(now(), client) })
-	werr := cmd.Wait()
-	if ctx.Err() != nil {
-		return nil
-	}
-	if perr != nil {
-		return fmt.Errorf("read varnishlog -n %s: %w", l.Name, perr)
-	}
-	if msg := firstLine(stderr.String()); msg != "" {
-		return fmt.Errorf("varnishlog -n %s stopped: %s", l.Name, msg)
-	}
-	if werr != nil {
-		return fmt.Errorf("run varnishlog -n %s: %w", l.Name, werr)
-	}
-	return fmt.Errorf("varnishlog -n %s stopped", l.Name)
+	return l.run(ctx, l.RefusalArgs(), func(rd io.Reader) error {
+		return parseRefusals(rd, func(client string) { r.Add(now(), client) })
+	})
 }
 
 // parseRefusals reads varnishlog's raw records ("  32770 VCL_Log  c

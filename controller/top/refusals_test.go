@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -67,9 +66,7 @@ func TestRefusalsFromVarnish(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- (Log{Name: v.WorkDir}).WatchRefusals(ctx, &r, time.Now) }()
 	time.Sleep(300 * time.Millisecond) // varnishlog attaches
-	from := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext,
-	}}
+	from := clientFrom("127.0.0.2")
 	refused := 0
 	for i := range 250 {
 		resp, err := from.Get(v.URL(fmt.Sprintf("/?s=%d", i)))

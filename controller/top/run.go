@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -41,11 +42,18 @@ func (l Log) Args() []string {
 // ctx ended, and an error when varnishlog could not start or stopped by
 // itself (no such Varnish, no access to its log).
 func (l Log) Watch(ctx context.Context, emit func(Request)) error {
+	return l.run(ctx, l.Args(), func(r io.Reader) error { return parseLog(r, emit) })
+}
+
+// run runs varnishlog with args until ctx ends, its output read by parse.
+// It returns nil when ctx ended, and an error when varnishlog could not
+// start or stopped by itself.
+func (l Log) run(ctx context.Context, args []string, parse func(io.Reader) error) error {
 	bin := l.Binary
 	if bin == "" {
 		bin = "varnishlog"
 	}
-	cmd := exec.CommandContext(ctx, bin, l.Args()...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	// SIGTERM lets varnishlog write the transactions it holds; one that
 	// hangs is killed a moment later.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -59,7 +67,7 @@ func (l Log) Watch(ctx context.Context, emit func(Request)) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run varnishlog -n %s: %w", l.Name, err)
 	}
-	perr := parseLog(stdout, emit)
+	perr := parse(stdout)
 	werr := cmd.Wait()
 	if ctx.Err() != nil {
 		return nil

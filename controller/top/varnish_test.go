@@ -237,9 +237,7 @@ func TestEveryFetchHasOneReason(t *testing.T) {
 // though its refused requests never reached the backend.
 func TestOverBudgetFromVarnish(t *testing.T) {
 	v, _ := startSite(t) // heavy
-	from := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext,
-	}}
+	from := clientFrom("127.0.0.2")
 	var s Summary
 	var err error
 	done := make(chan struct{})
@@ -271,4 +269,12 @@ func TestOverBudgetFromVarnish(t *testing.T) {
 	if !ok || top.Reason != OverBudget || top.Count < refused*9/10 {
 		t.Fatalf("top reason = %+v, want over_budget for about %d requests; all: %v", top, refused, s.Reasons)
 	}
+}
+
+// clientFrom is an HTTP client whose connections come from ip, a loopback
+// address outside purge_acl: a visitor with a budget.
+func clientFrom(ip string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext,
+	}}
 }
