@@ -1,8 +1,8 @@
 // Package lampstack starts, for gearshift's integration tests, the servers
-// a PHP site runs on (a private MariaDB, Apache with mod_php) on free
-// loopback ports under a test's temp dir, and drives the site through a
-// test Varnish as browsers with cookie jars do, or measures its
-// throughput with wrk.
+// a PHP site runs on (a private MariaDB, Apache with mod_php or with
+// PHP-FPM) on free loopback ports under a test's temp dir, and drives the
+// site through a test Varnish as browsers with cookie jars do, or
+// measures its throughput with wrk.
 package lampstack
 
 import (
@@ -283,6 +283,28 @@ func (s Stack) String() string {
 	return "mod_php"
 }
 
+// Packages are the Debian packages that run PHP on s, for Need's message.
+func (s Stack) Packages() string {
+	if s == FPM {
+		return "apache2, php8.2-fpm"
+	}
+	return "apache2, libapache2-mod-php"
+}
+
+// Stacks are the ways StartApache runs PHP, in the order EachStack runs
+// them.
+var Stacks = []Stack{ModPHP, FPM}
+
+// EachStack runs fn as a subtest for each of Stacks, named after it
+// ("mod_php", "fpm"), so that one test body covers both ways a LAMP
+// server runs PHP and -run 'Test/fpm' picks one.
+func EachStack(t *testing.T, fn func(t *testing.T, php Stack)) {
+	t.Helper()
+	for _, php := range Stacks {
+		t.Run(php.String(), func(t *testing.T) { fn(t, php) })
+	}
+}
+
 // Apache describes a site for StartApache.
 type Apache struct {
 	Dir   string // config, logs and pid file; PHP's errors in Dir/php-error.log
@@ -316,7 +338,8 @@ var ApachePrograms = []string{"apache2"}
 // a.Dir), mod_rewrite, mod_alias and mod_env, and gearshift's shipped
 // mod_remoteip snippet (the visitor's address from X-Forwarded-For), and
 // returns once a.Probe answers 200. Apache, and the FPM stack's php-fpm,
-// stop when the test ends.
+// stop when the test ends; a php-fpm still running for a.Dir (after
+// StopApache) serves the new Apache.
 func StartApache(tb testing.TB, a Apache, bin map[string]string) {
 	tb.Helper()
 	mods := "/usr/lib/apache2/modules"
@@ -419,11 +442,26 @@ php_admin_value session.save_path %q`, php, phpLog, sessions)
 	return mpm, conf
 }
 
-// fpmConf starts the FPM stack's php-fpm, a pool of FPMMaxChildren
-// children on a.FPMSocket() (as www-data when the test runs as root),
-// and returns the event MPM's settings and the proxy_fcgi lines of
-// Debian's php8.2-fpm.conf pointed at the pool.
+// fpmConf starts the FPM stack's php-fpm unless it runs already, and
+// returns the event MPM's settings and the proxy_fcgi lines of Debian's
+// php8.2-fpm.conf pointed at its pool.
 func fpmConf(tb testing.TB, a Apache, mods, phpLog, sessions string) (mpm, conf string) {
+	tb.Helper()
+	if c, err := net.Dial("unix", a.FPMStatusSocket()); err == nil {
+		// The pool an earlier StartApache with this Dir started still
+		// runs (StopApache stops Apache alone): a server keeps php-fpm
+		// across Apache's restarts too.
+		c.Close()
+	} else {
+		startFPM(tb, a, phpLog, sessions)
+	}
+	return fpmMPM(a, mods)
+}
+
+// startFPM starts a private php-fpm, a pool of FPMMaxChildren children on
+// a.FPMSocket() (as www-data when the test runs as root), stopped when
+// the test ends.
+func startFPM(tb testing.TB, a Apache, phpLog, sessions string) {
 	tb.Helper()
 	fpm := Need(tb, "php8.2-fpm", "php-fpm8.2")["php-fpm8.2"]
 	args := []string{fpm, "-F", "-y", filepath.Join(a.Dir, "php-fpm.conf")}
@@ -459,6 +497,10 @@ php_admin_value[session.save_path] = %[7]s
 	}) || d.Exited() {
 		tb.Fatalf("php-fpm8.2 did not listen on %s:\n%s", a.FPMSocket(), LastLines(filepath.Join(a.Dir, "php-fpm.log"), 10))
 	}
+}
+
+// fpmMPM is the FPM stack's event MPM and proxy_fcgi settings.
+func fpmMPM(a Apache, mods string) (mpm, conf string) {
 	mpm = fmt.Sprintf(`LoadModule mpm_event_module %[1]s/mod_mpm_event.so
 StartServers 1
 ServerLimit 2
