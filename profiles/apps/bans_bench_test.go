@@ -110,7 +110,7 @@ type bansRow struct {
 
 func bansRun(b *testing.B, wrk string, k bansKnobs, plain bool) bansRow {
 	b.Helper()
-	s := startSessionSiteWith(b, "", 0)
+	s := startSessionSiteWith(b, lampstack.ModPHP, "", 0)
 	cfg := s.config()
 	cfg.Profiles.StripSetCookies = []string{"PHPSESSID"}
 	site := cfg.Site()

@@ -25,9 +25,9 @@ func BenchmarkAppsHome(b *testing.B) {
 		start func(testing.TB) *stack
 		strip bool // also heavy with strip_set_cookies: [PHPSESSID]
 	}{
-		{"mediawiki", "/index.php/Main_Page", func(tb testing.TB) *stack { return startMediaWiki(tb).stack }, false},
-		{"phpmyadmin", pmaPath, func(tb testing.TB) *stack { return startPhpMyAdmin(tb).stack }, false},
-		{"sessionsite", "/", func(tb testing.TB) *stack { return startSessionSite(tb).stack }, true},
+		{"mediawiki", "/index.php/Main_Page", func(tb testing.TB) *stack { return startMediaWiki(tb, lampstack.ModPHP).stack }, false},
+		{"phpmyadmin", pmaPath, func(tb testing.TB) *stack { return startPhpMyAdmin(tb, lampstack.ModPHP).stack }, false},
+		{"sessionsite", "/", func(tb testing.TB) *stack { return startSessionSite(tb, lampstack.ModPHP).stack }, true},
 	} {
 		b.Run(app.name, func(b *testing.B) {
 			st := app.start(b)

@@ -23,15 +23,15 @@ type guestSite struct {
 	guest *guest.Server
 }
 
-// startGuestSite starts the session site, its pages costing workMS of
-// CPU each, and a guest.Server the profiles ask.
-func startGuestSite(tb testing.TB, workMS int) *guestSite {
+// startGuestSite starts the session site on php, its pages costing
+// workMS of CPU each, and a guest.Server the profiles ask.
+func startGuestSite(tb testing.TB, php lampstack.Stack, workMS int) *guestSite {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := startSessionSiteWith(tb, ln.Addr().String(), workMS)
+	s := startSessionSiteWith(tb, php, ln.Addr().String(), workMS)
 	g := guest.New(guest.Options{Backend: fmt.Sprintf("127.0.0.1:%d", s.port), Timeout: 30 * time.Second})
 	srv := &http.Server{Handler: g}
 	go srv.Serve(ln)
@@ -69,8 +69,11 @@ func (sec secrets) note(t *testing.T, who string, p lampstack.Page) {
 // cookie-less visitors, without a Set-Cookie; the forms and the page
 // whose token is in a <meta> tag are never shared and work; no visitor
 // gets another's session or token; signed-in users see their own pages.
-func TestGuestPages(t *testing.T) {
-	s := startGuestSite(t, 0)
+// On mod_php and on PHP-FPM.
+func TestGuestPages(t *testing.T) { lampstack.EachStack(t, testGuestPages) }
+
+func testGuestPages(t *testing.T, php lampstack.Stack) {
+	s := startGuestSite(t, php, 0)
 	lampstack.Use(t, s.v, "gs-heavy")
 	sec := secrets{}
 	n := 0
@@ -160,9 +163,13 @@ func TestGuestPages(t *testing.T) {
 
 // TestGuestPageStopsWhenItCarriesAToken: a shared page that starts to
 // carry the session's token is no longer shared once its copy is checked
-// again (heavy_min_ttl, here 2 s).
+// again (heavy_min_ttl, here 2 s). On mod_php and on PHP-FPM.
 func TestGuestPageStopsWhenItCarriesAToken(t *testing.T) {
-	s := startGuestSite(t, 0)
+	lampstack.EachStack(t, testGuestPageStopsWhenItCarriesAToken)
+}
+
+func testGuestPageStopsWhenItCarriesAToken(t *testing.T, php lampstack.Stack) {
+	s := startGuestSite(t, php, 0)
 	cfg := s.config()
 	cfg.Profiles.HeavyMinTTL = timefmt.Duration(2 * time.Second)
 	lampstack.LoadProfiles(t, s.v, cfg, "fast")
@@ -216,7 +223,7 @@ func TestGuestPageStopsWhenItCarriesAToken(t *testing.T) {
 //	go test ./profiles/apps -run '^$' -bench GuestPages -benchtime 1x
 func BenchmarkGuestPages(b *testing.B) {
 	wrk := lampstack.Need(b, "wrk", "wrk")["wrk"]
-	s := startGuestSite(b, 25)
+	s := startGuestSite(b, lampstack.ModPHP, 25)
 	off := s.config()
 	off.Profiles.GuestPages = "off"
 	lampstack.LoadProfiles(b, s.v, off, "off")

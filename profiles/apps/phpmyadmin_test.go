@@ -27,9 +27,9 @@ type pma struct {
 
 const pmaPath = "/phpmyadmin/"
 
-func startPhpMyAdmin(t testing.TB) *pma {
+func startPhpMyAdmin(t testing.TB, php lampstack.Stack) *pma {
 	t.Helper()
-	bin := lampstack.Need(t, "phpmyadmin, mariadb-server, php-mysql, php-mbstring, php-xml, apache2, libapache2-mod-php",
+	bin := lampstack.Need(t, "phpmyadmin, mariadb-server, php-mysql, php-mbstring, php-xml, "+php.Packages(),
 		append(append([]string{"/usr/share/phpmyadmin/index.php", "/usr/share/phpmyadmin/libraries/vendor_config.php"},
 			lampstack.MariaDBPrograms...), lampstack.ApachePrograms...)...)
 	st := startVarnish(t)
@@ -102,7 +102,7 @@ $cfg['SendErrorReports'] = 'never';
 	docroot := filepath.Join(st.dir, "htdocs")
 	lampstack.WriteFile(t, filepath.Join(docroot, "index.html"), "<p>phpMyAdmin is at /phpmyadmin/</p>\n")
 	// As Debian's /etc/phpmyadmin/apache.conf has it.
-	lampstack.StartApache(t, lampstack.Apache{Dir: st.dir, Root: docroot, Port: port, Probe: pmaPath + "favicon.ico",
+	lampstack.StartApache(t, lampstack.Apache{Dir: st.dir, Root: docroot, Port: port, Stack: php, Probe: pmaPath + "favicon.ico",
 		Conf: fmt.Sprintf(`Alias /phpmyadmin %[1]q
 <Directory %[1]q>
     Options SymLinksIfOwnerMatch
@@ -115,7 +115,7 @@ $cfg['SendErrorReports'] = 'never';
 <Directory %[3]q>
     Require all denied
 </Directory>`, root, filepath.Join(root, "templates"), filepath.Join(root, "libraries"))}, bin)
-	t.Logf("MariaDB, phpMyAdmin and Apache up in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("MariaDB, phpMyAdmin and Apache (%s) up in %s", php, time.Since(start).Round(time.Millisecond))
 	st.loadDefaults(t, port)
 	return p
 }
@@ -160,14 +160,16 @@ func pmaToken(t *testing.T, page lampstack.Page) string {
 	return m[1]
 }
 
-// TestPhpMyAdmin runs Debian's phpMyAdmin through each gear of the
-// default profiles: two MariaDB users, each with a browser of their own,
+// TestPhpMyAdmin runs Debian's phpMyAdmin, on mod_php and on PHP-FPM,
+// through each gear of the default profiles: two MariaDB users, each with a browser of their own,
 // log in with the real form and its token, browse their database, write
 // to it, change a preference and log out; the login form is never shared,
 // and no page is ever another user's.
 func TestPhpMyAdmin(t *testing.T) {
-	p := startPhpMyAdmin(t)
-	p.eachGear(t, func(t *testing.T, gear string, i int) { testPmaGear(t, p, gear, i) })
+	lampstack.EachStack(t, func(t *testing.T, php lampstack.Stack) {
+		p := startPhpMyAdmin(t, php)
+		p.eachGear(t, func(t *testing.T, gear string, i int) { testPmaGear(t, p, gear, i) })
+	})
 }
 
 func testPmaGear(t *testing.T, p *pma, gear string, i int) {

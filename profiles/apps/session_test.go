@@ -23,17 +23,17 @@ type sessionSite struct {
 	port  int               // Apache's
 }
 
-func startSessionSite(t testing.TB) *sessionSite {
+func startSessionSite(t testing.TB, php lampstack.Stack) *sessionSite {
 	t.Helper()
-	return startSessionSiteWith(t, "", 0)
+	return startSessionSiteWith(t, php, "", 0)
 }
 
-// startSessionSiteWith starts the session site with the profiles'
+// startSessionSiteWith starts the session site on php with the profiles'
 // guest_listen at guest ("": the default), its pages costing workMS
 // milliseconds of CPU each (SITE_WORK_MS; 0: none).
-func startSessionSiteWith(t testing.TB, guest string, workMS int) *sessionSite {
+func startSessionSiteWith(t testing.TB, php lampstack.Stack, guest string, workMS int) *sessionSite {
 	t.Helper()
-	bin := lampstack.Need(t, "apache2, libapache2-mod-php", lampstack.ApachePrograms...)
+	bin := lampstack.Need(t, php.Packages(), lampstack.ApachePrograms...)
 	st := startVarnish(t)
 	st.guest = guest
 	s := &sessionSite{stack: st, users: map[string]string{}, data: filepath.Join(st.dir, "site-data")}
@@ -58,7 +58,7 @@ func startSessionSiteWith(t testing.TB, guest string, workMS int) *sessionSite {
 	os.Chmod(data, 0o777) // written by Apache's user
 
 	s.port = lampstack.FreePort(t)
-	lampstack.StartApache(t, lampstack.Apache{Dir: st.dir, Root: root, Port: s.port, Probe: "/style.css",
+	lampstack.StartApache(t, lampstack.Apache{Dir: st.dir, Root: root, Port: s.port, Stack: php, Probe: "/style.css",
 		Conf: fmt.Sprintf("SetEnv SITE_DATA %s\nSetEnv SITE_WORK_MS %d", data, workMS)}, bin)
 	st.loadDefaults(t, s.port)
 	return s
@@ -86,15 +86,17 @@ func wantSiteUser(t *testing.T, what string, p lampstack.Page, user string) {
 	}
 }
 
-// TestSessionSite runs a site that starts a PHP session on every page
-// through each gear of the default profiles: every response sets a
+// TestSessionSite runs a site that starts a PHP session on every page,
+// on mod_php and on PHP-FPM, through each gear of the default profiles: every response sets a
 // cookie and says no-store, so no page is ever shared or stored, in any
 // gear; every visitor gets a session and a form token of their own;
 // signed-in users see their own pages, their writes at once, and nothing
 // once signed out.
 func TestSessionSite(t *testing.T) {
-	s := startSessionSite(t)
-	s.eachGear(t, func(t *testing.T, gear string, i int) { testSessionGear(t, s, gear, i) })
+	lampstack.EachStack(t, func(t *testing.T, php lampstack.Stack) {
+		s := startSessionSite(t, php)
+		s.eachGear(t, func(t *testing.T, gear string, i int) { testSessionGear(t, s, gear, i) })
+	})
 }
 
 func testSessionGear(t *testing.T, s *sessionSite, gear string, i int) {

@@ -11,17 +11,17 @@ import (
 	"github.com/gearshift/gearshift/internal/lampstack"
 )
 
-// BenchmarkWordPressHome measures the stock WordPress home page, anonymous,
-// through each gear, moderate without its heuristic freshness
-// (moderate_heuristic_ttl: 0), and gearshift 0.2's heavy profile beside
-// today's: one bounded wrk run (5 s, 8 connections, loopback) per
-// iteration, from an empty cache, reported as req/s through Varnish and
-// req/s reaching Apache.
+// BenchmarkWordPressHome measures the stock WordPress home page on
+// mod_php, anonymous, through each gear, moderate without its heuristic
+// freshness (moderate_heuristic_ttl: 0), and gearshift 0.2's heavy
+// profile beside today's: one bounded wrk run (5 s, 8 connections,
+// loopback) per iteration, from an empty cache, reported as req/s through
+// Varnish and req/s reaching Apache.
 //
 //	go test ./profiles/wordpress -run '^$' -bench WordPressHome -benchtime 1x
 func BenchmarkWordPressHome(b *testing.B) {
 	wrk := lampstack.Need(b, "wrk", "wrk")["wrk"]
-	st := startStack(b)
+	st := startStack(b, lampstack.ModPHP)
 	strict := config.Default()
 	strict.Backend = st.backend
 	strict.Profiles.ModerateHeuristicTTL = 0

@@ -13,10 +13,10 @@ import (
 )
 
 // need returns the path of each program, or fails the test in CI (CI set)
-// and skips it elsewhere, naming the Debian packages to install.
-func need(t testing.TB, progs ...string) map[string]string {
+// and skips it elsewhere, naming the Debian packages to install for php.
+func need(t testing.TB, php lampstack.Stack, progs ...string) map[string]string {
 	t.Helper()
-	return lampstack.Need(t, "wordpress, wordpress-theme-twentytwentyone, mariadb-server, php-mysql, apache2, libapache2-mod-php", progs...)
+	return lampstack.Need(t, "wordpress, wordpress-theme-twentytwentyone, mariadb-server, php-mysql, "+php.Packages(), progs...)
 }
 
 // site is Debian's WordPress, installed in dir: the package's tree linked
@@ -133,11 +133,12 @@ echo json_encode($ids);
 	return s
 }
 
-// startApache serves the site with mod_php and mod_rewrite (WordPress's
-// pretty permalinks), and the shipped mod_remoteip snippet.
-func startApache(t testing.TB, dir, root string, port int, bin map[string]string) {
+// startApache serves the site with PHP as php says (mod_php, or PHP-FPM
+// behind the event MPM) and mod_rewrite (WordPress's pretty permalinks),
+// and the shipped mod_remoteip snippet.
+func startApache(t testing.TB, php lampstack.Stack, dir, root string, port int, bin map[string]string) {
 	t.Helper()
-	lampstack.StartApache(t, lampstack.Apache{Dir: dir, Root: root, Port: port, Probe: "/wp-includes/css/buttons.min.css",
+	lampstack.StartApache(t, lampstack.Apache{Dir: dir, Root: root, Port: port, Stack: php, Probe: "/wp-includes/css/buttons.min.css",
 		Directory: `    RewriteEngine On
     RewriteBase /
     RewriteRule ^index\.php$ - [L]

@@ -16,9 +16,9 @@ import (
 	"github.com/gearshift/gearshift/profiles"
 )
 
-// stack is Debian's WordPress on Apache + mod_php and MariaDB, behind a
-// varnishd with gearshift's three profiles loaded, all on loopback ports
-// and under one temp dir.
+// stack is Debian's WordPress on Apache (with mod_php, or PHP-FPM behind
+// the event MPM) and MariaDB, behind a varnishd with gearshift's three
+// profiles loaded, all on loopback ports and under one temp dir.
 type stack struct {
 	v         *varnishtest.Varnish
 	dir       string
@@ -27,9 +27,9 @@ type stack struct {
 	adminPass string
 }
 
-func startStack(t testing.TB) *stack {
+func startStack(t testing.TB, php lampstack.Stack) *stack {
 	t.Helper()
-	bin := need(t, "mariadbd", "mariadb-install-db", "mariadb", "apache2", "php", "/usr/share/wordpress/wp-settings.php",
+	bin := need(t, php, "mariadbd", "mariadb-install-db", "mariadb", "apache2", "php", "/usr/share/wordpress/wp-settings.php",
 		"/usr/share/wordpress/wp-content/themes/twentytwentyone/style.css")
 	v := varnishtest.Start(t, varnishtest.Config{})
 	dir := t.TempDir()
@@ -43,8 +43,8 @@ func startStack(t testing.TB) *stack {
 	st := &stack{v: v, dir: dir, adminPass: lampstack.RandomHex(t, 12)}
 	st.site = installWordPress(t, dir, "http://"+v.HTTPAddr, st.adminPass, db, bin)
 	apachePort := lampstack.FreePort(t)
-	startApache(t, dir, st.site.root, apachePort, bin)
-	t.Logf("MariaDB, WordPress and Apache up in %s", time.Since(start).Round(time.Millisecond))
+	startApache(t, php, dir, st.site.root, apachePort, bin)
+	t.Logf("MariaDB, WordPress and Apache (%s) up in %s", php, time.Since(start).Round(time.Millisecond))
 
 	cfg := config.Default()
 	st.backend = profiles.BackendAt("127.0.0.1", apachePort)
@@ -92,17 +92,19 @@ var (
 )
 
 // TestWordPress runs a real WordPress through each gear with browser-like
-// clients: what a visitor, a commenter and the site's admin do, and that
-// none of them sees another's page.
+// clients, on mod_php and on PHP-FPM: what a visitor, a commenter and the
+// site's admin do, and that none of them sees another's page.
 func TestWordPress(t *testing.T) {
-	st := startStack(t)
-	for i, gear := range []string{"light", "moderate", "heavy"} {
-		st.use(t, "gs-"+gear)
-		ok := t.Run(gear, func(t *testing.T) { testGear(t, st, gear, i) })
-		if !ok {
-			t.Logf("PHP errors:\n%s", lampstack.LastLines(filepath.Join(filepath.Dir(st.site.root), "php-error.log"), 20))
+	lampstack.EachStack(t, func(t *testing.T, php lampstack.Stack) {
+		st := startStack(t, php)
+		for i, gear := range []string{"light", "moderate", "heavy"} {
+			st.use(t, "gs-"+gear)
+			ok := t.Run(gear, func(t *testing.T) { testGear(t, st, gear, i) })
+			if !ok {
+				t.Logf("PHP errors:\n%s", lampstack.LastLines(filepath.Join(filepath.Dir(st.site.root), "php-error.log"), 20))
+			}
 		}
-	}
+	})
 }
 
 func testGear(t *testing.T, st *stack, gear string, i int) {
