@@ -57,7 +57,7 @@ FUZZ_TARGETS := \
 	FuzzParse:./controller/trace \
 	FuzzForceBody:./controller/api \
 	FuzzPrint:./controller/logging \
-	FuzzBan:./controller \
+	FuzzBan:./controller/ban \
 	FuzzReadResponse:./internal/fastcgi \
 	FuzzParseDump:./internal/sockdiag
 

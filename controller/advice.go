@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gearshift/gearshift/controller/hooks"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
@@ -182,7 +183,7 @@ func (a *adviser) env() []string {
 	if a.incident == "" {
 		return nil
 	}
-	return []string{HookEnvAdvice + "=" + a.incident}
+	return []string{hooks.EnvAdvice + "=" + a.incident}
 }
 
 // firstNamed is the -n of the first target with a name, "" for none.

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gearshift/gearshift/controller/hooks"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/top"
@@ -84,7 +85,7 @@ func TestAdviser(t *testing.T) {
 		t.Errorf("the share low for 30s (the wait is %s) cleared the advice: %q", wait, a.line)
 	}
 	step(8*time.Minute, dec(state.Heavy, 0.05))
-	if a.line != "" || len(a.env()) != 1 || a.env()[0] != HookEnvAdvice+"="+want {
+	if a.line != "" || len(a.env()) != 1 || a.env()[0] != hooks.EnvAdvice+"="+want {
 		t.Errorf("share fell for the wait: advice %q, hook env %q", a.line, a.env())
 	}
 	step(9*time.Minute, dec(state.Light, 0.9))

@@ -14,9 +14,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gearshift/gearshift/controller/api"
+	"github.com/gearshift/gearshift/controller/ban"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/guest"
 	"github.com/gearshift/gearshift/controller/history"
+	"github.com/gearshift/gearshift/controller/hooks"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
@@ -158,7 +160,7 @@ type Controller struct {
 	resumed     bool           // the first tick looked for a gear to resume
 	configErr   string
 
-	hooks     *hookRunner // runs hooks.on_change off the loop
+	hooks     *hooks.Runner // runs hooks.on_change off the loop
 	history   *historyWriter
 	incidents *history.Tracker
 	advice    *adviser
@@ -246,7 +248,7 @@ func New(opts Options) (*Controller, error) {
 		synced:    make(chan *target, 1024),
 		reloading: make(chan struct{}, 1),
 	}
-	c.hooks = newHookRunner(c.log)
+	c.hooks = hooks.New(c.log)
 	c.incidents = history.NewTracker(signals)
 	if opts.Snapshot == nil {
 		opts.Snapshot = top.Snapshot
@@ -510,14 +512,14 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 		c.opts.OnChange(st)
 	}
 	if h := c.cfg.Hooks; d.Changed && len(h.OnChange) > 0 {
-		c.hooks.enqueue(hookEvent{
-			argv:    append([]string(nil), h.OnChange...),
-			timeout: time.Duration(h.Timeout),
-			from:    d.From.String(),
-			to:      d.State.String(),
-			reason:  d.Reason,
-			mode:    st.Mode,
-			env:     append(incidentEnv(incident, ended, c.now()), c.advice.env()...),
+		c.hooks.Enqueue(hooks.Event{
+			Argv:    append([]string(nil), h.OnChange...),
+			Timeout: time.Duration(h.Timeout),
+			From:    d.From.String(),
+			To:      d.State.String(),
+			Reason:  d.Reason,
+			Mode:    st.Mode,
+			Env:     append(incidentEnv(incident, ended, c.now()), c.advice.env()...),
 		})
 	}
 }
@@ -767,7 +769,7 @@ func (c *Controller) recheckGuests(ctx context.Context) {
 	c.opts.Guest.Shift()
 	cfg := c.cfg
 	go func() {
-		for _, r := range Ban(ctx, cfg, GuestBan) {
+		for _, r := range ban.Send(ctx, cfg, GuestBan) {
 			if r.Err != nil {
 				c.log.Warn("guest copies not dropped at the shift to heavy", zap.String(logging.FieldTarget, r.Target), zap.Error(r.Err))
 			}
@@ -807,7 +809,7 @@ func (c *Controller) stop() {
 	for _, t := range c.targets {
 		t.close()
 	}
-	c.hooks.close(hookStopGrace)
+	c.hooks.Close(hooks.StopGrace)
 	c.history.close()
 	c.log.Info("stopped", zap.String(logging.FieldState, c.machine.Current().State.String()),
 		zap.String(logging.FieldOnExit, onExit))

@@ -176,7 +176,7 @@ func newRigOn(t *testing.T, v *varnishtest.Varnish, edit func(*config.Config), o
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		r.c.hooks.close(0)
+		r.c.hooks.Close(0)
 		r.c.waitIdle()
 		for _, tg := range r.c.targets {
 			tg.close()

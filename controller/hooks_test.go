@@ -2,23 +2,16 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/hooks"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/timefmt"
@@ -149,94 +142,6 @@ func TestHangingHookIsKilledAndNeverHoldsTheLoop(t *testing.T) {
 	}
 }
 
-func TestHookRunnerOutcomes(t *testing.T) {
-	tests := []struct {
-		name   string
-		argv   []string
-		msg    string
-		fields map[string]any
-	}{
-		{"failing", []string{"/bin/sh", "-c", `echo "to $GEARSHIFT_TO ($GEARSHIFT_MODE)" >&2; exit 3`}, "hook failed",
-			map[string]any{"exit_code": int64(3), "output": "to heavy (forced)"}},
-		{"missing", []string{"/nonexistent/hook"}, "hook could not run", nil},
-		{"chatty", []string{"/bin/sh", "-c", "head -c 10000 /dev/zero | tr '\\0' x"}, "hook ran",
-			map[string]any{"output": strings.Repeat("x", maxHookOutput) + "\n… (5904 more bytes)"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			core, logs := observer.New(zapcore.DebugLevel)
-			h := newHookRunner(zap.New(core))
-			h.enqueue(hookEvent{argv: tc.argv, timeout: time.Minute, from: "light", to: "heavy", reason: "r", mode: "forced"})
-			h.close(time.Minute)
-			entries := logs.FilterMessage(tc.msg).All()
-			if len(entries) != 1 {
-				t.Fatalf("log = %v, want one %q", logs.All(), tc.msg)
-			}
-			f := entries[0].ContextMap()
-			for k, v := range tc.fields {
-				if f[k] != v {
-					t.Errorf("%s = %#v, want %#v", k, f[k], v)
-				}
-			}
-		})
-	}
-
-	t.Run("stopping kills a running hook", func(t *testing.T) {
-		core, logs := observer.New(zapcore.DebugLevel)
-		h := newHookRunner(zap.New(core))
-		dir := t.TempDir()
-		h.enqueue(hookEvent{argv: []string{hookScript(t, "hang.sh"), dir}, timeout: time.Hour, from: "light", to: "heavy"})
-		eventually(t, "the hook to start", func() bool { _, err := os.Stat(filepath.Join(dir, "pids")); return err == nil })
-		h.close(0)
-		if logs.FilterMessage("hook killed: the daemon is stopping").Len() != 1 {
-			t.Errorf("log = %v", logs.All())
-		}
-		h.enqueue(hookEvent{argv: []string{"/bin/true"}, timeout: time.Minute})
-		if logs.FilterMessage("hook ran").Len() != 0 {
-			t.Error("a hook ran after close")
-		}
-	})
-}
-
-// The shipped webhook example posts the change as JSON, quotes and all.
-func TestWebhookExampleHook(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatal("curl not found: run scripts/install-deps.sh")
-	}
-	got := make(chan map[string]string, 2)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]string
-		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&body) != nil {
-			w.WriteHeader(http.StatusBadRequest)
-		}
-		got <- body
-	}))
-	defer srv.Close()
-	core, logs := observer.New(zapcore.DebugLevel)
-	h := newHookRunner(zap.New(core))
-	script, _ := filepath.Abs(filepath.Join("..", "scripts", "hooks", "webhook.sh"))
-	reason := `forced by operator "until" \auto`
-	summary := "incident 20261201T030000Z: 4m above light, heavy after 9s, 184k requests served, 9.1k reached the backend, about 121k spared"
-	h.enqueue(hookEvent{argv: []string{script, srv.URL}, timeout: time.Minute, from: "light", to: "heavy", reason: reason, mode: "forced",
-		env: []string{HookEnvIncident + "=20261201T030000Z"}})
-	h.enqueue(hookEvent{argv: []string{script, srv.URL}, timeout: time.Minute, from: "heavy", to: "light", reason: "stay rule", mode: "auto",
-		env: []string{HookEnvIncident + "=20261201T030000Z", HookEnvSummary + "=" + summary}})
-	h.close(time.Minute)
-	if logs.FilterMessage("hook ran").Len() != 2 {
-		t.Fatalf("webhook.sh did not succeed: %v", logs.All())
-	}
-	body := <-got
-	if body["from"] != "light" || body["to"] != "heavy" || body["mode"] != "forced" || body["reason"] != reason ||
-		body["incident"] != "20261201T030000Z" || body["summary"] != "" ||
-		!strings.Contains(body["text"], "light -> heavy (forced): "+reason) {
-		t.Errorf("webhook body = %v", body)
-	}
-	body = <-got
-	if body["summary"] != summary || !strings.HasSuffix(body["text"], ": back in light, "+summary) {
-		t.Errorf("webhook body on the way back = %v", body)
-	}
-}
-
 // TestHookDoesNotInheritSystemdEnv: under systemd (or `gearshift start`) the
 // daemon holds NOTIFY_SOCKET, the watchdog's and socket activation's
 // variables; a hook must not get them, or it could tell systemd READY=1 or
@@ -274,8 +179,8 @@ func TestHookDoesNotInheritSystemdEnv(t *testing.T) {
 		}
 		return false
 	}
-	if !has(env, HookEnvTo) || !has(env, "PATH") {
-		t.Fatalf("hook environment lacks %s or PATH: %q", HookEnvTo, env)
+	if !has(env, hooks.EnvTo) || !has(env, "PATH") {
+		t.Fatalf("hook environment lacks %s or PATH: %q", hooks.EnvTo, env)
 	}
 	for _, name := range sdnotify.EnvNames {
 		if os.Getenv(name) == "" {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gearshift/gearshift/controller/history"
+	"github.com/gearshift/gearshift/controller/hooks"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
@@ -174,9 +175,9 @@ func incidentEnv(in *history.Incident, ended bool, now time.Time) []string {
 	if in == nil {
 		return nil
 	}
-	env := []string{fmt.Sprintf("%s=%s", HookEnvIncident, in.ID)}
+	env := []string{fmt.Sprintf("%s=%s", hooks.EnvIncident, in.ID)}
 	if ended {
-		env = append(env, fmt.Sprintf("%s=%s", HookEnvSummary, in.Summary(now)))
+		env = append(env, fmt.Sprintf("%s=%s", hooks.EnvSummary, in.Summary(now)))
 	}
 	return env
 }

@@ -495,7 +495,7 @@ func (t *target) load(ctx context.Context, p profiles.Profile) error {
 	cctx, cancel := t.cmdCtx(ctx, true)
 	defer cancel()
 	if err := t.conn.VCLInline(cctx, p.Name, p.VCL, "warm"); err != nil {
-		return fmt.Errorf("load profile %s into %s: %w", p.Name, t.addr, redact(err, &p))
+		return fmt.Errorf("load profile %s into %s: %w", p.Name, t.addr, p.RedactError(err))
 	}
 	delete(t.noDiscard, p.Name)
 	return nil
@@ -592,17 +592,4 @@ func (t *target) unload(ctx context.Context, names []string) {
 		}
 		cancel()
 	}
-}
-
-// redact returns err with the purge token p holds left out of Varnish's
-// answer (a compiler's message quotes the line at fault).
-func redact(err error, p *profiles.Profile) error {
-	var ce *varnishadm.CLIError
-	if !errors.As(err, &ce) {
-		return err
-	}
-	if text := p.Redact(ce.Text); text != ce.Text {
-		return &varnishadm.CLIError{Status: ce.Status, Text: text}
-	}
-	return err
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/gearshift/gearshift/controller/varnishadm"
 )
 
 // PurgeTokenHeader is the request header a PURGE or BAN over HTTP
@@ -47,11 +49,8 @@ func ReadPurgeToken(path string) (string, error) {
 	return token, nil
 }
 
-// Redact replaces the purge token in text (a compiler's message that
-// quotes a line of the profile) with a placeholder.
-func (p *Profile) Redact(text string) string {
-	if p.token == "" {
-		return text
-	}
-	return strings.ReplaceAll(text, p.token, "<purge token>")
+// RedactError returns err with the purge token p holds left out of
+// Varnish's answer (a compiler's message quotes the line at fault).
+func (p *Profile) RedactError(err error) error {
+	return varnishadm.RedactError(err, p.token, "<purge token>")
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
+	"github.com/gearshift/gearshift/controller/ban"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -23,7 +23,7 @@ admin ports: an HTTP PURGE reaches one node only.`,
   gearshift --config /etc/gearshift/fleet.yaml ban 'obj.http.X-Gs-Host == example.com'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
-			words, err := controller.ParseBan(strings.Join(args, " "))
+			words, err := ban.Parse(strings.Join(args, " "))
 			if err != nil {
 				return exitUsage, err
 			}
@@ -54,14 +54,14 @@ every host; --tag may be given more than once.`,
 		},
 		RunE: runE(func(cmd *cobra.Command, args []string) (int, error) {
 			if len(tags) > 0 {
-				words, err := controller.TagBan(tags)
+				words, err := ban.Tags(tags)
 				if err != nil {
 					return exitUsage, err
 				}
 				return a.ban(cmd.Context(), func(*profiles.Options) ([]string, error) { return words, nil })
 			}
 			return a.ban(cmd.Context(), func(p *profiles.Options) ([]string, error) {
-				return controller.PurgeBan(args[0], p)
+				return ban.Purge(args[0], p)
 			})
 		}),
 	}
@@ -83,7 +83,7 @@ func (a *app) ban(ctx context.Context, words func(*profiles.Options) ([]string, 
 	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 30*time.Second)
 	defer cancel()
 	failed := 0
-	results := controller.Ban(ctx, cfg, w)
+	results := ban.Send(ctx, cfg, w)
 	for _, r := range results {
 		if r.Err != nil {
 			failed++

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/profilecheck"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -160,7 +160,7 @@ func (a *app) profilesCheck(ctx context.Context) (int, error) {
 		return exitUsage, err
 	}
 	failed, total := 0, 0
-	err = controller.CheckProfiles(ctx, cfg, set, func(r controller.CheckResult) {
+	err = profilecheck.Run(ctx, cfg, set, func(r profilecheck.Result) {
 		total++
 		p := r.Profile
 		if r.Err == nil && r.Plain {

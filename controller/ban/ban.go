@@ -1,4 +1,6 @@
-package controller
+// Package ban makes and sends Varnish bans: an operator's expression,
+// the purge of a URL or of a tag, to every target of the config at once.
+package ban
 
 import (
 	"context"
@@ -16,16 +18,16 @@ import (
 	"github.com/gearshift/gearshift/profiles"
 )
 
-// BanResult is one target's answer to a ban.
-type BanResult struct {
+// Result is one target's answer to a ban.
+type Result struct {
 	Target string // the admin address
 	Err    error  // nil: the target took the ban; a *varnishadm.CLIError when it refused it
 }
 
-// ParseBan splits a ban expression (Varnish's syntax: field operator
+// Parse splits a ban expression (Varnish's syntax: field operator
 // argument, joined by &&) into the words of the ban command. It refuses
 // what cannot be a ban, naming the problem; Varnish judges the rest.
-func ParseBan(expr string) ([]string, error) {
+func Parse(expr string) ([]string, error) {
 	if i := strings.IndexFunc(expr, func(r rune) bool { return unicode.IsControl(r) && !unicode.IsSpace(r) }); i >= 0 {
 		return nil, fmt.Errorf("the ban expression holds a control character (%q at byte %d): type it as text", expr[i], i)
 	}
@@ -48,13 +50,13 @@ func ParseBan(expr string) ([]string, error) {
 	return words, nil
 }
 
-// PurgeBan returns the ban words that purge rawURL (http://host/path?query)
+// Purge returns the ban words that purge rawURL (http://host/path?query)
 // as the profiles' PURGE request does: every variant of the URL on its host,
 // both schemes, every session's copy, with or without the tracking
 // parameters of drop_query_params and in any order of the query. p is the
 // config's profiles block: the host and the URL as the cache key holds
 // them.
-func PurgeBan(rawURL string, p *profiles.Options) ([]string, error) {
+func Purge(rawURL string, p *profiles.Options) ([]string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%q is not a URL to purge: want http://host/path", rawURL)
@@ -74,10 +76,10 @@ func PurgeBan(rawURL string, p *profiles.Options) ([]string, error) {
 // tagRE is one tag a backend's xkey or Surrogate-Key header gives a page.
 var tagRE = regexp.MustCompile(`^[A-Za-z0-9_.:=%/+-]+$`)
 
-// TagBan returns the ban words that drop every page tagged with one of
+// Tags returns the ban words that drop every page tagged with one of
 // tags (the backend's xkey or Surrogate-Key response headers, which the
 // profiles keep in the object's xkey header), on any host.
-func TagBan(tags []string) ([]string, error) {
+func Tags(tags []string) ([]string, error) {
 	if len(tags) == 0 {
 		return nil, errors.New("no tag to purge: give one, as in --tag product-42")
 	}
@@ -107,11 +109,11 @@ func escapeSpace(uri string) string {
 	return b.String()
 }
 
-// Ban sends the ban to every target of cfg at once and returns each
+// Send sends the ban to every target of cfg at once and returns each
 // target's answer, in the order of the config. A ban reaches the cache
 // of each Varnish only: a fleet's config lists every node's admin port.
-func Ban(ctx context.Context, cfg *config.Config, words []string) []BanResult {
-	results := make([]BanResult, len(cfg.Varnish.Targets))
+func Send(ctx context.Context, cfg *config.Config, words []string) []Result {
+	results := make([]Result, len(cfg.Varnish.Targets))
 	var wg sync.WaitGroup
 	for i, t := range cfg.Varnish.Targets {
 		results[i].Target = t.Admin

@@ -1,4 +1,4 @@
-package controller
+package ban
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 	"github.com/gearshift/gearshift/profiles"
 )
 
-// FuzzBan: whatever an operator types, ParseBan and PurgeBan either
+// FuzzBan: whatever an operator types, Parse and Purge either
 // refuse it or return ban words that are each one word of the admin
 // protocol (no white space, so no newline that could end the command
 // early), in conditions of three joined by &&.
@@ -34,14 +34,14 @@ func FuzzBan(f *testing.F) {
 				}
 			}
 		}
-		if words, err := ParseBan(s); err == nil {
-			check("ParseBan", words)
+		if words, err := Parse(s); err == nil {
+			check("Parse", words)
 		}
 		for _, normalize := range []bool{false, true} {
 			p := profiles.DefaultOptions()
 			p.NormalizeHost = normalize
-			if words, err := PurgeBan(s, &p); err == nil {
-				check("PurgeBan", words)
+			if words, err := Purge(s, &p); err == nil {
+				check("Purge", words)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package controller
+package ban
 
 import (
 	"slices"
@@ -23,12 +23,12 @@ func TestParseBan(t *testing.T) {
 		{"req.url ~ a && req.url", nil, `ban condition "req.url" is incomplete`},
 		{"req.url ~ a\x00b", nil, `holds a control character ('\x00' at byte 11)`},
 	} {
-		got, err := ParseBan(tc.expr)
+		got, err := Parse(tc.expr)
 		switch {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("ParseBan(%q) = %q, %v; want an error with %q", tc.expr, got, err, tc.err)
+			t.Errorf("Parse(%q) = %q, %v; want an error with %q", tc.expr, got, err, tc.err)
 		case tc.err == "" && (err != nil || !slices.Equal(got, tc.want)):
-			t.Errorf("ParseBan(%q) = %q, %v; want %q", tc.expr, got, err, tc.want)
+			t.Errorf("Parse(%q) = %q, %v; want %q", tc.expr, got, err, tc.want)
 		}
 	}
 }
@@ -54,27 +54,27 @@ func TestPurgeBan(t *testing.T) {
 	} {
 		p := profiles.DefaultOptions()
 		p.NormalizeHost = tc.normalize
-		got, err := PurgeBan(tc.url, &p)
+		got, err := Purge(tc.url, &p)
 		switch {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("PurgeBan(%q) = %q, %v; want an error with %q", tc.url, got, err, tc.err)
+			t.Errorf("Purge(%q) = %q, %v; want an error with %q", tc.url, got, err, tc.err)
 		case tc.err == "" && (err != nil || strings.Join(got, " ") != tc.want):
-			t.Errorf("PurgeBan(%q) = %q, %v; want %q", tc.url, strings.Join(got, " "), err, tc.want)
+			t.Errorf("Purge(%q) = %q, %v; want %q", tc.url, strings.Join(got, " "), err, tc.want)
 		}
 	}
 }
 
 func TestTagBan(t *testing.T) {
-	words, err := TagBan([]string{"product-42", "cat.7"})
+	words, err := Tags([]string{"product-42", "cat.7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(words, " "), `obj.http.xkey ~ (^|[[:space:],])(product-42|cat\.7)([[:space:],]|$)`; got != want {
-		t.Errorf("TagBan = %q, want %q", got, want)
+		t.Errorf("Tags = %q, want %q", got, want)
 	}
 	for _, bad := range [][]string{nil, {""}, {"a b"}, {"x&&req.url"}, {"ok", "tab\t"}} {
-		if _, err := TagBan(bad); err == nil {
-			t.Errorf("TagBan(%q) took it", bad)
+		if _, err := Tags(bad); err == nil {
+			t.Errorf("Tags(%q) took it", bad)
 		}
 	}
 }

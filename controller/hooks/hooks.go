@@ -1,8 +1,11 @@
-package controller
+// Package hooks runs the on_change hooks (hooks.on_change) one at a time,
+// in order, off the loop: the loop only queues.
+package hooks
 
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,73 +23,73 @@ import (
 
 // Bounds of the on_change hooks.
 const (
-	// maxPendingHooks is how many gear changes may wait while a hook runs;
+	// maxPending is how many gear changes may wait while a hook runs;
 	// past it the oldest waiting one is skipped (the latest gear matters).
-	maxPendingHooks = 8
-	// maxHookOutput is how much of a hook's output (stdout and stderr
+	maxPending = 8
+	// maxOutput is how much of a hook's output (stdout and stderr
 	// together) goes into the log.
-	maxHookOutput = 4 << 10
-	// hookStopGrace is how long a stopping daemon lets hooks finish.
-	hookStopGrace = 5 * time.Second
+	maxOutput = 4 << 10
+	// StopGrace is how long a stopping daemon lets hooks finish.
+	StopGrace = 5 * time.Second
 )
 
 // Environment of a hook.
 const (
-	HookEnvFrom   = "GEARSHIFT_FROM"
-	HookEnvTo     = "GEARSHIFT_TO"
-	HookEnvReason = "GEARSHIFT_REASON"
-	HookEnvMode   = "GEARSHIFT_MODE" // auto or forced
-	// HookEnvIncident is the incident's id while the gear is above light
-	// and on the step back; HookEnvSummary, on that step, one line on it.
-	HookEnvIncident = "GEARSHIFT_INCIDENT"
-	HookEnvSummary  = "GEARSHIFT_SUMMARY"
-	// HookEnvAdvice is the last advice of the incident (see AdviceShare):
+	EnvFrom   = "GEARSHIFT_FROM"
+	EnvTo     = "GEARSHIFT_TO"
+	EnvReason = "GEARSHIFT_REASON"
+	EnvMode   = "GEARSHIFT_MODE" // auto or forced
+	// EnvIncident is the incident's id while the gear is above light
+	// and on the step back; EnvSummary, on that step, one line on it.
+	EnvIncident = "GEARSHIFT_INCIDENT"
+	EnvSummary  = "GEARSHIFT_SUMMARY"
+	// EnvAdvice is the last advice of the incident (the daemon's advice):
 	// what still reached the backend above light, and what would change it.
-	HookEnvAdvice = "GEARSHIFT_ADVICE"
+	EnvAdvice = "GEARSHIFT_ADVICE"
 )
 
-// hookEvent is one run of a hook: the command and everything it is told.
-type hookEvent struct {
-	argv     []string
-	timeout  time.Duration
-	from, to string
-	reason   string
-	mode     string
-	env      []string // more variables: the incident's
+// Event is one run of a hook: the command and everything it is told.
+type Event struct {
+	Argv     []string
+	Timeout  time.Duration
+	From, To string
+	Reason   string
+	Mode     string   // auto or forced
+	Env      []string // more variables: the incident's
 }
 
-// hookRunner runs hooks one at a time, in order, off the loop: the loop
+// Runner runs hooks one at a time, in order, off the loop: the loop
 // only queues. A hook's process group is killed at its timeout and when
 // the hook exits, so nothing it started outlives it unnoticed.
-type hookRunner struct {
+type Runner struct {
 	log    *zap.Logger
 	ctx    context.Context // cancelled to kill what runs at stop
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	pending []hookEvent
+	pending []Event
 	running bool
 	closed  bool
 	idle    chan struct{} // closed when the worker ends; nil while none runs
 }
 
-func newHookRunner(log *zap.Logger) *hookRunner {
+func New(log *zap.Logger) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &hookRunner{log: log, ctx: ctx, cancel: cancel}
+	return &Runner{log: log, ctx: ctx, cancel: cancel}
 }
 
-// enqueue queues ev and returns at once.
-func (h *hookRunner) enqueue(ev hookEvent) {
+// Enqueue queues ev and returns at once.
+func (h *Runner) Enqueue(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return
 	}
-	if len(h.pending) >= maxPendingHooks {
+	if len(h.pending) >= maxPending {
 		old := h.pending[0]
 		h.pending = h.pending[1:]
 		h.log.Warn("hook skipped: gear changes came faster than the hook runs",
-			zap.String(logging.FieldHook, old.argv[0]), zap.String(logging.FieldFrom, old.from), zap.String(logging.FieldTo, old.to))
+			zap.String(logging.FieldHook, old.Argv[0]), zap.String(logging.FieldFrom, old.From), zap.String(logging.FieldTo, old.To))
 	}
 	h.pending = append(h.pending, ev)
 	if !h.running {
@@ -96,7 +99,7 @@ func (h *hookRunner) enqueue(ev hookEvent) {
 	}
 }
 
-func (h *hookRunner) work(idle chan struct{}) {
+func (h *Runner) work(idle chan struct{}) {
 	defer close(idle)
 	for {
 		h.mu.Lock()
@@ -112,9 +115,9 @@ func (h *hookRunner) work(idle chan struct{}) {
 	}
 }
 
-// close lets the queued hooks run for up to grace, then kills what still
+// Close lets the queued hooks run for up to grace, then kills what still
 // runs and drops the rest. Hooks queued after close are dropped.
-func (h *hookRunner) close(grace time.Duration) {
+func (h *Runner) Close(grace time.Duration) {
 	h.mu.Lock()
 	h.closed = true
 	idle := h.idle
@@ -140,18 +143,18 @@ func (h *hookRunner) close(grace time.Duration) {
 	<-idle
 }
 
-func (h *hookRunner) run(ev hookEvent) {
-	log := h.log.With(zap.String(logging.FieldHook, ev.argv[0]),
-		zap.String(logging.FieldFrom, ev.from), zap.String(logging.FieldTo, ev.to))
-	ctx, cancel := context.WithTimeout(h.ctx, ev.timeout)
+func (h *Runner) run(ev Event) {
+	log := h.log.With(zap.String(logging.FieldHook, ev.Argv[0]),
+		zap.String(logging.FieldFrom, ev.From), zap.String(logging.FieldTo, ev.To))
+	ctx, cancel := context.WithTimeout(h.ctx, ev.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ev.argv[0], ev.argv[1:]...)
+	cmd := exec.CommandContext(ctx, ev.Argv[0], ev.Argv[1:]...)
 	// Not the daemon's systemd variables: a hook must not speak for it.
 	cmd.Env = append(sdnotify.ChildEnv(os.Environ()),
-		HookEnvFrom+"="+ev.from, HookEnvTo+"="+ev.to, HookEnvReason+"="+ev.reason, HookEnvMode+"="+ev.mode)
-	cmd.Env = append(cmd.Env, ev.env...)
+		EnvFrom+"="+ev.From, EnvTo+"="+ev.To, EnvReason+"="+ev.Reason, EnvMode+"="+ev.Mode)
+	cmd.Env = append(cmd.Env, ev.Env...)
 	cmd.Dir = "/"
-	out := &capbuf.Buffer{Max: maxHookOutput}
+	out := &capbuf.Buffer{Max: maxOutput}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that a timeout takes whatever the hook
 	// started (curl under a shell script) with it.
@@ -165,14 +168,14 @@ func (h *hookRunner) run(ev hookEvent) {
 	if cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind
 	}
-	fields := []zap.Field{zap.Float64(logging.FieldDurationMS, round(float64(elapsed.Microseconds())/1000, 1)),
-		zap.String(logging.FieldOutput, hookOutput(out))}
+	fields := []zap.Field{zap.Float64(logging.FieldDurationMS, math.Round(float64(elapsed.Microseconds())/100)/10),
+		zap.String(logging.FieldOutput, output(out))}
 	var exitErr *exec.ExitError
 	switch {
 	case ctx.Err() != nil && h.ctx.Err() != nil:
 		log.Warn("hook killed: the daemon is stopping", fields...)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		log.Warn("hook timed out and was killed", append(fields, zap.Duration(logging.FieldTimeout, ev.timeout))...)
+		log.Warn("hook timed out and was killed", append(fields, zap.Duration(logging.FieldTimeout, ev.Timeout))...)
 	case errors.As(err, &exitErr):
 		log.Warn("hook failed", append(fields, zap.Int(logging.FieldExitCode, exitErr.ExitCode()), zap.Error(err))...)
 	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
@@ -182,9 +185,9 @@ func (h *hookRunner) run(ev hookEvent) {
 	}
 }
 
-// hookOutput is what a hook wrote, for the log: valid UTF-8, without the
+// output is what a hook wrote, for the log: valid UTF-8, without the
 // trailing newline, and how much more there was past the cap.
-func hookOutput(c *capbuf.Buffer) string {
+func output(c *capbuf.Buffer) string {
 	s := strings.TrimRight(strings.ToValidUTF8(c.String(), "\uFFFD"), "\n")
 	if n := c.Dropped(); n > 0 {
 		s += "\n… (" + strconv.Itoa(n) + " more bytes)"

@@ -1,4 +1,6 @@
-package controller
+// Package profilecheck compiles the profiles in every Varnish of a config
+// under temporary names and discards them: `gearshift profiles check`.
+package profilecheck
 
 import (
 	"context"
@@ -13,8 +15,8 @@ import (
 	"github.com/gearshift/gearshift/profiles"
 )
 
-// CheckResult is the outcome of compiling one profile in one Varnish.
-type CheckResult struct {
+// Result is the outcome of compiling one profile in one Varnish.
+type Result struct {
 	Target  string // the admin address
 	Profile profiles.Profile
 	Err     error // nil: it compiled, and was discarded again
@@ -23,14 +25,14 @@ type CheckResult struct {
 	Plain bool
 }
 
-// CheckProfiles compiles every profile of set in every target of cfg under a
+// Run compiles every profile of set in every target of cfg under a
 // temporary name (gearshift-check-…, which a running daemon never
 // touches) and discards it at once, so nothing changes in Varnish. each is
 // called with every outcome as it comes; a profile that does not compile
-// is a CheckResult whose Err is a *varnishadm.CLIError with the compiler's
+// is a Result whose Err is a *varnishadm.CLIError with the compiler's
 // message. The error is for what keeps the check from starting: no
 // targets, or a target's secret file that cannot be read.
-func CheckProfiles(ctx context.Context, cfg *config.Config, set profiles.Set, each func(CheckResult)) error {
+func Run(ctx context.Context, cfg *config.Config, set profiles.Set, each func(Result)) error {
 	if len(cfg.Varnish.Targets) == 0 {
 		return errors.New("varnish.targets: no Varnish to check the profiles against")
 	}
@@ -46,22 +48,22 @@ func CheckProfiles(ctx context.Context, cfg *config.Config, set profiles.Set, ea
 			}
 		}
 		for _, p := range set {
-			err := checkProfile(ctx, c, p)
+			err := compile(ctx, c, p)
 			if plain, ok := p.Plain(); ok && profiles.MissingModules(err) {
 				// What the daemon loads into this Varnish instead.
-				p, err = plain, checkProfile(ctx, c, plain)
-				each(CheckResult{Target: t.Admin, Profile: p, Err: err, Plain: true})
+				p, err = plain, compile(ctx, c, plain)
+				each(Result{Target: t.Admin, Profile: p, Err: err, Plain: true})
 				continue
 			}
-			each(CheckResult{Target: t.Admin, Profile: p, Err: err})
+			each(Result{Target: t.Admin, Profile: p, Err: err})
 		}
 		c.Close()
 	}
 	return nil
 }
 
-// checkProfile loads p under a temporary name and discards it.
-func checkProfile(ctx context.Context, c *varnishadm.Client, p profiles.Profile) error {
+// compile loads p under a temporary name and discards it.
+func compile(ctx context.Context, c *varnishadm.Client, p profiles.Profile) error {
 	raw := make([]byte, 4)
 	if _, err := rand.Read(raw); err != nil {
 		return err
@@ -69,7 +71,7 @@ func checkProfile(ctx context.Context, c *varnishadm.Client, p profiles.Profile)
 	// Cold: compiled and loaded, but no backend or probe is started.
 	name := profiles.NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
 	if err := c.VCLInline(ctx, name, p.VCL, "cold"); err != nil {
-		return redact(err, &p)
+		return p.RedactError(err)
 	}
 	if err := c.VCLDiscard(ctx, name); err != nil {
 		return fmt.Errorf("%s compiled, but discarding it failed (discard it with `varnishadm vcl.discard %s`): %w", name, name, err)

@@ -1,4 +1,4 @@
-package controller
+package profilecheck
 
 import (
 	"context"
@@ -52,8 +52,8 @@ func TestCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, set := build(tc.edit)
-			var got []CheckResult
-			if err := CheckProfiles(ctx, cfg, set, func(r CheckResult) { got = append(got, r) }); err != nil {
+			var got []Result
+			if err := Run(ctx, cfg, set, func(r Result) { got = append(got, r) }); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != len(set) {
@@ -86,11 +86,11 @@ func TestCheck(t *testing.T) {
 
 	t.Run("refused before it starts", func(t *testing.T) {
 		cfg, set := build(func(c *config.Config) { c.Varnish.Targets = nil })
-		if err := CheckProfiles(ctx, cfg, set, func(CheckResult) { t.Error("checked without a target") }); err == nil || !strings.Contains(err.Error(), "varnish.targets") {
+		if err := Run(ctx, cfg, set, func(Result) { t.Error("checked without a target") }); err == nil || !strings.Contains(err.Error(), "varnish.targets") {
 			t.Errorf("no targets: %v, want an error naming varnish.targets", err)
 		}
 		cfg, set = build(func(c *config.Config) { c.Varnish.Targets[0].SecretFile = filepath.Join(t.TempDir(), "absent") })
-		if err := CheckProfiles(ctx, cfg, set, func(CheckResult) { t.Error("checked without the secret") }); err == nil || !strings.Contains(err.Error(), v.AdminAddr) {
+		if err := Run(ctx, cfg, set, func(Result) { t.Error("checked without the secret") }); err == nil || !strings.Contains(err.Error(), v.AdminAddr) {
 			t.Errorf("unreadable secret: %v, want an error naming the target", err)
 		}
 	})

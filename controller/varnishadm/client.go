@@ -376,3 +376,14 @@ func isPeerGone(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
 }
+
+// RedactError returns err with every old in the text of Varnish's answer
+// replaced by new: a compiler's message quotes the line at fault, which
+// may hold a secret. Other errors are returned as they are.
+func RedactError(err error, old, new string) error {
+	var ce *CLIError
+	if old == "" || !errors.As(err, &ce) || !strings.Contains(ce.Text, old) {
+		return err
+	}
+	return &CLIError{Status: ce.Status, Text: strings.ReplaceAll(ce.Text, old, new)}
+}

@@ -3,6 +3,7 @@ package varnishadm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -391,5 +392,17 @@ func TestParseChildState(t *testing.T) {
 				t.Errorf("parseChildState(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestRedactError(t *testing.T) {
+	err := fmt.Errorf("load: %w", &CLIError{Status: 106, Text: "Message from VCC-compiler:\nif (req.http.X-Purge-Token != {\"s3cret-token\"})\n"})
+	got := RedactError(err, "s3cret-token", "<purge token>")
+	var ce *CLIError
+	if !errors.As(got, &ce) || ce.Status != 106 || strings.Contains(got.Error(), "s3cret") || !strings.Contains(ce.Text, "<purge token>") {
+		t.Errorf("RedactError = %v", got)
+	}
+	if other := errors.New("s3cret-token"); RedactError(other, "s3cret-token", "x") != other {
+		t.Error("an error Varnish did not answer was changed")
 	}
 }
