@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// resume starts the machine in the heaviest gear that a reachable target
+// already runs one of gearshift's profiles for, so a daemon restarted during
+// a surge does not drop Varnish to light until the load is confirmed again.
+// It asks every target at once and waits at most the sync wait: a target
+// that hangs is left out (the first sync records it), and the connection a
+// late answer brings is closed.
+func (c *Controller) resume(ctx context.Context, now time.Time) {
+	type answer struct {
+		t    *target
+		conn Target
+		vcls []VCL
+	}
+	answers := make(chan answer, len(c.targets))
+	for _, t := range c.targets {
+		dial, addr, secret, timeout := t.dial, t.addr, t.secretFile, t.timeout
+		go func() {
+			conn, err := dial(addr, secret)
+			if err != nil {
+				answers <- answer{t: t}
+				return
+			}
+			lctx, cancel := context.WithTimeout(ctx, timeout)
+			vcls, err := conn.VCLList(lctx)
+			cancel()
+			if err != nil {
+				conn.Close()
+				answers <- answer{t: t}
+				return
+			}
+			answers <- answer{t, conn, vcls}
+		}()
+	}
+	var deadline <-chan time.Time
+	if w := c.opts.SyncWait; w >= 0 {
+		timer := time.NewTimer(w)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	found, from := state.Light, ""
+	pending := len(c.targets)
+	order := map[*target]int{}
+	for i, t := range c.targets {
+		order[t] = i
+	}
+	fromIndex := -1
+collect:
+	for ; pending > 0; pending-- {
+		var a answer
+		select {
+		case a = <-answers:
+		case <-deadline:
+			break collect
+		}
+		if a.conn == nil {
+			continue
+		}
+		if a.t.conn == nil {
+			a.t.conn = a.conn // the first sync goes on with it
+		} else {
+			a.conn.Close()
+		}
+		// The heaviest gear wins; between targets on the same one, the
+		// first in the config names it.
+		if st, err := state.Parse(gearOf(a.t.mode, a.vcls)); err == nil && (from == "" || st > found || (st == found && order[a.t] < fromIndex)) {
+			found, from, fromIndex = st, a.t.addr, order[a.t]
+		}
+	}
+	if pending > 0 {
+		go func(n int) { // late answers: their connections are not used
+			for ; n > 0; n-- {
+				if a := <-answers; a.conn != nil {
+					a.conn.Close()
+				}
+			}
+		}(pending)
+	}
+	if from == "" || found == state.Light {
+		return
+	}
+	reason := fmt.Sprintf("resumed %s, the gear varnish %s was running at start", found, from)
+	c.machine.Resume(now, found, reason)
+	c.log.Info("resuming gear", zap.String(logging.FieldTo, found.String()), zap.String(logging.FieldReason, reason))
+}
+
+// signalFields are the log fields of the available signals, in the order of
+// set, each rounded to its precision.
+func signalFields(set *state.Set, sig state.Signals) []zap.Field {
+	var fs []zap.Field
+	for _, s := range set.All() {
+		if v, ok := sig.Get(s.Name); ok {
+			fs = append(fs, zap.Float64(s.Name, round(v, s.Precision)))
+		}
+	}
+	return fs
+}

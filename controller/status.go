@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/gearshift/gearshift/controller/api"
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// clock is the loop's time: the monotonic clock, read as a time.Time
+// that starts at the wall time of New. The state machine and the targets
+// run on it; wall tells the time it shows.
+func (c *Controller) clock() time.Time { return c.epoch.Add(c.opts.Mono()) }
+
+// wall turns a time of the loop's clock into the wall clock's time for
+// display: as long before (or after) the wall clock's now as it is before
+// the loop's now.
+func (c *Controller) wall(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return c.now().Round(0).Add(t.Sub(c.clock()))
+}
+
+// Status returns the status as of the last tick or request.
+func (c *Controller) Status() api.Status {
+	s := *c.snap.Load()
+	s.UptimeSeconds = int64(c.clock().Sub(c.started) / time.Second)
+	if c.opts.LogHealth != nil {
+		s.LogError, s.LogWriteErrors = c.opts.LogHealth()
+	}
+	s.HistoryError, s.HistoryWriteErrors = c.history.health()
+	return s
+}
+
+// publish records the loop's current state for api.Status and returns it.
+func (c *Controller) publish() api.Status {
+	d := c.machine.Current()
+	s := &api.Status{
+		Version:     Version,
+		State:       d.State.String(),
+		Mode:        "auto",
+		Since:       c.wall(d.Since),
+		Reason:      d.Reason,
+		Transitions: d.Transitions,
+		Targets:     make([]api.TargetStatus, 0, len(c.targets)),
+		ConfigError: c.configErr,
+		VarnishMode: c.cfg.Varnish.Mode,
+		Advice:      c.advice.line,
+	}
+	if c.opts.Refusals != nil {
+		rs := c.opts.Refusals.Stats(time.Now()) // the reader counts on the wall clock
+		s.OverBudget, s.OverBudgetClients = rs.Requests, rs.Clients
+	}
+	if c.opts.Guest != nil {
+		gs := c.opts.Guest.Stats()
+		s.GuestPages, s.GuestPrivate, s.GuestPrivateURLs = gs.Shared, gs.Private, gs.PrivateURLs
+	}
+	if s.Since.IsZero() {
+		s.Since = c.wall(c.started)
+	}
+	if d.Forced {
+		s.Mode = "forced"
+		if !d.ForcedUntil.IsZero() {
+			u := c.wall(d.ForcedUntil)
+			s.ForcedUntil = &u
+		}
+	}
+	if c.lastSample != nil {
+		ls := c.lastSample
+		s.Sample = &api.SampleStatus{
+			Time:     ls.Time,
+			Load1:    ls.Load1,
+			Load5:    ls.Load5,
+			Load15:   ls.Load15,
+			Runnable: round(ls.Runnable, 2),
+			CPUs:     ls.CPUs,
+			Signals:  map[string]*float64{},
+			Order:    c.signals().Names(),
+		}
+		for _, sig := range c.signals().All() {
+			var p *float64
+			if v, ok := d.Signals.Get(sig.Name); ok {
+				v = round(v, sig.Precision+1)
+				p = &v
+			}
+			s.Sample.Signals[sig.Name] = p
+		}
+		if s.Sample.Time.IsZero() {
+			s.Sample.Time = d.Signals.Time
+		}
+	}
+	for _, t := range c.targets {
+		ts := t.status(c.set[d.State])
+		if at := ts.ForeignVCLAt; at != nil {
+			w := c.wall(*at)
+			ts.ForeignVCLAt = &w
+		}
+		s.Targets = append(s.Targets, ts)
+	}
+	c.snap.Store(s)
+	return c.Status()
+}
+
+// Rules are the rules in force (the last good reload's), with their
+// signal set.
+func (c *Controller) Rules() state.Config { return *c.rules.Load() }
+
+// signals are the signal set of the config in use.
+func (c *Controller) signals() *state.Set { return c.rules.Load().Signals }
