@@ -128,9 +128,11 @@ bench-history:
 
 # A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
 # all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0; SITE=wordpress
-# puts Debian's WordPress (and a private MariaDB) behind it instead.
+# puts Debian's WordPress (and a private MariaDB) behind it instead;
+# STACK=fpm runs PHP as PHP-FPM behind Apache's event MPM, its pool's
+# status read by gearshift (sensor.phpfpm).
 demo: deps build
-	DEMO_SITE="$(or $(SITE),php)" bash scripts/demo.sh
+	DEMO_SITE="$(or $(SITE),php)" STACK="$(or $(STACK),mod_php)" bash scripts/demo.sh
 
 # The manual, gearshift(8) and gearshift-<command>(8), into bin/man.
 man: build

@@ -8,6 +8,9 @@
 #   DEMO_SITE=wordpress scripts/demo.sh
 #                                the same in front of Debian's WordPress and a
 #                                private MariaDB (make demo SITE=wordpress)
+#   STACK=fpm scripts/demo.sh    PHP as PHP-FPM behind Apache's event MPM instead of
+#                                mod_php, its pool's status read by gearshift
+#                                (make demo STACK=fpm; with either site)
 #   DEMO_SECONDS=90 scripts/demo.sh
 #                                run for 90 s, then stop everything and exit 0
 #   scripts/demo.sh load [SECONDS] [CONNECTIONS]
@@ -20,7 +23,8 @@
 # DEMO_SURGE_DELAY_MS (10, each connection's pause between requests),
 # DEMO_TICK (5, seconds between probe lines), DEMO_LOG (human = gearshift
 # logs -f; stderr = the daemon's own stderr),
-# STACK_{MODERATE,HEAVY}_{ENTER,STAY} (load_per_cpu thresholds),
+# STACK_{MODERATE,HEAVY}_{ENTER,STAY} (load_per_cpu thresholds), STACK
+# (mod_php or fpm), STACK_FPM_CHILDREN (16, the fpm pool's pm.max_children),
 # STACK_KEEP=1 keeps the temporary directory, GEARSHIFT=path uses that binary.
 set -euo pipefail
 STACK_NAME=demo
@@ -108,10 +112,15 @@ probe() {
 note() { printf '[demo +%3ss] %s\n' "$1" "$2"; }
 
 tick() {
-	local t=$1 gear mode lpc
+	local t=$1 gear mode lpc queue busy
 	gear=$(status_field state)
 	mode=$(status_field mode)
 	lpc=$(status_field load_per_cpu)
+	if [ "$STACK" = fpm ]; then
+		queue=$(status_field phpfpm_queue)
+		busy=$(status_field phpfpm_busy_ratio)
+		lpc="${lpc:-?} fpm queue ${queue:-?} busy ${busy:-?}"
+	fi
 	note "$t" "$(printf 'gear %-8s %-6s load/cpu %-5s | GET / %s | %s' "${gear:-?}" "${mode:-?}" \
 		"${lpc:-?}" "$(probe anon)" "$(probe alice -b "$SESSION_COOKIE=$ALICE")")"
 }
@@ -130,7 +139,7 @@ banner() {
 
 gearshift demo with WordPress: everything on loopback, in $STACK_DIR
   WordPress, through Varnish  $SITE/            (log in at $SITE/wp-login.php)
-  Apache + PHP directly       $ORIGIN/
+  Apache + PHP ($STACK) directly $ORIGIN/
   MariaDB                     127.0.0.1:$DB_PORT (socket $STACK_DIR/mysql.sock, root without password)
   users                       admin (administrator), $WP_USERS; password $WP_PASS
   gearshift config            $GS_CONFIG
@@ -148,7 +157,7 @@ EOF
 
 gearshift demo: everything on loopback, in $STACK_DIR
   the site, through Varnish   $SITE/            (also /news.php /login.php /style.css /logo.png)
-  Apache + PHP directly       $ORIGIN/
+  Apache + PHP ($STACK) directly $ORIGIN/
   Varnish admin port          127.0.0.1:$ADMIN_PORT (secret $STACK_DIR/secret)
   gearshift config            $GS_CONFIG
 
@@ -185,7 +194,7 @@ demo_down() {
 			gs report --since 1h --svg "$STACK_DIR/report.svg" >&2 || true
 		fi
 	fi
-	say "demo: stopping gearshift, Varnish and Apache"
+	say "demo: stopping gearshift, Varnish, Apache and PHP"
 	stack_down
 	if [ "${ENV_OURS:-0}" = 1 ]; then rm -f "$DEMO_ENV"; fi
 	exit "$rc"
@@ -203,7 +212,7 @@ cmd_run() {
 		say "demo: starting MariaDB and installing WordPress"
 		wp_site
 	fi
-	say "demo: starting Apache + PHP on $ORIGIN"
+	say "demo: starting Apache + PHP ($STACK) on $ORIGIN"
 	stack_apache
 	say "demo: starting Varnish on $SITE (admin 127.0.0.1:$ADMIN_PORT)"
 	stack_varnish
@@ -260,6 +269,7 @@ EOF
 			break
 		fi
 		alive "$APACHE_PID" || die "Apache stopped unexpectedly: $(tail -3 "$STACK_DIR/apache-error.log")"
+		[ -z "${FPM_PID:-}" ] || alive "$FPM_PID" || die "php-fpm stopped unexpectedly: $(tail -3 "$STACK_DIR/php-fpm.log")"
 		alive "$VARNISH_PID" || die "Varnish stopped unexpectedly: $(tail -3 "$STACK_DIR/varnishd.log")"
 		alive "$GS_PID" || die "gearshift stopped unexpectedly (see $STACK_DIR/gearshift.log)"
 		if [ "$DEMO_SURGE_SECONDS" -gt 0 ] && [ "$t" -ge "$DEMO_SURGE_AT" ] && [ -z "$SURGE_PID" ]; then

@@ -7,6 +7,11 @@
 # Source it, set STACK_* variables if the defaults do not suit, then:
 #   stack_init; stack_apache; stack_varnish; stack_gearshift
 # It sets APACHE_PORT, VARNISH_PORT, ADMIN_PORT, STACK_DIR, GS_CONFIG.
+#
+# STACK says how PHP runs: mod_php (the default; Apache prefork) or fpm
+# (Apache event + proxy_fcgi to a private PHP-FPM pool of
+# STACK_FPM_CHILDREN, 16, children, whose status gearshift then reads
+# with sensor.phpfpm).
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEMO_SRC="$ROOT/scripts/demo"
@@ -16,6 +21,8 @@ GEARSHIFT=${GEARSHIFT:-$ROOT/bin/gearshift}
 STACK_ACCESS_LOG=${STACK_ACCESS_LOG:-1}  # 0: no Apache access log (benchmark)
 STACK_WORK=${STACK_WORK:-120000}         # PHP work rounds per page (~25 ms)
 STACK_LOG_LEVEL=${STACK_LOG_LEVEL:-info}
+STACK=${STACK:-mod_php}                  # how PHP runs: mod_php or fpm
+STACK_FPM_CHILDREN=${STACK_FPM_CHILDREN:-16} # fpm: the pool's pm.max_children
 STACK_PIDS=()                            # started by us, stopped in reverse order
 
 say() { printf '%s\n' "$*"; }
@@ -52,8 +59,18 @@ build_gearshift() {
 
 stack_init() {
 	need_cmds apache2 varnishd curl setsid
-	PHPMOD=$(find /usr/lib/apache2/modules -name 'libphp*.so' 2>/dev/null | sort | tail -1)
-	[ -n "$PHPMOD" ] || die "mod_php not found: run 'make deps' (Debian package libapache2-mod-php)"
+	PHPMOD="" PHPFPM=""
+	case $STACK in
+	mod_php)
+		PHPMOD=$(find /usr/lib/apache2/modules -name 'libphp*.so' 2>/dev/null | sort | tail -1)
+		[ -n "$PHPMOD" ] || die "mod_php not found: run 'make deps' (Debian package libapache2-mod-php)"
+		;;
+	fpm)
+		PHPFPM=$(find /usr/sbin -name 'php-fpm*' 2>/dev/null | sort | tail -1)
+		[ -n "$PHPFPM" ] || die "php-fpm not found: run 'make deps' (Debian package php8.2-fpm)"
+		;;
+	*) die "STACK must be mod_php or fpm, got '$STACK'" ;;
+	esac
 	# Under /tmp, not $TMPDIR: a private TMPDIR (0700, or under /root) would
 	# hide the directory from Varnish's and Apache's unprivileged users.
 	STACK_DIR=$(mktemp -d "${STACK_TMP:-/tmp}/gearshift-${STACK_NAME:-stack}.XXXXXX")
@@ -84,6 +101,48 @@ wait_http() {
 # alive PID: true when a process we started is still running.
 alive() { kill -0 "$1" 2>/dev/null; }
 
+# stack_fpm starts the stack's PHP-FPM (STACK=fpm), unless it runs already,
+# and waits for its status socket.
+stack_fpm() {
+	local user_lines="" args=() i
+	if [ -n "${FPM_PID:-}" ] && alive "$FPM_PID"; then return 0; fi
+	if [ "$(id -u)" -eq 0 ]; then
+		# The master keeps root (hence -R); the children, and the sockets
+		# Apache connects to, are Debian's web user's.
+		user_lines=$'user = www-data\ngroup = www-data\nlisten.owner = www-data\nlisten.group = www-data\nlisten.mode = 0660'
+		args=(-R)
+	fi
+	awk -v dir="$STACK_DIR" -v children="$STACK_FPM_CHILDREN" -v users="$user_lines" '
+		{ gsub(/@DIR@/, dir); gsub(/@FPM_CHILDREN@/, children)
+		  if ($0 == "@FPM_USER_LINES@") $0 = users
+		  print }' "$DEMO_SRC/php-fpm-pool.conf.in" >"$STACK_DIR/php-fpm.conf"
+	"$PHPFPM" -t -y "$STACK_DIR/php-fpm.conf" >"$STACK_DIR/php-fpm-configtest.log" 2>&1 ||
+		die "php-fpm config rejected: $(cat "$STACK_DIR/php-fpm-configtest.log")"
+	setsid "$PHPFPM" -F -y "$STACK_DIR/php-fpm.conf" "${args[@]}" >>"$STACK_DIR/php-fpm.out" 2>&1 &
+	FPM_PID=$!
+	STACK_PIDS+=("$FPM_PID")
+	for i in $(seq 1 150); do
+		alive "$FPM_PID" || die "php-fpm exited: $(tail -5 "$STACK_DIR/php-fpm.log" "$STACK_DIR/php-fpm.out" 2>/dev/null)"
+		[ -S "$STACK_DIR/fpm-status.sock" ] && [ -S "$STACK_DIR/fpm.sock" ] && return 0
+		sleep 0.1
+	done
+	die "php-fpm did not listen on $STACK_DIR/fpm.sock within 15 s: $(tail -5 "$STACK_DIR/php-fpm.log")"
+}
+
+# render TEMPLATE [USER_LINES] [ACCESS_LOG] prints an Apache config
+# template with the stack's values.
+render() {
+	awk -v dir="$STACK_DIR" -v port="$APACHE_PORT" -v moddir=/usr/lib/apache2/modules \
+		-v phpmod="$PHPMOD" -v work="$STACK_WORK" -v users="${2:-}" -v alog="${3:-}" \
+		-v site="${STACK_SITE_LINES:-}" '
+		{ gsub(/@DIR@/, dir); gsub(/@APACHE_PORT@/, port); gsub(/@MODDIR@/, moddir)
+		  gsub(/@PHPMOD@/, phpmod); gsub(/@DEMO_WORK@/, work)
+		  if ($0 == "@USER_LINES@") $0 = users
+		  if ($0 == "@ACCESS_LOG@") $0 = alog
+		  if ($0 == "@SITE_LINES@") $0 = site
+		  print }' "$1"
+}
+
 stack_apache() {
 	local user_lines="" access_log=""
 	if [ "$(id -u)" -eq 0 ]; then
@@ -94,15 +153,9 @@ stack_apache() {
 	if [ "$STACK_ACCESS_LOG" = 1 ]; then
 		access_log="CustomLog $STACK_DIR/apache-access.log demo"
 	fi
-	awk -v dir="$STACK_DIR" -v port="$APACHE_PORT" -v moddir=/usr/lib/apache2/modules \
-		-v phpmod="$PHPMOD" -v work="$STACK_WORK" -v users="$user_lines" -v alog="$access_log" \
-		-v site="${STACK_SITE_LINES:-}" '
-		{ gsub(/@DIR@/, dir); gsub(/@APACHE_PORT@/, port); gsub(/@MODDIR@/, moddir)
-		  gsub(/@PHPMOD@/, phpmod); gsub(/@DEMO_WORK@/, work)
-		  if ($0 == "@USER_LINES@") $0 = users
-		  if ($0 == "@ACCESS_LOG@") $0 = alog
-		  if ($0 == "@SITE_LINES@") $0 = site
-		  print }' "$DEMO_SRC/apache.conf.in" >"$STACK_DIR/apache.conf"
+	if [ "$STACK" = fpm ]; then stack_fpm; fi
+	render "$DEMO_SRC/php-$STACK.conf.in" >"$STACK_DIR/php.conf"
+	render "$DEMO_SRC/apache.conf.in" "$user_lines" "$access_log" >"$STACK_DIR/apache.conf"
 	apache2 -f "$STACK_DIR/apache.conf" -t >/dev/null 2>"$STACK_DIR/apache-configtest.log" ||
 		die "apache config rejected: $(cat "$STACK_DIR/apache-configtest.log")"
 	# Its own session: on SIGTERM Apache signals its whole process group,
@@ -134,7 +187,17 @@ stack_varnish() {
 # demo's, not a production setting: short windows, so it takes a minute or
 # two, not ten. The thresholds sit above the defaults so a machine busy with
 # other work still starts in light (STACK_{MODERATE,HEAVY}_{ENTER,STAY}).
+# With STACK=fpm the daemon also reads the pool's status (sensor.phpfpm),
+# and the rules, which the file gives, carry the defaults' PHP-FPM
+# conditions (docs/signals.md): a queue is moderate, nine children busy in
+# ten heavy.
 stack_gearshift_config() {
+	local mq="" hq="" ms="" hs="" fpm=""
+	if [ "$STACK" = fpm ]; then
+		mq=", phpfpm_queue: 1" ms=", phpfpm_queue: 1"
+		hq=", phpfpm_busy_ratio: 0.9" hs=", phpfpm_busy_ratio: 0.7"
+		fpm="sensor: { phpfpm: { socket: $STACK_DIR/fpm-status.sock, listen: $STACK_DIR/fpm.sock, path: /fpm-status } }"
+	fi
 	cat >"$GS_CONFIG" <<EOF
 # gearshift config for the local demo stack (written by scripts/demo/lib.sh).
 poll_interval: 1s
@@ -146,9 +209,10 @@ varnish:
       secret_file: $STACK_DIR/secret
       name: $STACK_DIR/varnish
 backend: { host: 127.0.0.1, port: $APACHE_PORT }
+$fpm
 states:
-  moderate: { enter: { load_per_cpu: ${STACK_MODERATE_ENTER:-1.5} }, stay: { load_per_cpu: ${STACK_MODERATE_STAY:-1.0} } }
-  heavy:    { enter: { load_per_cpu: ${STACK_HEAVY_ENTER:-3.0} }, stay: { load_per_cpu: ${STACK_HEAVY_STAY:-2.0} } }
+  moderate: { enter: { load_per_cpu: ${STACK_MODERATE_ENTER:-1.5}$mq }, stay: { load_per_cpu: ${STACK_MODERATE_STAY:-1.0}$ms } }
+  heavy:    { enter: { load_per_cpu: ${STACK_HEAVY_ENTER:-3.0}$hq }, stay: { load_per_cpu: ${STACK_HEAVY_STAY:-2.0}$hs } }
 hysteresis: { up_confirm: 3, down_window: 20s, min_dwell: 15s }
 on_exit: keep
 control: { socket: $STACK_DIR/gearshift.sock }
