@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -96,4 +99,103 @@ func TestReloadDoesNotBlockTheLoop(t *testing.T) {
 	if got := c.Rules().UpConfirm; got != 7 {
 		t.Errorf("rules after the reload have up_confirm %d, want the new config's 7", got)
 	}
+}
+
+func TestReload(t *testing.T) {
+	r := newRig(t, nil)
+	r.sensor.set(1)
+	r.tick(t)
+	r.wantActive(t, state.Moderate)
+	old := r.c.set
+	ctx := context.Background()
+
+	t.Run("broken profile keeps the old set", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.vcl")
+		os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644)
+		timeout, loadTimeout := r.c.targets[0].timeout, r.c.targets[0].loadTimeout
+		r.next = func() (*config.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.Heavy.VCLFile = bad
+			cfg.Varnish.Timeout = timefmt.Duration(45 * time.Second)
+			return cfg, nil
+		}
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err == nil || resp.status.ConfigError == "" {
+			t.Fatalf("broken reload = %+v, %v", resp.status, resp.err)
+		}
+		if r.c.set != old {
+			t.Fatal("profile set replaced by a broken one")
+		}
+		// On any error the old config stays, the targets' timeouts included.
+		if tg := r.c.targets[0]; tg.timeout != timeout || tg.loadTimeout != loadTimeout {
+			t.Errorf("a failed reload changed the target's timeouts to %s and %s, want %s and %s", tg.timeout, tg.loadTimeout, timeout, loadTimeout)
+		}
+		r.wantActive(t, state.Moderate)
+		names, _ := r.vcls(t)
+		for n := range names {
+			if ownName.MatchString(n) && n != old[0].Name && n != old[1].Name && n != old[2].Name {
+				t.Errorf("abandoned profile %s left loaded", n)
+			}
+		}
+	})
+
+	t.Run("good reload switches and discards the old", func(t *testing.T) {
+		r.next = func() (*config.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour) // new text, new names
+			return cfg, nil
+		}
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err != nil || resp.status.ConfigError != "" {
+			t.Fatalf("reload = %+v, %v", resp.status, resp.err)
+		}
+		if r.c.set == old {
+			t.Fatal("profile set not replaced")
+		}
+		r.wantActive(t, state.Moderate)
+		names, _ := r.vcls(t)
+		for _, p := range old {
+			if names[p.Name] {
+				t.Errorf("old profile %s not discarded", p.Name)
+			}
+		}
+		for _, p := range r.c.set {
+			if !names[p.Name] {
+				t.Errorf("new profile %s not loaded", p.Name)
+			}
+		}
+	})
+
+	t.Run("an unreachable new target does not block a reload", func(t *testing.T) {
+		dead := testenv.FreeAddr(t)
+		r.next = func() (*config.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
+			cfg.Varnish.Targets = append(cfg.Varnish.Targets, config.Target{Admin: dead, SecretFile: r.v.SecretFile})
+			return cfg, nil
+		}
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err != nil || len(resp.status.Targets) != 2 || resp.status.Targets[1].Reachable || !resp.status.Targets[0].InSync {
+			t.Fatalf("reload with a dead target = %+v, %v", resp.status, resp.err)
+		}
+		r.next = func() (*config.Config, error) {
+			cfg := testConfig(r.v)
+			cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
+			return cfg, nil
+		}
+		if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil || len(resp.status.Targets) != 1 {
+			t.Fatalf("reload dropping the dead target = %+v, %v", resp.status, resp.err)
+		}
+	})
+
+	t.Run("unchanged reload is a no-op", func(t *testing.T) {
+		r.cmds.take()
+		resp := r.c.handle(ctx, request{kind: reqReload})
+		if resp.err != nil {
+			t.Fatal(resp.err)
+		}
+		if got := r.cmds.take(); len(got) != 0 {
+			t.Errorf("unchanged reload sent %v", got)
+		}
+	})
 }
