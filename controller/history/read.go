@@ -219,14 +219,9 @@ func (c *completeLines) Read(p []byte) (int, error) {
 // to hold (a report's day, a status page's hours).
 func Collect(src trace.Source) ([]trace.Sample, error) {
 	var out []trace.Sample
-	for {
-		s, err := src.Next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	err := trace.Each(src, func(s trace.Sample) error {
 		out = append(out, s)
-	}
+		return nil
+	})
+	return out, err
 }

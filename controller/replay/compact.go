@@ -2,7 +2,6 @@ package replay
 
 import (
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"sort"
@@ -70,16 +69,9 @@ func Load(src trace.Source, cfg *config.Config, set *state.Set, bounds Bounds) (
 	limits := bounds.limits()
 	seen := make([]bool, len(limits))
 	run := NewRunner(cfg.StateConfig(set), time.Duration(cfg.FastWindow))
-	for {
-		s, err := src.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	if err := trace.Each(src, func(s trace.Sample) error {
 		if s.Recorded == nil {
-			return nil, errors.New("a record without its decision (not a history file)")
+			return errors.New("a record without its decision (not a history file)")
 		}
 		d := run.Step(s.Time, s.Reading, s.Recorded.Gear, s.Recorded.Forced)
 		r := rec{t: s.Time.UnixNano(), gear: s.Recorded.Gear, forced: s.Recorded.Forced}
@@ -102,6 +94,9 @@ func Load(src trace.Source, cfg *config.Config, set *state.Set, bounds Bounds) (
 			h.From = s.Time
 		}
 		h.recs, h.To = append(h.recs, r), s.Time
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if len(h.recs) == 0 {
 		return nil, report.ErrEmpty

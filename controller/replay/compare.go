@@ -3,7 +3,6 @@ package replay
 import (
 	"cmp"
 	"errors"
-	"io"
 	"slices"
 	"time"
 
@@ -129,17 +128,10 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 		cand       state.State
 		forcedFrom *Period
 	)
-	for {
-		s, err := src.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	if err := trace.Each(src, func(s trace.Sample) error {
 		rec := s.Recorded
 		if rec == nil {
-			return nil, errors.New("a record without its decision (not a history file)")
+			return errors.New("a record without its decision (not a history file)")
 		}
 		d := run.Step(s.Time, s.Reading, rec.Gear, rec.Forced)
 		if c.Samples == 0 {
@@ -171,6 +163,9 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 		th.add(s, cand)
 		c.Samples++
 		c.To, prev = s.Time, s
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if c.Samples == 0 {
 		return nil, report.ErrEmpty

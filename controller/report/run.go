@@ -155,18 +155,10 @@ func Run(o Options, stdout, stderr io.Writer) error {
 // build reads src into a report, one record at a time.
 func build(src trace.Source, set *state.Set) (*Report, error) {
 	b := NewBuilder(set)
-	for {
-		s, err := src.Next()
-		if err == io.EOF {
-			return b.Report()
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := b.Add(s); err != nil {
-			return nil, err
-		}
+	if err := trace.Each(src, b.Add); err != nil {
+		return nil, err
 	}
+	return b.Report()
 }
 
 // describe says what period was asked: "from 2026-12-01 03:00:00 UTC on".

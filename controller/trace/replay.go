@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"errors"
 	"io"
 	"time"
 
@@ -42,6 +43,23 @@ func Samples(ss []Sample) Source { return &slice{ss} }
 
 type slice struct{ ss []Sample }
 
+// Each calls fn with every sample of src, in order, and stops at the first
+// error of either.
+func Each(src Source, fn func(Sample) error) error {
+	for {
+		s, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+}
+
 func (s *slice) Next() (Sample, error) {
 	if len(s.ss) == 0 {
 		return Sample{}, io.EOF
@@ -60,14 +78,7 @@ func Replay(m *state.Machine, src Source) (Result, error) {
 		first, prev Sample
 		gear        state.State
 	)
-	for {
-		s, err := src.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return res, err
-		}
+	err := Each(src, func(s Sample) error {
 		if res.Samples == 0 {
 			first = s
 			res.CPUsMin, res.CPUsMax = s.Reading.CPUs, s.Reading.CPUs
@@ -90,6 +101,7 @@ func Replay(m *state.Machine, src Source) (Result, error) {
 			res.LowMem = &Extreme{v, off}
 		}
 		gear, prev = d.State, s
-	}
-	return res, nil
+		return nil
+	})
+	return res, err
 }
