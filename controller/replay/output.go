@@ -2,7 +2,6 @@ package replay
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/jsonfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -184,7 +184,7 @@ func (c *Comparison) WriteJSON(w io.Writer, h Heading) error {
 	for _, p := range c.Forced {
 		out.Forced = append(out.Forced, periodJSON{Start: rfc3339(p.Start), End: rfc3339(p.End), Seconds: p.End.Sub(p.Start).Seconds(), Gear: p.Gear.String()})
 	}
-	return writeJSON(w, out)
+	return jsonfmt.Write(w, out)
 }
 
 func side(s Side) sideJSON {
@@ -193,16 +193,6 @@ func side(s Side) sideJSON {
 		out.SecondsIn[st.String()] = s.TimeIn[st].Seconds()
 	}
 	return out
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write json: %w", err)
-	}
-	return nil
 }
 
 func when(t *Transition) string {

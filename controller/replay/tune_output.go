@@ -15,6 +15,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/jsonfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -220,7 +221,7 @@ func (s *Suggestion) WriteJSON(w io.Writer) error {
 		out.Suggested = ptr(outcome(*s.Best))
 		out.States = statesMap(*s.States)
 	}
-	return writeJSON(w, out)
+	return jsonfmt.Write(w, out)
 }
 
 // statesMap is the states block as JSON writes it: gear, rule, signal.

@@ -1,13 +1,12 @@
 package report
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/jsonfmt"
 )
 
 // reportJSON is the shape of `gearshift report --json`: snake_case names,
@@ -110,13 +109,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		out.Totals.Requests, out.Totals.BackendRequests = ptr(round(r.Requests)), ptr(round(r.Backend))
 		out.Totals.BackendSaved, out.Totals.IncidentRequests = ptr(round(r.Saved())), ptr(round(incidentRequests))
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
-		return fmt.Errorf("write json: %w", err)
-	}
-	return nil
+	return jsonfmt.Write(w, out)
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }

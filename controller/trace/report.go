@@ -1,13 +1,13 @@
 package trace
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/jsonfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -107,13 +107,7 @@ func (r Result) WriteJSON(w io.Writer) error {
 	for _, st := range state.All {
 		out.Summary.SecondsIn[st.String()] = r.TimeIn[st].Seconds()
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
-		return fmt.Errorf("write json: %w", err)
-	}
-	return nil
+	return jsonfmt.Write(w, out)
 }
 
 func plural(n int) string {
