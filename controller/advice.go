@@ -74,10 +74,10 @@ func (a *adviser) step(ctx context.Context, now time.Time, d state.Decision, wai
 		return
 	}
 	share, ok := d.Signals.Get(sensor.BackendShare)
-	if d.State == state.Light {
+	if d.State == state.Lightest {
 		a.incident = ""
 	}
-	if d.State == state.Light {
+	if d.State == state.Lightest {
 		a.highSince, a.lowSince = time.Time{}, time.Time{}
 		a.clear()
 		return

@@ -385,7 +385,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 		}
 		c.log.Debug("no state change", append(fields, signalFields(c.signals(), d.Signals)...)...)
 	}
-	if d.Changed && d.State == state.Heavy && c.opts.Guest != nil {
+	if d.Changed && d.State == state.Heaviest && c.opts.Guest != nil {
 		c.recheckGuests(ctx)
 	}
 	st := c.publish()

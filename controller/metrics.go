@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -197,7 +199,7 @@ func (c *statusCollector) Describe(chan<- *prometheus.Desc) {}
 
 var (
 	descGear       = prometheus.NewDesc("gearshift_gear", "1 for the gear in force, 0 for the others.", []string{"gear"}, nil)
-	descGearLevel  = prometheus.NewDesc("gearshift_gear_level", "The gear in force as a number: 0 light, 1 moderate, 2 heavy (max() over a fleet is its highest gear).", nil, nil)
+	descGearLevel  = prometheus.NewDesc("gearshift_gear_level", "The gear in force as a number: "+gearNumbers()+" (max() over a fleet is its highest gear).", nil, nil)
 	descSignal     = prometheus.NewDesc("gearshift_signal", "A signal named in the config (sensor.prometheus.signals), by name.", []string{"name"}, nil)
 	descForced     = prometheus.NewDesc("gearshift_forced", "1 when an operator pinned the gear (gearshift force), 0 in auto.", nil, nil)
 	descGearSince  = prometheus.NewDesc("gearshift_gear_since_timestamp_seconds", "When the gear in force was entered.", nil, nil)
@@ -274,4 +276,14 @@ func unix(t time.Time) float64 {
 		return 0
 	}
 	return float64(t.UnixNano()) / 1e9
+}
+
+// gearNumbers says what gearshift_gear_level's values mean: "0 light, 1
+// moderate, 2 heavy".
+func gearNumbers() string {
+	parts := make([]string, len(state.All))
+	for i, st := range state.All {
+		parts[i] = strconv.Itoa(i) + " " + st.String()
+	}
+	return strings.Join(parts, ", ")
 }

@@ -49,7 +49,7 @@ func (c *Controller) resume(ctx context.Context, now time.Time) {
 		defer timer.Stop()
 		deadline = timer.C
 	}
-	found, from := state.Light, ""
+	found, from := state.Lightest, ""
 	pending := len(c.targets)
 	order := map[*target]int{}
 	for i, t := range c.targets {
@@ -87,7 +87,7 @@ collect:
 			}
 		}(pending)
 	}
-	if from == "" || found == state.Light {
+	if from == "" || found == state.Lightest {
 		return
 	}
 	reason := fmt.Sprintf("resumed %s, the gear varnish %s was running at start", found, from)

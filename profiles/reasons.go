@@ -3,6 +3,8 @@ package profiles
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/gearshift/gearshift/controller/state"
 )
 
 // ReasonLog starts the VCL_Log record the built-in profiles write for every
@@ -52,7 +54,7 @@ var Reasons = []Reason{
 		"the reason the previous response got"},
 	{"static_miss", "a static object (profiles.static_extensions) not in the cache yet",
 		"profiles.static_ttl"},
-	{"light", "the light gear passes every page that is not a static object",
+	{state.Lightest.String(), "the light gear passes every page that is not a static object",
 		"the gear: rules and hysteresis (light is for a lightly loaded server)"},
 	{"over_budget", "a client of moderate or heavy sent more misses and passes than profiles.client_budget allows (the detail names the client): it got a stored copy or 429, and the backend nothing; logged by the client's request, not a backend fetch",
 		"profiles.client_budget, if that client is many people (a proxy: list it in profiles.trusted_proxies) or a crawler you want"},

@@ -345,7 +345,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 		}
 	}
 
-	if s == state.Heavy && p.Guests() {
+	if s == state.Heaviest && p.Guests() {
 		ap, err := netip.ParseAddrPort(p.GuestListen)
 		if err != nil {
 			return nil, fmt.Errorf("profiles.guest_listen: %w", err)
@@ -356,7 +356,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 	}
 
 	d.Modules = !site.NoModules
-	if b := p.ClientBudget; d.Modules && b.Rate > 0 && s != state.Light {
+	if b := p.ClientBudget; d.Modules && b.Rate > 0 && s != state.Lightest {
 		d.Budget = &vclBudget{
 			Limit:  b.Burst,
 			Period: vclDuration((time.Duration(float64(b.Burst) / b.Rate * float64(time.Second))).Round(time.Millisecond)),

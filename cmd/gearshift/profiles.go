@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/profilecheck"
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -47,7 +47,7 @@ hands requests to vcl(gearshift) compiles only once the label exists.`,
 			return a.profilesExport(args[0], use, siteVCL)
 		}),
 	}
-	export.Flags().StringVar(&use, "use", "light", "the gear varnishd starts in: "+state.OneOf("or"))
+	export.Flags().StringVar(&use, "use", state.Lightest.String(), "the gear varnishd starts in: "+state.OneOf("or"))
 	export.Flags().StringVar(&siteVCL, "site-vcl", profiles.SiteVCL, "label mode: the site's own VCL, loaded after the label and made active")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",

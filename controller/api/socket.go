@@ -102,7 +102,7 @@ func (h *handler) force(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(`bad request body: %v (want {"state":"heavy","for":"30m"})`, err))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`bad request body: %v (want {"state":"%s","for":"30m"})`, err, state.Heaviest))
 		return
 	}
 	if dec.More() {

@@ -159,7 +159,7 @@ func thresholds(sig state.Signal, th *state.Config) string {
 	}
 	op := sig.Op()
 	var parts []string
-	for st := state.Light + 1; st <= state.Heaviest; st++ {
+	for st := state.Lightest + 1; st <= state.Heaviest; st++ {
 		b := th.Bands[st]
 		enter, okE := b.Enter[sig.Name]
 		stay, okS := b.Stay[sig.Name]

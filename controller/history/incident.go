@@ -104,7 +104,7 @@ func (t *Tracker) Add(p Point) (started, ended *Incident) {
 	backend, okb := p.Signals[sensor.BackendRPS]
 	traffic := okc && okb && dt > 0
 
-	if t.cur == nil && p.Gear > state.Light {
+	if t.cur == nil && p.Gear > state.Lightest {
 		t.cur = &Incident{ID: p.Time.UTC().Format("20060102T150405Z"), Start: p.Time, Worst: map[string]float64{}}
 		started = t.cur
 	}
@@ -138,7 +138,7 @@ func (t *Tracker) Add(p Point) (started, ended *Incident) {
 		in.Backend += backend * dt
 		in.WithoutShift += client * dt * share
 	}
-	if p.Gear == state.Light {
+	if p.Gear == state.Lightest {
 		in.End = p.Time
 		t.cur = nil
 		return nil, in

@@ -171,18 +171,27 @@ type Outcome struct {
 	OnTime, Late       int // periods heavy came to within --within, after
 	Missed             int // periods heavy never came to
 	Lateness           time.Duration
-	HeavyOutside       time.Duration // heavy outside the distress periods
-	ModerateOutside    time.Duration // moderate outside them
+	Outside            [len(state.All)]time.Duration // time in each gear outside the distress periods
 	Transitions        int
 	TransitionsOutside int
 	TimeIn             [len(state.All)]time.Duration
 }
 
-// cost weighs what the thresholds cost outside distress: heavy time, a
-// quarter of the moderate time (else a gear that never comes back to
-// light would look cheap), and a minute per transition.
+// outsideShare is the part of a gear's time outside distress that counts
+// in cost: all of heavy's, a quarter of moderate's (else a gear that never
+// comes back to light would look cheap), none of light's; 0 is none.
+var outsideShare [len(state.All)]time.Duration = [...]time.Duration{state.Light: 0, state.Moderate: 4, state.Heavy: 1}
+
+// cost weighs what the thresholds cost outside distress: each gear's time
+// there by its share, and a minute per transition.
 func (o Outcome) cost() time.Duration {
-	return o.HeavyOutside + o.ModerateOutside/4 + time.Duration(o.TransitionsOutside)*time.Minute
+	c := time.Duration(o.TransitionsOutside) * time.Minute
+	for g, div := range outsideShare {
+		if div > 0 {
+			c += o.Outside[g] / div
+		}
+	}
+	return c
 }
 
 // better tells whether o does better than p on the objective: fewer
@@ -245,7 +254,7 @@ func (h *History) Replay(sc state.Config, within time.Duration) Outcome {
 				break
 			}
 		}
-		gear := state.Light
+		gear := state.Lightest
 		if run.Idle() && !hot && quiet && !r.forced {
 			run.Pass(t)
 		} else {
@@ -268,18 +277,14 @@ func (h *History) Replay(sc state.Config, within time.Duration) Outcome {
 		if i > 0 && !run.AfterGap() {
 			dt := t.Sub(prevT)
 			o.TimeIn[prevGear] += dt
-			if prevGear != state.Light && !h.covered(prevT, within, down) {
-				if prevGear == state.Heavy {
-					o.HeavyOutside += dt
-				} else {
-					o.ModerateOutside += dt
-				}
+			if prevGear != state.Lightest && !h.covered(prevT, within, down) {
+				o.Outside[prevGear] += dt
 			}
 		}
 		for first < len(h.Periods) && t.After(h.window(first, within)) {
 			first++
 		}
-		for p := first; gear == state.Heavy && p < len(h.Periods) && !t.Before(h.Periods[p].Start); p++ {
+		for p := first; gear == state.Heaviest && p < len(h.Periods) && !t.Before(h.Periods[p].Start); p++ {
 			if o.Delays[p] < 0 && !t.After(h.window(p, within)) {
 				o.Delays[p] = t.Sub(h.Periods[p].Start)
 			}

@@ -56,7 +56,7 @@ func (r *Runner) Step(t time.Time, rd state.Reading, gear state.State, forced bo
 // Step it does nothing.
 func (r *Runner) Pass(t time.Time) {
 	if r.m != nil {
-		r.begin(t, state.Light)
+		r.begin(t, state.Lightest)
 	}
 }
 
@@ -64,7 +64,7 @@ func (r *Runner) Pass(t time.Time) {
 // on which no rule of any gear holds, after one on which no enter rule
 // held, changes nothing in it and can be passed.
 func (r *Runner) Idle() bool {
-	return r.m != nil && !r.forced && r.m.Current().State == state.Light
+	return r.m != nil && !r.forced && r.m.Current().State == state.Lightest
 }
 
 // AfterGap tells whether the last record came after a gap in the
@@ -74,7 +74,7 @@ func (r *Runner) AfterGap() bool { return r.gapped }
 // Gear is the gear the machine is in; light before the first record.
 func (r *Runner) Gear() state.State {
 	if r.m == nil {
-		return state.Light
+		return state.Lightest
 	}
 	return r.m.Current().State
 }

@@ -61,7 +61,7 @@ func (h *History) Search(cfg *config.Config, within time.Duration) (*Suggestion,
 		return s, nil
 	}
 	var coords []coord
-	for _, g := range []state.State{state.Heavy, state.Moderate} {
+	for g := state.Heaviest; g > state.Lightest; g-- {
 		for _, sig := range set.All() {
 			if _, ok := base.Bands[g].Enter[sig.Name]; ok {
 				coords = append(coords, coord{g, sig})

@@ -62,8 +62,8 @@ func (s *Suggestion) writeText(w io.Writer, block string) {
 	fmt.Fprintf(w, "Distress: %s; recorded: %s.\n\n", h.Bounds.describe(), listOr(h.Seen, "none of them"))
 
 	if len(h.Periods) == 0 {
-		fmt.Fprintf(w, "No distress in this history: nothing to tune against, no suggestion. The current thresholds (%s) kept heavy for %s in all.\n",
-			s.ConfigName, timefmt.Round(s.Current.TimeIn[state.Heavy]))
+		fmt.Fprintf(w, "No distress in this history: nothing to tune against, no suggestion. The current thresholds (%s) kept %s for %s in all.\n",
+			s.ConfigName, state.Heaviest, timefmt.Round(s.Current.TimeIn[state.Heaviest]))
 		return
 	}
 	fmt.Fprintf(w, "Searched %s by %d replay%s.\n", listOr(s.Searched, "no threshold"), s.Replays, plural(s.Replays))
@@ -81,12 +81,14 @@ func (s *Suggestion) writeText(w io.Writer, block string) {
 	}
 	n := len(h.Periods)
 	fmt.Fprintln(tw, head)
-	fmt.Fprintf(tw, "heavy within %s%s\n", timefmt.Round(s.Within), cols(func(o Outcome) string { return fmt.Sprintf("%d of %d", o.OnTime, n) }))
-	fmt.Fprintf(tw, "heavy late%s\n", cols(func(o Outcome) string { return fmt.Sprintf("%d (%s in all)", o.Late, timefmt.Round(o.Lateness)) }))
-	fmt.Fprintf(tw, "heavy missed%s\n", cols(func(o Outcome) string { return strconv.Itoa(o.Missed) }))
-	fmt.Fprintf(tw, "heavy outside distress%s\n", cols(func(o Outcome) string { return timefmt.Round(o.HeavyOutside) }))
-	fmt.Fprintf(tw, "moderate outside distress%s\n", cols(func(o Outcome) string { return timefmt.Round(o.ModerateOutside) }))
-	fmt.Fprintf(tw, "heavy in all%s\n", cols(func(o Outcome) string { return timefmt.Round(o.TimeIn[state.Heavy]) }))
+	top := state.Heaviest
+	fmt.Fprintf(tw, "%s within %s%s\n", top, timefmt.Round(s.Within), cols(func(o Outcome) string { return fmt.Sprintf("%d of %d", o.OnTime, n) }))
+	fmt.Fprintf(tw, "%s late%s\n", top, cols(func(o Outcome) string { return fmt.Sprintf("%d (%s in all)", o.Late, timefmt.Round(o.Lateness)) }))
+	fmt.Fprintf(tw, "%s missed%s\n", top, cols(func(o Outcome) string { return strconv.Itoa(o.Missed) }))
+	for g := state.Heaviest; g > state.Lightest; g-- {
+		fmt.Fprintf(tw, "%s outside distress%s\n", g, cols(func(o Outcome) string { return timefmt.Round(o.Outside[g]) }))
+	}
+	fmt.Fprintf(tw, "%s in all%s\n", top, cols(func(o Outcome) string { return timefmt.Round(o.TimeIn[top]) }))
 	fmt.Fprintf(tw, "transitions%s\n", cols(func(o Outcome) string { return strconv.Itoa(o.Transitions) }))
 	fmt.Fprintf(tw, "transitions outside%s\n", cols(func(o Outcome) string { return strconv.Itoa(o.TransitionsOutside) }))
 	tw.Flush()
@@ -179,7 +181,8 @@ type outcomeJSON struct {
 func outcome(o Outcome) outcomeJSON {
 	out := outcomeJSON{
 		OnTime: o.OnTime, Late: o.Late, Missed: o.Missed, SecondsLate: o.Lateness.Seconds(), DelaysS: []*float64{},
-		SecondsOutside: o.HeavyOutside.Seconds(), SecondsModerateOut: o.ModerateOutside.Seconds(), Transitions: o.Transitions, TransitionsOutside: o.TransitionsOutside,
+		SecondsOutside: o.Outside[state.Heavy].Seconds(), SecondsModerateOut: o.Outside[state.Moderate].Seconds(), // contract: tune --json's keys of 0.3
+		Transitions: o.Transitions, TransitionsOutside: o.TransitionsOutside,
 		SecondsIn: map[string]float64{},
 	}
 	for _, d := range o.Delays {

@@ -108,9 +108,9 @@ func TestSearch(t *testing.T) {
 	if best.OnTime != 2 || best.Missed != 0 || best.Late != 0 {
 		t.Errorf("suggested: %d on time, %d late, %d missed; want both on time", best.OnTime, best.Late, best.Missed)
 	}
-	if best.HeavyOutside > cur.HeavyOutside || best.TransitionsOutside > cur.TransitionsOutside {
+	if best.Outside[state.Heaviest] > cur.Outside[state.Heaviest] || best.TransitionsOutside > cur.TransitionsOutside {
 		t.Errorf("suggested: heavy outside %s, %d transitions outside; current %s, %d: worse",
-			best.HeavyOutside, best.TransitionsOutside, cur.HeavyOutside, cur.TransitionsOutside)
+			best.Outside[state.Heaviest], best.TransitionsOutside, cur.Outside[state.Heaviest], cur.TransitionsOutside)
 	}
 	ttfb := s.States.Heavy.Enter["backend_ttfb_ms"]
 	if ttfb <= 900 || ttfb > 2000 {

@@ -31,6 +31,9 @@ func (s State) String() string {
 	return fmt.Sprintf("state(%d)", int(s))
 }
 
+// Lightest is the first state of All: the gear of a quiet server.
+const Lightest = State(0)
+
 // Heaviest is the last state of All.
 const Heaviest = State(len(All) - 1)
 
