@@ -14,19 +14,40 @@ import (
 	"github.com/gearshift/gearshift/internal/capbuf"
 )
 
-// varnishstatFields are the counters Varnishstat asks for, in the order of
-// VarnishCounters.
-var varnishstatFields = []string{
-	"MAIN.uptime",
-	"MAIN.client_req",
-	"MAIN.backend_req",
-	"MAIN.backend_fail",
-	"MAIN.sess_dropped",
-	"MAIN.sess_queued",
-	"MAIN.thread_queue_len",
-	"MAIN.cache_hit",
-	"MAIN.cache_miss",
-	"MAIN.s_pass",
+// counter is one varnishstat counter the source reads: where its reading
+// goes in VarnishCounters, where its rate (or, for a gauge, its level)
+// goes in VarnishRates, and the signal that rate is, if any. The table
+// drives varnishstat's arguments, the parsing, the restart detection, the
+// rates, their sum over the targets and the signals: a new counter is a
+// row here (and its fields in the two structs).
+type counter struct {
+	field  string                         // varnishstat's name
+	value  func(*VarnishCounters) *uint64 // where the reading goes
+	rate   func(*VarnishRates) *float64   // where its rate goes; nil: none (the uptime)
+	gauge  bool                           // a level, not a count: its rate is the level now, and it may go down
+	signal string                         // the signal its rate is; "": none
+}
+
+var counters = []counter{
+	{field: "MAIN.uptime", value: func(c *VarnishCounters) *uint64 { return &c.Uptime }},
+	{field: "MAIN.client_req", value: func(c *VarnishCounters) *uint64 { return &c.ClientReq },
+		rate: func(r *VarnishRates) *float64 { return &r.ClientRPS }, signal: state.ClientRPS},
+	{field: "MAIN.backend_req", value: func(c *VarnishCounters) *uint64 { return &c.BackendReq },
+		rate: func(r *VarnishRates) *float64 { return &r.BackendRPS }, signal: BackendRPS},
+	{field: "MAIN.backend_fail", value: func(c *VarnishCounters) *uint64 { return &c.BackendFail },
+		rate: func(r *VarnishRates) *float64 { return &r.BackendFailRPS }, signal: BackendFailRPS},
+	{field: "MAIN.sess_dropped", value: func(c *VarnishCounters) *uint64 { return &c.SessDropped },
+		rate: func(r *VarnishRates) *float64 { return &r.DroppedRPS }, signal: DroppedRPS},
+	{field: "MAIN.sess_queued", value: func(c *VarnishCounters) *uint64 { return &c.SessQueued },
+		rate: func(r *VarnishRates) *float64 { return &r.QueuedRPS }},
+	{field: "MAIN.thread_queue_len", value: func(c *VarnishCounters) *uint64 { return &c.ThreadQueueLen },
+		rate: func(r *VarnishRates) *float64 { return &r.QueueLen }, gauge: true, signal: QueueLen},
+	{field: "MAIN.cache_hit", value: func(c *VarnishCounters) *uint64 { return &c.CacheHit },
+		rate: func(r *VarnishRates) *float64 { return &r.CacheHitRPS }},
+	{field: "MAIN.cache_miss", value: func(c *VarnishCounters) *uint64 { return &c.CacheMiss },
+		rate: func(r *VarnishRates) *float64 { return &r.CacheMissRPS }},
+	{field: "MAIN.s_pass", value: func(c *VarnishCounters) *uint64 { return &c.Pass },
+		rate: func(r *VarnishRates) *float64 { return &r.PassRPS }},
 }
 
 // guestReqField are the requests heavy sends the gearshift daemon for
@@ -95,9 +116,10 @@ func (v *Varnishstat) run(ctx context.Context) ([]byte, error) {
 	// -t 0: fail at once when varnishd is not running, instead of retrying
 	// the shared-memory attach for varnishstat's default five seconds.
 	args := []string{"-j", "-1", "-t", "0", "-n", v.Name}
-	for _, f := range append(varnishstatFields, guestReqField) {
-		args = append(args, "-f", f)
+	for _, c := range counters {
+		args = append(args, "-f", c.field)
 	}
+	args = append(args, "-f", guestReqField)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	stdout := &capbuf.Buffer{Max: limit, Overflow: cancel}
 	stderr := &capbuf.Buffer{Max: 4 << 10}
@@ -132,20 +154,20 @@ func parseVarnishstat(b []byte) (VarnishCounters, error) {
 	if err := json.Unmarshal(b, &top); err != nil {
 		return VarnishCounters{}, fmt.Errorf("not JSON: %w", err)
 	}
-	counters := top
+	values := top
 	if raw, ok := top["version"]; ok {
 		var version int
 		if err := json.Unmarshal(raw, &version); err != nil || version != 1 {
 			return VarnishCounters{}, fmt.Errorf("unknown format version %s", raw)
 		}
-		if err := json.Unmarshal(top["counters"], &counters); err != nil {
+		if err := json.Unmarshal(top["counters"], &values); err != nil {
 			return VarnishCounters{}, errors.New(`no "counters" object`)
 		}
 	}
 	var c VarnishCounters
-	for i, dst := range []*uint64{&c.Uptime, &c.ClientReq, &c.BackendReq, &c.BackendFail, &c.SessDropped, &c.SessQueued, &c.ThreadQueueLen, &c.CacheHit, &c.CacheMiss, &c.Pass} {
-		name := varnishstatFields[i]
-		raw, ok := counters[name]
+	for _, ctr := range counters {
+		name := ctr.field
+		raw, ok := values[name]
 		if !ok {
 			return VarnishCounters{}, fmt.Errorf("no counter %s", name)
 		}
@@ -155,11 +177,11 @@ func parseVarnishstat(b []byte) (VarnishCounters, error) {
 		if err := json.Unmarshal(raw, &field); err != nil || field.Value == nil {
 			return VarnishCounters{}, fmt.Errorf("counter %s has no unsigned integer value", name)
 		}
-		*dst = *field.Value
+		*ctr.value(&c) = *field.Value
 	}
 	// The daemon's guest-page asks (a VCL discarded takes its counter
 	// with it: the next reading's rate counts those asks once).
-	for name, raw := range counters {
+	for name, raw := range values {
 		if !strings.HasPrefix(name, "VBE.") || !strings.HasSuffix(name, ".gearshift_guest.req") {
 			continue
 		}
@@ -218,9 +240,7 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 		return VarnishRates{}, ErrBaseline
 	}
 	r.last, r.lastAt, r.primed = c, t, true
-	if !primed || c.Uptime < prev.Uptime || c.ClientReq < prev.ClientReq || c.BackendReq < prev.BackendReq ||
-		c.BackendFail < prev.BackendFail || c.SessDropped < prev.SessDropped || c.SessQueued < prev.SessQueued ||
-		c.CacheHit < prev.CacheHit || c.CacheMiss < prev.CacheMiss || c.Pass < prev.Pass {
+	if !primed || c.wentDown(&prev) {
 		r.movedAt = t
 		return VarnishRates{}, ErrBaseline
 	}
@@ -229,18 +249,30 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 	} else if still := t.Sub(r.movedAt); still >= staleAfter {
 		return VarnishRates{}, fmt.Errorf("varnishd's uptime has not moved for %s: it is not running", still.Round(time.Second))
 	}
-	rate := func(now, then uint64) float64 { return float64(now-then) / dt }
-	return VarnishRates{
-		ClientRPS:      rate(c.ClientReq, prev.ClientReq),
-		BackendRPS:     rate(c.BackendReq, prev.BackendReq),
-		BackendFailRPS: rate(c.BackendFail, prev.BackendFail),
-		DroppedRPS:     rate(c.SessDropped, prev.SessDropped),
-		QueuedRPS:      rate(c.SessQueued, prev.SessQueued),
-		QueueLen:       float64(c.ThreadQueueLen),
-		CacheHitRPS:    rate(c.CacheHit, prev.CacheHit),
-		CacheMissRPS:   rate(c.CacheMiss, prev.CacheMiss),
-		PassRPS:        rate(c.Pass, prev.Pass),
-	}, nil
+	var rates VarnishRates
+	for _, ctr := range counters {
+		if ctr.rate == nil {
+			continue
+		}
+		now, then := *ctr.value(&c), *ctr.value(&prev)
+		if ctr.gauge {
+			*ctr.rate(&rates) = float64(now)
+		} else {
+			*ctr.rate(&rates) = float64(now-then) / dt
+		}
+	}
+	return rates, nil
+}
+
+// wentDown tells whether a count of c is lower than in prev: the cache
+// process restarted (a gauge may go down at any time).
+func (c *VarnishCounters) wentDown(prev *VarnishCounters) bool {
+	for _, ctr := range counters {
+		if !ctr.gauge && *ctr.value(c) < *ctr.value(prev) {
+			return true
+		}
+	}
+	return false
 }
 
 // shares are hit_ratio and backend_share: the poll's client requests
@@ -373,11 +405,11 @@ func (r *varnishReader) Read(ctx context.Context) (func(*Sample), error) {
 	}
 	return func(s *Sample) {
 		s.Varnish = sum
-		s.Values[state.ClientRPS] = sum.ClientRPS
-		s.Values[BackendRPS] = sum.BackendRPS
-		s.Values[BackendFailRPS] = sum.BackendFailRPS
-		s.Values[DroppedRPS] = sum.DroppedRPS
-		s.Values[QueueLen] = sum.QueueLen
+		for _, ctr := range counters {
+			if ctr.signal != "" {
+				s.Values[ctr.signal] = *ctr.rate(sum)
+			}
+		}
 		if hit, backend, ok := sum.shares(); ok {
 			s.Values[HitRatio], s.Values[BackendShare] = hit, backend
 		}
@@ -404,15 +436,11 @@ func sumTraffic(rates []*VarnishRates) *VarnishRates {
 		if r == nil {
 			return nil
 		}
-		sum.ClientRPS += r.ClientRPS
-		sum.BackendRPS += r.BackendRPS
-		sum.BackendFailRPS += r.BackendFailRPS
-		sum.DroppedRPS += r.DroppedRPS
-		sum.QueuedRPS += r.QueuedRPS
-		sum.QueueLen += r.QueueLen
-		sum.CacheHitRPS += r.CacheHitRPS
-		sum.CacheMissRPS += r.CacheMissRPS
-		sum.PassRPS += r.PassRPS
+		for _, ctr := range counters {
+			if ctr.rate != nil {
+				*ctr.rate(&sum) += *ctr.rate(r)
+			}
+		}
 	}
 	return &sum
 }

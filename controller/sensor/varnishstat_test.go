@@ -426,3 +426,31 @@ func TestCacheShares(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersTable: each counter row reads a field of its own, every rate
+// goes to a field of its own, and a row's signal is one the source
+// declares.
+func TestCountersTable(t *testing.T) {
+	declared := map[string]bool{}
+	for _, sig := range varnishSource.Signals {
+		declared[sig.Name] = true
+	}
+	var c VarnishCounters
+	var r VarnishRates
+	values, rates, fields := map[*uint64]bool{}, map[*float64]bool{}, map[string]bool{}
+	for _, ctr := range counters {
+		if fields[ctr.field] || values[ctr.value(&c)] {
+			t.Errorf("%s: read twice", ctr.field)
+		}
+		fields[ctr.field], values[ctr.value(&c)] = true, true
+		if ctr.rate != nil {
+			if rates[ctr.rate(&r)] {
+				t.Errorf("%s: its rate goes where another's does", ctr.field)
+			}
+			rates[ctr.rate(&r)] = true
+		}
+		if ctr.signal != "" && (!declared[ctr.signal] || ctr.rate == nil) {
+			t.Errorf("%s: signal %q is not the source's, or has no rate", ctr.field, ctr.signal)
+		}
+	}
+}
