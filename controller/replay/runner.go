@@ -1,6 +1,7 @@
-// Package replay replays the flight recorder's history under another
-// config and compares what that config would have done with what
-// happened, for `gearshift simulate --history` and `gearshift tune`.
+// Package replay replays recorded samples through the state machine: a
+// CSV trace for `gearshift simulate --trace` (ReplayTrace), and the flight
+// recorder's history under another config, compared with what happened,
+// for `gearshift simulate --history` and `gearshift tune`.
 package replay
 
 import (

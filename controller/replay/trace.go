@@ -61,14 +61,14 @@ func RunTrace(o TraceOptions, stdout, stderr io.Writer) error {
 	}
 	fast := time.Duration(o.Config.FastWindow)
 	rules := o.Config.StateConfig(signals)
-	res, err := trace.Replay(state.New(rules, fast), rd)
+	res, err := ReplayTrace(state.New(rules, fast), rd)
 	if err != nil {
 		return traceError(name, err)
 	}
 	if o.JSON {
 		return res.WriteJSON(stdout)
 	}
-	res.WriteText(stdout, trace.Heading{Trace: name, CPUsFrom: rd.CPUs, Config: o.ConfigName, FastWindow: fast, Machine: rules})
+	res.WriteText(stdout, TraceHeading{Trace: name, CPUsFrom: rd.CPUs, Config: o.ConfigName, FastWindow: fast, Machine: rules})
 	return nil
 }
 

@@ -1,5 +1,6 @@
-// Package trace reads recorded samples from CSV and replays them through
-// the state machine, for `gearshift simulate`.
+// Package trace is the CSV format of recorded samples: a trace's columns
+// (the flight recorder's included), its reader, and the stream of samples
+// every replay reads (Source). Package replay replays them.
 package trace
 
 import (

@@ -167,62 +167,7 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestReplay(t *testing.T) {
-	csv := "time,load1,runnable,cpus\n" +
-		"0,0.1,0,1\n10,0.1,0,1\n" + // light
-		"20,2,2,1\n30,2,2,1\n40,2,2,1\n" + // heavy from 40s
-		"400,0.1,0,1\n"
-	tr, err := Parse(strings.NewReader(csv), signals, 1, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := state.Config{
-		Bands: [len(state.All)]state.Band{
-			state.Moderate: {Enter: state.Rule{"load_per_cpu": 0.7}, Stay: state.Rule{"load_per_cpu": 0.5}},
-			state.Heavy:    {Enter: state.Rule{"load_per_cpu": 1.5}, Stay: state.Rule{"load_per_cpu": 1}},
-		},
-		UpConfirm: 3, DownWindow: 120 * time.Second, MinDwell: 60 * time.Second,
-	}
-	res, err := Replay(state.New(cfg, 0), Samples(tr.Samples))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Samples != 6 || res.Duration != 400*time.Second || res.CPUsMin != 1 || res.CPUsMax != 1 {
-		t.Errorf("samples %d over %s", res.Samples, res.Duration)
-	}
-	if len(res.Transitions) != 2 {
-		t.Fatalf("transitions %+v", res.Transitions)
-	}
-	up, down := res.Transitions[0], res.Transitions[1]
-	if up.Offset != 40*time.Second || up.From != state.Light || up.To != state.Heavy || up.Reason != "load_per_cpu 2.00 >= 1.50 for 3 samples" || up.Sample.Line != 6 {
-		t.Errorf("up %+v", up)
-	}
-	if down.Offset != 400*time.Second || down.To != state.Moderate {
-		t.Errorf("down %+v", down)
-	}
-	if want := [3]time.Duration{40 * time.Second, 0, 360 * time.Second}; res.TimeIn != want {
-		t.Errorf("time in %v, want %v", res.TimeIn, want)
-	}
-	if res.Peak.Value != 2 || res.Peak.Offset != 20*time.Second || res.LowMem != nil {
-		t.Errorf("peak %+v, low mem %+v", res.Peak, res.LowMem)
-	}
-}
-
 func f(v float64) *float64 { return &v }
-
-func TestReplayStopsAtABadRow(t *testing.T) {
-	rd, err := NewReader(strings.NewReader("time,load1\n0,1\n1,1\n2,x\n3,1\n"), signals, 1, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Replay(state.New(state.Config{UpConfirm: 1}, 0), rd)
-	if err == nil || err.Error() != `line 4, column 2 (load1): "x" is not a number` {
-		t.Errorf("error %v", err)
-	}
-	if res.Samples != 2 {
-		t.Errorf("replayed %d samples before the bad row, want 2", res.Samples)
-	}
-}
 
 // TestParseBoundsLineLength: a line longer than MaxLineBytes (a file of
 // zeros, a binary mistaken for a trace) is refused, naming the line,
@@ -290,3 +235,13 @@ var signals = func() *state.Set {
 	}
 	return set
 }()
+
+func TestColumns(t *testing.T) {
+	cols := strings.Join(Columns(signals), ",")
+	if !strings.HasPrefix(cols, "mem_available_pct,psi_cpu,psi_mem") {
+		t.Errorf("Columns(signals) = %s, want the raw signals of the table, in its order", cols)
+	}
+	if strings.Contains(cols, "load_per_cpu") {
+		t.Errorf("Columns(signals) = %s: load_per_cpu is derived, not a column", cols)
+	}
+}

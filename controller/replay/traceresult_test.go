@@ -1,4 +1,4 @@
-package trace
+package replay
 
 import (
 	"bytes"
@@ -7,21 +7,78 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/trace"
 )
 
+func TestReplayTrace(t *testing.T) {
+	csv := "time,load1,runnable,cpus\n" +
+		"0,0.1,0,1\n10,0.1,0,1\n" + // light
+		"20,2,2,1\n30,2,2,1\n40,2,2,1\n" + // heavy from 40s
+		"400,0.1,0,1\n"
+	tr, err := trace.Parse(strings.NewReader(csv), traceSignals, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := state.Config{
+		Bands: [len(state.All)]state.Band{
+			state.Moderate: {Enter: state.Rule{"load_per_cpu": 0.7}, Stay: state.Rule{"load_per_cpu": 0.5}},
+			state.Heavy:    {Enter: state.Rule{"load_per_cpu": 1.5}, Stay: state.Rule{"load_per_cpu": 1}},
+		},
+		UpConfirm: 3, DownWindow: 120 * time.Second, MinDwell: 60 * time.Second,
+	}
+	res, err := ReplayTrace(state.New(cfg, 0), trace.Samples(tr.Samples))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Samples != 6 || res.Duration != 400*time.Second || res.CPUsMin != 1 || res.CPUsMax != 1 {
+		t.Errorf("samples %d over %s", res.Samples, res.Duration)
+	}
+	if len(res.Transitions) != 2 {
+		t.Fatalf("transitions %+v", res.Transitions)
+	}
+	up, down := res.Transitions[0], res.Transitions[1]
+	if up.Offset != 40*time.Second || up.From != state.Light || up.To != state.Heavy || up.Reason != "load_per_cpu 2.00 >= 1.50 for 3 samples" || up.Sample.Line != 6 {
+		t.Errorf("up %+v", up)
+	}
+	if down.Offset != 400*time.Second || down.To != state.Moderate {
+		t.Errorf("down %+v", down)
+	}
+	if want := [3]time.Duration{40 * time.Second, 0, 360 * time.Second}; res.TimeIn != want {
+		t.Errorf("time in %v, want %v", res.TimeIn, want)
+	}
+	if res.Peak.Value != 2 || res.Peak.Offset != 20*time.Second || res.LowMem != nil {
+		t.Errorf("peak %+v, low mem %+v", res.Peak, res.LowMem)
+	}
+}
+
+func TestReplayTraceStopsAtABadRow(t *testing.T) {
+	rd, err := trace.NewReader(strings.NewReader("time,load1\n0,1\n1,1\n2,x\n3,1\n"), traceSignals, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ReplayTrace(state.New(state.Config{UpConfirm: 1}, 0), rd)
+	if err == nil || err.Error() != `line 4, column 2 (load1): "x" is not a number` {
+		t.Errorf("error %v", err)
+	}
+	if res.Samples != 2 {
+		t.Errorf("replayed %d samples before the bad row, want 2", res.Samples)
+	}
+}
+
 func TestWriteText(t *testing.T) {
-	h := Heading{
+	h := TraceHeading{
 		Trace: "surge.csv", CPUsFrom: "from --cpus", Config: "embedded defaults", FastWindow: 10 * time.Second,
 		Machine: state.Config{UpConfirm: 3, DownWindow: 2 * time.Minute, MinDwell: time.Minute},
 	}
-	calm := Result{Samples: 1, CPUsMin: 1, CPUsMax: 1, Peak: Extreme{Value: 0.25}}
+	calm := TraceResult{Samples: 1, CPUsMin: 1, CPUsMax: 1, Peak: Extreme{Value: 0.25}}
 	calm.TimeIn[state.Light] = 0
-	busy := Result{
+	busy := TraceResult{
 		Samples: 3720, Duration: time.Hour + 2*time.Minute, CPUsMin: 2, CPUsMax: 4,
-		Transitions: []Transition{
-			{Offset: 5*time.Minute + 3*time.Second, Sample: Sample{Text: "2026-11-30T03:05:03Z"}, From: state.Light, To: state.Heavy, Reason: "load_per_cpu 1.80 >= 1.50 for 3 samples"},
-			{Offset: 40 * time.Minute, Sample: Sample{Text: "2026-11-30T03:40:00Z"}, From: state.Heavy, To: state.Moderate, Reason: "stay rule of heavy not held within 2m"},
+		Transitions: []TraceShift{
+			{Offset: 5*time.Minute + 3*time.Second, Sample: trace.Sample{Text: "2026-11-30T03:05:03Z"}, From: state.Light, To: state.Heavy, Reason: "load_per_cpu 1.80 >= 1.50 for 3 samples"},
+			{Offset: 40 * time.Minute, Sample: trace.Sample{Text: "2026-11-30T03:40:00Z"}, From: state.Heavy, To: state.Moderate, Reason: "stay rule of heavy not held within 2m"},
 		},
 		Peak:   Extreme{Value: 2.5, Offset: 20 * time.Minute},
 		LowMem: &Extreme{Value: 12.34, Offset: 21 * time.Minute},
@@ -31,7 +88,7 @@ func TestWriteText(t *testing.T) {
 	busy.TimeIn[state.Moderate] = 22 * time.Minute
 	for _, tc := range []struct {
 		name string
-		res  Result
+		res  TraceResult
 		want []string
 		not  []string
 	}{
@@ -70,7 +127,7 @@ func TestWriteText(t *testing.T) {
 }
 
 func TestWriteJSON(t *testing.T) {
-	res := Result{Samples: 4, Transitions: []Transition{{Offset: 90 * time.Second, From: state.Light, To: state.Moderate, Reason: "a < b"}}}
+	res := TraceResult{Samples: 4, Transitions: []TraceShift{{Offset: 90 * time.Second, From: state.Light, To: state.Moderate, Reason: "a < b"}}}
 	res.TimeIn[state.Light], res.TimeIn[state.Moderate] = 90*time.Second, 30*time.Second
 	var b bytes.Buffer
 	if err := res.WriteJSON(&b); err != nil {
@@ -106,17 +163,17 @@ func TestWriteJSON(t *testing.T) {
 	}
 
 	var empty bytes.Buffer
-	if err := (Result{}).WriteJSON(&empty); err != nil || !strings.Contains(empty.String(), `"transitions": []`) {
+	if err := (TraceResult{}).WriteJSON(&empty); err != nil || !strings.Contains(empty.String(), `"transitions": []`) {
 		t.Errorf("no transitions: %v %s, want an empty list", err, empty.String())
 	}
 }
 
-func TestColumns(t *testing.T) {
-	cols := strings.Join(Columns(signals), ",")
-	if !strings.HasPrefix(cols, "mem_available_pct,psi_cpu,psi_mem") {
-		t.Errorf("Columns(signals) = %s, want the raw signals of the table, in its order", cols)
+// traceSignals are the daemon's signals with no optional source
+// configured: every source's signal is a column a trace may have.
+var traceSignals = func() *state.Set {
+	set, err := sensor.Signals(sensor.HostConfig{})
+	if err != nil {
+		panic(err)
 	}
-	if strings.Contains(cols, "load_per_cpu") {
-		t.Errorf("Columns(signals) = %s: load_per_cpu is derived, not a column", cols)
-	}
-}
+	return set
+}()

@@ -1,4 +1,4 @@
-package trace
+package replay
 
 import (
 	"fmt"
@@ -7,25 +7,76 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/trace"
 	"github.com/gearshift/gearshift/internal/jsonfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
-// Columns names the signals of set a trace can have a column for, in the
-// order of the set.
-func Columns(set *state.Set) []string {
-	var ns []string
-	for _, s := range set.All() {
-		if s.Raw() {
-			ns = append(ns, s.Name)
-		}
-	}
-	return ns
+// TraceShift is one change of gear during a replay.
+type TraceShift struct {
+	Offset   time.Duration // since the first sample
+	Sample   trace.Sample
+	From, To state.State
+	Reason   string
 }
 
-// Heading is what the report says before the replay: the trace and the
+// TraceResult is the outcome of a replay.
+type TraceResult struct {
+	Samples          int
+	Duration         time.Duration // from the first sample to the last
+	CPUsMin, CPUsMax int           // CPU counts the load was divided by
+	Transitions      []TraceShift
+	TimeIn           [len(state.All)]time.Duration // time spent in each gear
+	Peak             Extreme                       // highest load_per_cpu
+	LowMem           *Extreme                      // lowest mem_available_pct; nil when the trace has none
+}
+
+// Extreme is the most extreme value of a signal and where it was seen.
+type Extreme struct {
+	Value  float64
+	Offset time.Duration
+}
+
+// ReplayTrace feeds the samples of src, in order, to m, and stops at the first
+// error of src. The gear decided at a sample holds until the next one, so
+// the last sample adds no time.
+func ReplayTrace(m *state.Machine, src trace.Source) (TraceResult, error) {
+	var (
+		res         TraceResult
+		first, prev trace.Sample
+		gear        state.State
+	)
+	err := trace.Each(src, func(s trace.Sample) error {
+		if res.Samples == 0 {
+			first = s
+			res.CPUsMin, res.CPUsMax = s.Reading.CPUs, s.Reading.CPUs
+		} else {
+			res.TimeIn[gear] += s.Time.Sub(prev.Time)
+		}
+		res.Samples++
+		off := s.Time.Sub(first.Time)
+		res.Duration = off
+		res.CPUsMin, res.CPUsMax = min(res.CPUsMin, s.Reading.CPUs), max(res.CPUsMax, s.Reading.CPUs)
+
+		d := m.Step(s.Time, s.Reading)
+		if d.Changed {
+			res.Transitions = append(res.Transitions, TraceShift{Offset: off, Sample: s, From: d.From, To: d.State, Reason: d.Reason})
+		}
+		if v, _ := d.Signals.Get("load_per_cpu"); res.Samples == 1 || v > res.Peak.Value {
+			res.Peak = Extreme{v, off}
+		}
+		if v, ok := d.Signals.Get("mem_available_pct"); ok && (res.LowMem == nil || v < res.LowMem.Value) {
+			res.LowMem = &Extreme{v, off}
+		}
+		gear, prev = d.State, s
+		return nil
+	})
+	return res, err
+}
+
+// TraceHeading is what the report says before the replay: the trace and the
 // config it was replayed with.
-type Heading struct {
+type TraceHeading struct {
 	Trace      string        // the trace's name: its path, or "standard input"
 	CPUsFrom   string        // where the CPU count came from (Reader.CPUs)
 	Config     string        // the config's path, or "embedded defaults"
@@ -36,7 +87,7 @@ type Heading struct {
 // WriteText writes the report of `gearshift simulate`: the heading, each
 // transition, the time spent in each gear, and the extremes of the load
 // and of the memory.
-func (r Result) WriteText(w io.Writer, h Heading) {
+func (r TraceResult) WriteText(w io.Writer, h TraceHeading) {
 	fmt.Fprintf(w, "Trace %s: %d sample%s over %s, %s.\n", h.Trace, r.Samples, plural(r.Samples), timefmt.Round(r.Duration), r.cpuNote(h.CPUsFrom))
 	fmt.Fprintf(w, "Config: %s; fast_window %s, up_confirm %d, down_window %s, min_dwell %s.\n\n",
 		h.Config, timefmt.Round(h.FastWindow), h.Machine.UpConfirm, timefmt.Round(h.Machine.DownWindow), timefmt.Round(h.Machine.MinDwell))
@@ -69,16 +120,16 @@ func (r Result) WriteText(w io.Writer, h Heading) {
 }
 
 // cpuNote says how many CPUs the replay divided the load by, and why.
-func (r Result) cpuNote(from string) string {
+func (r TraceResult) cpuNote(from string) string {
 	if r.CPUsMin == r.CPUsMax {
 		return fmt.Sprintf("%d CPU%s (%s)", r.CPUsMin, plural(r.CPUsMin), from)
 	}
 	return fmt.Sprintf("%d to %d CPUs (%s)", r.CPUsMin, r.CPUsMax, from)
 }
 
-// resultJSON is the shape SPEC section 7 fixes for simulate --json.
-type resultJSON struct {
-	Transitions []transitionJSON `json:"transitions"`
+// traceJSON is the shape SPEC section 7 fixes for simulate --json.
+type traceJSON struct {
+	Transitions []traceShiftJSON `json:"transitions"`
 	Summary     struct {
 		Samples     int                `json:"samples"`
 		Transitions int                `json:"transitions"`
@@ -86,7 +137,7 @@ type resultJSON struct {
 	} `json:"summary"`
 }
 
-type transitionJSON struct {
+type traceShiftJSON struct {
 	OffsetS float64 `json:"offset_s"`
 	From    string  `json:"from"`
 	To      string  `json:"to"`
@@ -94,10 +145,10 @@ type transitionJSON struct {
 }
 
 // WriteJSON writes the result as `gearshift simulate --json` prints it.
-func (r Result) WriteJSON(w io.Writer) error {
-	out := resultJSON{Transitions: []transitionJSON{}}
+func (r TraceResult) WriteJSON(w io.Writer) error {
+	out := traceJSON{Transitions: []traceShiftJSON{}}
 	for _, t := range r.Transitions {
-		out.Transitions = append(out.Transitions, transitionJSON{
+		out.Transitions = append(out.Transitions, traceShiftJSON{
 			OffsetS: t.Offset.Seconds(), From: t.From.String(), To: t.To.String(), Reason: t.Reason,
 		})
 	}
@@ -108,11 +159,4 @@ func (r Result) WriteJSON(w io.Writer) error {
 		out.Summary.SecondsIn[st.String()] = r.TimeIn[st].Seconds()
 	}
 	return jsonfmt.Write(w, out)
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
