@@ -96,8 +96,10 @@ bench-signals: deps build
 # minutes, loopback only). Its section goes to $SURGE_OUT
 # (/tmp/gearshift-bench-surge/surge.md) and replaces its earlier one at the
 # end of BENCHMARKS.md, its chart beside it as BENCHMARKS-surge.png.
+# STACK=fpm: on Apache event + PHP-FPM instead of prefork + mod_php, a
+# section (and BENCHMARKS-surge-fpm.png) of its own.
 bench-surge: deps
-	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" bash scripts/bench/surge.sh
+	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" STACK="$(STACK)" bash scripts/bench/surge.sh
 
 # Hostile visitors (issue 29), side by side in one run (about 7 minutes,
 # loopback only): hit throughput before and after 20,000 session writes

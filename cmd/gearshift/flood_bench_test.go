@@ -41,7 +41,7 @@ import (
 //	go test -run '^$' -bench '^BenchmarkFlood$' -benchtime 1x -timeout 30m ./cmd/gearshift
 func BenchmarkFlood(b *testing.B) {
 	k := floodKnobsFromEnv(b)
-	st := startSurgeStack(b)
+	st := startSurgeStack(b, lampstack.ModPHP)
 	for range b.N {
 		started, load := time.Now(), surgeLoadavg()
 		quiet := st.floodRun(b, "without the flood", k, 0, false)

@@ -184,7 +184,7 @@ func startSoak(t *testing.T) *soak {
 	siteDir := filepath.Join(s.dir, "site")
 	os.MkdirAll(siteDir, 0o755)
 	lampstack.Searchable(t, siteDir) // Apache's user reads the site
-	site, users := lampstack.StartSessionSite(t, siteDir, 0, bin)
+	site, users := lampstack.StartSessionSite(t, lampstack.ModPHP, siteDir, 0, bin)
 	s.site, s.password = site, users["alice"]
 	s.v = varnishtest.Start(t, varnishtest.Config{})
 	metricsAddr := testenv.FreeAddr(t)

@@ -35,11 +35,13 @@ import (
 // Last, the surge again, anonymous visitors only, on the PHP site that
 // starts a session on every page (sessionSurge).
 // The report goes to SURGE_OUT (markdown) with its chart beside it.
+// STACK=fpm runs it all on Apache's event MPM with PHP-FPM instead of
+// prefork with mod_php.
 //
 //	go test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 30m ./cmd/gearshift
 func BenchmarkSurge(b *testing.B) {
 	k := surgeKnobsFromEnv(b)
-	st := startSurgeStack(b)
+	st := startSurgeStack(b, k.stack)
 	for range b.N {
 		rep := &surgeReport{knobs: k, loadBefore: surgeLoadavg(), cpus: runtime.NumCPU(), started: time.Now(), subscribers: len(surgeUsers), posts: len(st.wp.Posts)}
 		rep.capacity = st.capacity(b, k.capacityFor)
@@ -82,14 +84,15 @@ const surgePosts = 40
 // surgeKnobs are the benchmark's durations and factor, from the
 // environment, so that a smoke run can be short.
 type surgeKnobs struct {
-	quiet, surge                    time.Duration // SURGE_QUIET (20s), SURGE_FOR (60s)
-	factor                          float64       // SURGE_FACTOR (10): the surge's rate over C
-	quietRate                       int           // SURGE_QUIET_RATE (2): anonymous req/s before the surge
-	capacityFor                     time.Duration // SURGE_CAPACITY_FOR (10s): the closed loop measuring C
-	settle                          time.Duration // SURGE_SETTLE (4m): the longest wait for a quiet machine
-	outageWarm, outage, outageAfter time.Duration // SURGE_OUTAGE_WARM (30s), SURGE_OUTAGE (30s), SURGE_OUTAGE_AFTER (15s)
-	outageRate                      int           // SURGE_OUTAGE_RATE (20): anonymous req/s through the outage
-	out                             string        // SURGE_OUT (/tmp/gearshift-bench-surge/surge.md)
+	quiet, surge                    time.Duration   // SURGE_QUIET (20s), SURGE_FOR (60s)
+	factor                          float64         // SURGE_FACTOR (10): the surge's rate over C
+	quietRate                       int             // SURGE_QUIET_RATE (2): anonymous req/s before the surge
+	capacityFor                     time.Duration   // SURGE_CAPACITY_FOR (10s): the closed loop measuring C
+	settle                          time.Duration   // SURGE_SETTLE (4m): the longest wait for a quiet machine
+	outageWarm, outage, outageAfter time.Duration   // SURGE_OUTAGE_WARM (30s), SURGE_OUTAGE (30s), SURGE_OUTAGE_AFTER (15s)
+	outageRate                      int             // SURGE_OUTAGE_RATE (20): anonymous req/s through the outage
+	out                             string          // SURGE_OUT (/tmp/gearshift-bench-surge/surge.md)
+	stack                           lampstack.Stack // STACK (mod_php): how Apache runs PHP, mod_php or fpm
 }
 
 func surgeKnobsFromEnv(tb testing.TB) surgeKnobs {
@@ -127,15 +130,30 @@ func surgeKnobsFromEnv(tb testing.TB) surgeKnobs {
 	if k.out == "" {
 		k.out = "/tmp/gearshift-bench-surge/surge.md"
 	}
+	k.stack = stackFromEnv(tb)
 	if k.surge < time.Second || k.capacityFor < time.Second {
 		tb.Fatalf("SURGE_FOR and SURGE_CAPACITY_FOR must be at least 1s")
 	}
 	return k
 }
 
+// stackFromEnv is the lampstack stack STACK names: mod_php (also when
+// unset) or fpm.
+func stackFromEnv(tb testing.TB) lampstack.Stack {
+	tb.Helper()
+	for _, s := range lampstack.Stacks {
+		if v := os.Getenv("STACK"); v == s.String() || (v == "" && s == lampstack.ModPHP) {
+			return s
+		}
+	}
+	tb.Fatalf("STACK=%q: want mod_php or fpm", os.Getenv("STACK"))
+	return lampstack.ModPHP
+}
+
 // surgeStack is WordPress on Apache and MariaDB behind one varnishd, all
 // on loopback; each run starts a gearshift of its own on it.
 type surgeStack struct {
+	php     lampstack.Stack // how Apache runs PHP
 	v       *varnishtest.Varnish
 	wp      *lampstack.WordPress
 	bin     map[string]string
@@ -150,19 +168,21 @@ type surgeStack struct {
 	anonymousOnly  bool             // no logged-in users in the runs
 }
 
-// apacheWorkers is StartApache's MaxRequestWorkers.
+// apacheWorkers is StartApache's MaxRequestWorkers on mod_php, and the
+// FPM stack's pm.max_children: the requests PHP serves at once.
 const apacheWorkers = 16
 
-func startSurgeStack(tb testing.TB) *surgeStack {
+// startSurgeStack starts the WordPress stack with PHP on php.
+func startSurgeStack(tb testing.TB, php lampstack.Stack) *surgeStack {
 	tb.Helper()
 	bin := lampstack.Need(tb, lampstack.WordPressPackages, lampstack.WordPressPrograms...)
 	v := varnishtest.Start(tb, varnishtest.Config{})
 	start := time.Now()
 	wp := lampstack.StartWordPress(tb, tb.TempDir(), "http://"+v.HTTPAddr,
-		lampstack.WordPressOptions{Posts: surgePosts, Subscribers: surgeUsers}, bin)
-	tb.Logf("surge: MariaDB, WordPress (%d posts) and Apache up in %s", len(wp.Posts), time.Since(start).Round(time.Millisecond))
+		lampstack.WordPressOptions{Posts: surgePosts, Subscribers: surgeUsers, Stack: php}, bin)
+	tb.Logf("surge: MariaDB, WordPress (%d posts) and Apache (%s) up in %s", len(wp.Posts), php, time.Since(start).Round(time.Millisecond))
 	port, _ := strconv.Atoi(wp.Backend[strings.LastIndexByte(wp.Backend, ':')+1:])
-	st := &surgeStack{v: v, wp: wp, bin: bin, mix: newSurgeMix("http://"+v.HTTPAddr, v.HTTPAddr, wp.Posts),
+	st := &surgeStack{php: php, v: v, wp: wp, bin: bin, mix: newSurgeMix("http://"+v.HTTPAddr, v.HTTPAddr, wp.Posts),
 		backend: profiles.BackendAt("127.0.0.1", port), apache: wp.Apache}
 	tb.Cleanup(st.stopDaemon)
 	return st

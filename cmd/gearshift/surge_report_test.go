@@ -33,9 +33,15 @@ type surgeReport struct {
 	session                *sessionReport // nil: not run (SURGE_SESSION=0)
 }
 
-// surgeHeading is the section's heading; make bench-surge replaces the
-// section under it.
-const surgeHeading = "## An open-loop surge on WordPress (0.4)"
+// surgeHeading is the section's heading for a run on php's stack; make
+// bench-surge replaces the section under it, so a run on PHP-FPM stands
+// beside the one on mod_php.
+func surgeHeading(php lampstack.Stack) string {
+	if php == lampstack.FPM {
+		return "## An open-loop surge on WordPress on PHP-FPM (0.4)"
+	}
+	return "## An open-loop surge on WordPress (0.4)"
+}
 
 // runSummary is what the report says of one surge run.
 type runSummary struct {
@@ -206,17 +212,21 @@ func (rep *surgeReport) write(tb testing.TB, out string) {
 	k := rep.knobs
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	p("%s", surgeHeading)
+	p("%s", surgeHeading(k.stack))
 	p("")
 	p("Measured %s with `make bench-surge` (`BenchmarkSurge`, cmd/gearshift) at commit %s: %d CPUs, %s; %s, %s.",
 		rep.started.UTC().Format("2006-01-02 15:04 UTC"), commit(tb), rep.cpus, cpuModel(), version("varnishd", "-V"), version("apache2", "-v"))
 	p("Load average before the run: %.2f (the machine is shared: others' work counts). The run took %s.", rep.loadBefore, rep.elapsed.Round(time.Second))
 	p("")
-	p("Debian's WordPress (%d posts and \"Hello world!\", a comment on each, %d subscribers logged in) on Apache prefork (%d workers) + mod_php and a private MariaDB, behind varnishd (`-s malloc,64m`), all on loopback.",
-		rep.posts, rep.subscribers, apacheWorkers)
+	php, workers := fmt.Sprintf("Apache prefork (%d workers) + mod_php", apacheWorkers), "Apache's MaxRequestWorkers"
+	if k.stack == lampstack.FPM {
+		php, workers = fmt.Sprintf("Apache event + proxy_fcgi to PHP-FPM (a static pool of %d children on a unix socket)", apacheWorkers), "the pool's pm.max_children"
+	}
+	p("Debian's WordPress (%d posts and \"Hello world!\", a comment on each, %d subscribers logged in) on %s and a private MariaDB, behind varnishd (`-s malloc,64m`), all on loopback.",
+		rep.posts, rep.subscribers, php)
 	mc := "`backend.max_connections` is not a config key yet, so none is set"
 	if rep.maxConnections > 0 {
-		mc = fmt.Sprintf("`backend.max_connections: %d` (Apache's MaxRequestWorkers)", rep.maxConnections)
+		mc = fmt.Sprintf("`backend.max_connections: %d` (%s)", rep.maxConnections, workers)
 	}
 	p("Each run has a fresh varnishd cache and a fresh `gearshift run` with the default config: only its target, backend and files set, %s.", mc)
 	p("Load, from vegeta's open-loop attacker (a constant arrival rate whatever the server does): anonymous requests to the home page and the posts with Zipf popularity (s = %.1f: the home page and three posts take about 73 %%), %.0f %% with a unique `?fbclid=`, %.0f %% with `utm_source`/`utm_medium`/`utm_campaign`; plus %d logged-in users at 1 request/s each, on the same pages with their WordPress cookies.",

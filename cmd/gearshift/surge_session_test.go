@@ -26,7 +26,7 @@ func (st *surgeStack) sessionSurge(tb testing.TB, k surgeKnobs) *sessionReport {
 	tb.Helper()
 	wp, mix, backend := st.apache, st.mix, st.backend
 	defer func() { st.apache, st.mix, st.backend, st.anonymousOnly = wp, mix, backend, false }()
-	a, _ := lampstack.StartSessionSite(tb, tb.TempDir(), sessionWorkMS, st.bin)
+	a, _ := lampstack.StartSessionSite(tb, st.php, tb.TempDir(), sessionWorkMS, st.bin)
 	pages := []string{}
 	for i := 1; i <= surgePosts; i++ {
 		pages = append(pages, fmt.Sprintf("/?article=%d", i))

@@ -13,11 +13,11 @@ import (
 // PHPSESSID cookie, no-store), its forms carry a token of the session.
 const SessionSiteFiles = "profiles/apps/testdata/sessionsite"
 
-// StartSessionSite serves SessionSiteFiles with Apache and mod_php on a
-// free loopback port, its data (users alice and bob, with random
-// passwords, returned) under dir; each page costs workMS milliseconds of
-// CPU (0: what the site itself costs, next to nothing).
-func StartSessionSite(tb testing.TB, dir string, workMS int, bin map[string]string) (Apache, map[string]string) {
+// StartSessionSite serves SessionSiteFiles with Apache and PHP as php
+// says on a free loopback port, its data (users alice and bob, with
+// random passwords, returned) under dir; each page costs workMS
+// milliseconds of CPU (0: what the site itself costs, next to nothing).
+func StartSessionSite(tb testing.TB, php Stack, dir string, workMS int, bin map[string]string) (Apache, map[string]string) {
 	tb.Helper()
 	root := filepath.Join(dir, "site")
 	files, err := filepath.Glob(filepath.Join(RepoFile(tb, SessionSiteFiles), "*"))
@@ -36,7 +36,7 @@ func StartSessionSite(tb testing.TB, dir string, workMS int, bin map[string]stri
 	b, _ := json.Marshal(users)
 	WriteFile(tb, filepath.Join(data, "users.json"), string(b))
 	os.Chmod(data, 0o777) // written by Apache's user
-	a := Apache{Dir: dir, Root: root, Port: FreePort(tb), Probe: "/",
+	a := Apache{Dir: dir, Root: root, Port: FreePort(tb), Stack: php, Probe: "/",
 		Conf: fmt.Sprintf("SetEnv SITE_DATA %s\nSetEnv SITE_WORK_MS %d", data, workMS)}
 	StartApache(tb, a, bin)
 	return a, users

@@ -29,12 +29,14 @@ var WordPressPrograms = append(append([]string{"php", "/usr/share/wordpress/wp-s
 type WordPressOptions struct {
 	Posts       int      // published posts, /post-1/ … /post-N/, besides WordPress's "Hello world!"
 	Subscribers []string // user names, each with the site's password and the subscriber role
+	Stack       Stack    // how Apache runs PHP: ModPHP (the zero value) or FPM
 }
 
 // WordPress is Debian's WordPress installed under a test's temp dir: the
 // package's tree linked (or copied) in with a wp-config.php of its own, so
 // nothing is written to /etc or /usr/share, on a private MariaDB, served by
-// a private Apache with mod_php and pretty permalinks.
+// a private Apache (mod_php, or PHP-FPM: WordPressOptions.Stack) and
+// pretty permalinks.
 type WordPress struct {
 	Root     string   // the site's tree, Apache's DocumentRoot
 	URL      string   // WP_HOME: where visitors reach the site (a Varnish in front of Apache)
@@ -61,7 +63,7 @@ func StartWordPress(tb testing.TB, dir, siteURL string, opt WordPressOptions, bi
 	wp.install(tb, dir, opt)
 	port := FreePort(tb)
 	wp.Backend = "127.0.0.1:" + strconv.Itoa(port)
-	wp.Apache = Apache{Dir: dir, Root: wp.Root, Port: port, Probe: "/wp-includes/css/buttons.min.css",
+	wp.Apache = Apache{Dir: dir, Root: wp.Root, Port: port, Stack: opt.Stack, Probe: "/wp-includes/css/buttons.min.css",
 		Directory: `    RewriteEngine On
     RewriteBase /
     RewriteRule ^index\.php$ - [L]

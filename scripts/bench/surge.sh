@@ -13,6 +13,10 @@
 # copy at the end of that file and the chart is copied beside it as
 # BENCHMARKS-surge.png.
 #
+# STACK=fpm runs it on Apache's event MPM with PHP-FPM (proxy_fcgi to a
+# private pool) instead of prefork with mod_php: a section of its own
+# (its heading names PHP-FPM), its chart as BENCHMARKS-surge-fpm.png.
+#
 # Knobs (durations as Go writes them), for short runs while developing:
 #   SURGE_QUIET (20s)  SURGE_FOR (60s)  SURGE_FACTOR (10)  SURGE_QUIET_RATE (2)
 #   SURGE_CAPACITY_FOR (10s)  SURGE_SETTLE (4m: the longest wait for a quiet machine)
@@ -23,8 +27,13 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 GO=${GO:-go}
 SURGE_OUT=${SURGE_OUT:-/tmp/gearshift-bench-surge/surge.md}
 SURGE_APPEND=${SURGE_APPEND:-}
-CHART=BENCHMARKS-surge.png
-export SURGE_OUT
+STACK=${STACK:-mod_php}
+case $STACK in
+mod_php) CHART=BENCHMARKS-surge.png ;;
+fpm) CHART=BENCHMARKS-surge-fpm.png ;;
+*) printf 'bench-surge: STACK must be mod_php or fpm, got %s\n' "$STACK" >&2; exit 2 ;;
+esac
+export SURGE_OUT STACK
 if [ -n "$SURGE_APPEND" ]; then export SURGE_CHART_LINK=$CHART; fi
 
 say() { printf '%s\n' "$*" >&2; }
@@ -43,7 +52,7 @@ replace_section() {
 
 mkdir -p "$(dirname "$SURGE_OUT")"
 rm -f "$SURGE_OUT" "${SURGE_OUT%.*}.png"
-say "bench-surge: load average before: $(cut -d' ' -f1-3 /proc/loadavg); results in $SURGE_OUT"
+say "bench-surge: on $STACK; load average before: $(cut -d' ' -f1-3 /proc/loadavg); results in $SURGE_OUT"
 cd "$ROOT"
 "$GO" test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 40m ./cmd/gearshift 2>&1 |
 	tee "$(dirname "$SURGE_OUT")/bench.txt"
