@@ -166,6 +166,9 @@ type surgeStack struct {
 	daemon         *runningDaemon
 	apache         lampstack.Apache // the site's Apache (its access log is the backend's count)
 	anonymousOnly  bool             // no logged-in users in the runs
+	// edit, when set, changes the default config of the daemons fresh
+	// starts (BenchmarkFPMSurge's sensor.phpfpm).
+	edit func(*config.Config)
 }
 
 // apacheWorkers is StartApache's MaxRequestWorkers on mod_php, and the
@@ -258,6 +261,9 @@ func (st *surgeStack) fresh(tb testing.TB, gear string) *runningDaemon {
 		// Only the address: the backend block's other keys keep their defaults.
 		cfg.Backend.Host, cfg.Backend.Port = st.backend.Host, st.backend.Port
 		cfg.PollInterval = config.Default().PollInterval
+		if st.edit != nil {
+			st.edit(cfg)
+		}
 	})
 	st.maxConnections = setMaxConnections(tb, path, apacheWorkers)
 	d := spawnDaemon(tb, st.v, path, "NOTIFY_SOCKET=")
