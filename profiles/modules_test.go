@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,24 +13,6 @@ import (
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
 )
-
-// bans reads MAIN.bans, the length of Varnish's ban list.
-func bans(tb testing.TB, v *varnishtest.Varnish) int {
-	tb.Helper()
-	out, err := exec.Command("varnishstat", "-n", v.WorkDir, "-1", "-f", "MAIN.bans").Output()
-	if err != nil {
-		tb.Fatalf("varnishstat: %v", err)
-	}
-	f := strings.Fields(string(out))
-	if len(f) < 2 || f[0] != "MAIN.bans" {
-		tb.Fatalf("varnishstat: no MAIN.bans in %q", out)
-	}
-	n, err := strconv.Atoi(f[1])
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return n
-}
 
 // sessionWrites sends n POSTs, each with a session cookie of its own (a
 // visitor's random one), to gear, 8 at a time.
@@ -78,15 +58,15 @@ func TestVarnishModulesAgainstVarnish(t *testing.T) {
 		// An object older than the writes: Varnish keeps every ban
 		// younger than the oldest object until its lurker has tested it.
 		g.do(t, req{gear: "heavy", path: "/g/heavy/old"}).want(t, "MISS", "")
-		before := bans(t, g.v)
+		before := g.v.Counter(t, "MAIN.bans")
 		sessionWrites(t, g, "heavy", 20000)
-		if n := bans(t, g.v); n > before+5 {
+		if n := g.v.Counter(t, "MAIN.bans"); n > before+5 {
 			t.Errorf("20000 session writes grew the ban list from %d to %d bans", before, n)
 		}
 		// The same writes through the Plain twin: one ban each (0.3).
-		before = bans(t, g.v)
+		before = g.v.Counter(t, "MAIN.bans")
 		sessionWrites(t, g, "heavyplain", 200)
-		if n := bans(t, g.v); n < before+200 {
+		if n := g.v.Counter(t, "MAIN.bans"); n < before+200 {
 			t.Errorf("without xkey, 200 session writes made %d bans, want one each", n-before)
 		}
 	})

@@ -151,11 +151,11 @@ func bansRun(b *testing.B, wrk string, k bansKnobs, plain bool) bansRow {
 	if row.before.notHit > 0 {
 		b.Fatalf("before the writes: %d of %d cached pages were not a HIT", row.before.notHit, len(pages))
 	}
-	row.bansBefore = varnishBans(b, s.v)
+	row.bansBefore = s.v.Counter(b, "MAIN.bans")
 	start := time.Now()
 	row.writeStatus = hostileWrites(b, c, s.v, k.writes, k.conns)
 	row.writesFor = time.Since(start)
-	row.bansAfter = varnishBans(b, s.v)
+	row.bansAfter = s.v.Counter(b, "MAIN.bans")
 	row.after = measure()
 	b.Logf("%s: bans %d -> %d after %d writes in %s; first pass %.0f -> %.0f hits/s (%s -> %s), wrk %.0f -> %.0f req/s; not HIT after: %d",
 		row.vcl, row.bansBefore, row.bansAfter, k.writes, row.writesFor.Round(time.Millisecond),
@@ -235,24 +235,6 @@ func hostileWrites(b *testing.B, c *http.Client, v *varnishtest.Varnish, n, conn
 		b.FailNow()
 	}
 	return status
-}
-
-// varnishBans reads MAIN.bans, the length of Varnish's ban list.
-func varnishBans(tb testing.TB, v *varnishtest.Varnish) int {
-	tb.Helper()
-	out, err := exec.Command("varnishstat", "-n", v.WorkDir, "-1", "-f", "MAIN.bans").Output()
-	if err != nil {
-		tb.Fatalf("varnishstat: %v", err)
-	}
-	f := strings.Fields(string(out))
-	if len(f) < 2 || f[0] != "MAIN.bans" {
-		tb.Fatalf("varnishstat: no MAIN.bans in %q", out)
-	}
-	n, err := strconv.Atoi(f[1])
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return n
 }
 
 // wrkPagesScript writes a wrk script that cycles each connection through

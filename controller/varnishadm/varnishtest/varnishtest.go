@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -255,4 +256,24 @@ func WithoutModules(tb testing.TB) string {
 	}
 	tb.Fatal("no libvmod_std.so in the usual vmod directories: where did the varnish package put it?")
 	return ""
+}
+
+// Counter reads one counter of the running varnishd with varnishstat
+// (MAIN.bans, the length of the ban list), failing the test when it
+// cannot.
+func (v *Varnish) Counter(tb testing.TB, name string) int {
+	tb.Helper()
+	out, err := exec.Command("varnishstat", "-n", v.WorkDir, "-1", "-f", name).Output()
+	if err != nil {
+		tb.Fatalf("varnishstat: %v", err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 2 || f[0] != name {
+		tb.Fatalf("varnishstat: no %s in %q", name, out)
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }
