@@ -15,6 +15,7 @@ import (
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/top"
 	"github.com/gearshift/gearshift/internal/timefmt"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // When a gear above light does not keep requests off the backend, the
@@ -173,6 +174,28 @@ func adviceLine(r adviceResult) string {
 		b.WriteString("; " + r.sum.Reasons[1].String())
 	}
 	return b.String()
+}
+
+// budgetAdvice says which clients the profiles refused for their budget
+// in the last minute (rs) and what to change when they are people, not a
+// script: "" when none was. b is profiles.client_budget in force.
+func budgetAdvice(rs top.RefusalStats, b profiles.Budget) string {
+	if rs.Requests == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d requests over profiles.client_budget (%g a second, %d at once) in the last minute got a stored copy or 429, most from %s — if one of these addresses is many people (a proxy or CDN in front of Varnish), list it in profiles.trusted_proxies; if it is one busy client you trust, raise the budget",
+		rs.Requests, b.Rate, b.Burst, strings.Join(rs.Clients, ", "))
+}
+
+// joinAdvice joins the advice lines that are not "".
+func joinAdvice(lines ...string) string {
+	var out []string
+	for _, l := range lines {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "; and ")
 }
 
 // guestSetting is the advice on set_cookie when guest_pages is on.

@@ -126,3 +126,44 @@ func TestAdviceOnSetCookie(t *testing.T) {
 		t.Errorf("advice with guest_pages off: %q, want the reason's setting", off)
 	}
 }
+
+// TestAdviceOverBudget: clients the profiles refused for their budget in
+// the last minute are in the status, and its advice names them and what
+// to change when they are people.
+func TestAdviceOverBudget(t *testing.T) {
+	refused := &top.Refusals{}
+	r := newRig(t, nil, func(o *Options) { o.Refusals = refused })
+	if st := r.tick(t); st.OverBudget != 0 || st.Advice != "" {
+		t.Fatalf("before any refusal: over_budget %d, advice %q", st.OverBudget, st.Advice)
+	}
+	now := time.Now()
+	for i := 0; i < 30; i++ {
+		refused.Add(now, "192.0.2.7")
+	}
+	refused.Add(now, "198.51.100.1")
+	st := r.tick(t)
+	if st.OverBudget != 31 || strings.Join(st.OverBudgetClients, " ") != "192.0.2.7 198.51.100.1" {
+		t.Errorf("over_budget %d, clients %q; want 31 from 192.0.2.7 and 198.51.100.1", st.OverBudget, st.OverBudgetClients)
+	}
+	want := "31 requests over profiles.client_budget (10 a second, 100 at once) in the last minute got a stored copy or 429, most from 192.0.2.7, 198.51.100.1"
+	if !strings.HasPrefix(st.Advice, want) || !strings.Contains(st.Advice, "profiles.trusted_proxies") {
+		t.Errorf("advice %q\nwant it to start %q and name profiles.trusted_proxies", st.Advice, want)
+	}
+}
+
+func TestJoinAdvice(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"", ""}, ""},
+		{[]string{"a", ""}, "a"},
+		{[]string{"", "b"}, "b"},
+		{[]string{"a", "b"}, "a; and b"},
+	} {
+		if got := joinAdvice(c.in...); got != c.want {
+			t.Errorf("joinAdvice(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

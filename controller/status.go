@@ -51,6 +51,7 @@ func (c *Controller) publish() api.Status {
 	if c.opts.Refusals != nil {
 		rs := c.opts.Refusals.Stats(time.Now()) // the reader counts on the wall clock
 		s.OverBudget, s.OverBudgetClients = rs.Requests, rs.Clients
+		s.Advice = joinAdvice(s.Advice, budgetAdvice(rs, c.cfg.Profiles.ClientBudget))
 	}
 	if c.opts.Guest != nil {
 		gs := c.opts.Guest.Stats()
