@@ -508,10 +508,16 @@ func (t *target) fail(now time.Time, err error) {
 	} else if t.backoff *= 2; t.backoff > maxBackoff {
 		t.backoff = maxBackoff
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) && t.refusedBackoff > 0 && t.backoff > t.refusedBackoff {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED) && t.refusedBackoff > 0 && t.backoff > t.refusedBackoff:
 		// Nothing listens: a manager being restarted. Trying once a poll
 		// costs nothing and picks it up as soon as it is back.
 		t.backoff = t.refusedBackoff
+	case varnishadm.ChildLost(err):
+		// The cache child died under the command (killed, crashed); its
+		// manager answers and starts a new one at once: the next poll
+		// finds it, and the gear it should serve follows within a poll.
+		t.backoff = 0
 	}
 	t.failures++
 	t.metrics.errors.Inc()

@@ -339,7 +339,7 @@ func (s *soak) faults(t *testing.T) []fault {
 	return []fault{
 		{"cache child killed", func(time.Duration) {
 			from := time.Now()
-			if pid := cacheChild(s.v.WorkDir); pid > 0 {
+			if pid := s.v.CacheChild(); pid > 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
 			} else {
 				t.Errorf("no cache child of varnishd -n %s to kill", s.v.WorkDir)
@@ -439,41 +439,6 @@ func fill(path string) {
 			return
 		}
 	}
-}
-
-// cacheChild returns the pid of the cache child of the varnishd working
-// in workDir: the oldest process of that varnishd whose parent is its
-// manager (the manager forks for each VCL compile too, for a moment).
-func cacheChild(workDir string) int {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	type proc struct{ ppid, start int }
-	ours := map[int]proc{}
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(b), "\x00-n\x00"+workDir+"\x00") {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid … starttime (the 22nd field); comm may
-		// hold spaces.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 19 {
-			ppid, _ := strconv.Atoi(f[1])
-			start, _ := strconv.Atoi(f[19])
-			ours[pid] = proc{ppid, start}
-		}
-	}
-	child, oldest := 0, 0
-	for pid, p := range ours {
-		if _, ok := ours[p.ppid]; ok && (child == 0 || p.start < oldest) {
-			child, oldest = pid, p.start
-		}
-	}
-	return child
 }
 
 // waitVarnish waits until varnishd answers HTTP again (its manager

@@ -32,6 +32,14 @@ func (e *CLIError) Error() string {
 	return fmt.Sprintf("varnish cli status %d: %s", e.Status, strings.TrimSpace(e.Text))
 }
 
+// ChildLost reports whether the manager answered err because its cache
+// child went away during the command: sent again once the new child runs
+// (most often the next moment), it works.
+func ChildLost(err error) bool {
+	var ce *CLIError
+	return errors.As(err, &ce) && ce.Status == statusComms
+}
+
 // Defaults for commands whose context carries no deadline.
 const (
 	DefaultTimeout     = 2 * time.Second

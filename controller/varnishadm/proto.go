@@ -15,6 +15,7 @@ const (
 	statusAuth      = 107 // CLIS_AUTH: the server sent an authentication challenge
 	statusOK        = 200 // CLIS_OK
 	statusTruncated = 201 // CLIS_TRUNCATED: success, body cut at the cli_limit parameter
+	statusComms     = 400 // CLIS_COMMS: the manager lost its cache child while passing the command on
 	statusClose     = 500 // CLIS_CLOSE: the server closes the session after this response
 )
 

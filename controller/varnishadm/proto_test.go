@@ -406,3 +406,20 @@ func TestRedactError(t *testing.T) {
 		t.Error("an error Varnish did not answer was changed")
 	}
 }
+
+func TestChildLost(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&CLIError{Status: statusComms, Text: "CLI communication error (hdr)"}, true},
+		{fmt.Errorf("use profile on 127.0.0.1:6082: %w", &CLIError{Status: statusComms, Text: "CLI communication error"}), true},
+		{&CLIError{Status: 106, Text: "VCL compilation failed"}, false},
+		{errors.New("CLI communication error"), false},
+		{nil, false},
+	} {
+		if got := ChildLost(c.err); got != c.want {
+			t.Errorf("ChildLost(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

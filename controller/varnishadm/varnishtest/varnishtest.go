@@ -205,6 +205,40 @@ func (v *Varnish) Kill() {
 	v.cmd = nil
 }
 
+// CacheChild returns the pid of the manager's cache child, 0 when none
+// runs: the oldest process whose parent is the manager (the manager forks
+// for each VCL compile too, for a moment). Killing it is a crash the
+// manager recovers from by starting a new child.
+func (v *Varnish) CacheChild() int {
+	if v.cmd == nil || v.cmd.Process == nil {
+		return 0
+	}
+	manager := v.cmd.Process.Pid
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	child, oldest := 0, 0
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid … starttime (the 22nd field); comm may
+		// hold spaces.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 20 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		start, _ := strconv.Atoi(f[19])
+		if ppid != manager {
+			continue
+		}
+		if pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p))); child == 0 || start < oldest {
+			child, oldest = pid, start
+		}
+	}
+	return child
+}
+
 // Restart kills varnishd and starts a new manager with the same ports,
 // working directory and secret: every VCL loaded since boot is gone.
 func (v *Varnish) Restart() {

@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnishadm"
+	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/timefmt"
+)
+
+// childLosing kills the real cache child when an armed vcl.use comes, and
+// answers it as the manager does whose child died while it passed the
+// command on (Varnish 7.1, a kill -9 as vcl.use is sent): status 400,
+// "CLI communication error", and the command did nothing. That moment is
+// too short to hit on demand; what follows (the manager's new child) is
+// real.
+type childLosing struct {
+	Target
+	v     *varnishtest.Varnish
+	armed atomic.Bool
+}
+
+func (c *childLosing) VCLUse(ctx context.Context, name string) error {
+	if c.armed.CompareAndSwap(true, false) {
+		if pid := c.v.CacheChild(); pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return &varnishadm.CLIError{Status: 400, Text: "CLI communication error (hdr)"}
+	}
+	return c.Target.VCLUse(ctx, name)
+}
+
+// TestShiftAfterChildLost: a shift whose vcl.use met a dying cache child
+// reaches the manager's new child at the next poll, not after a backoff:
+// the manager answered, and its new child runs at once.
+func TestShiftAfterChildLost(t *testing.T) {
+	const poll = 100 * time.Millisecond
+	v := varnishtest.Start(t, varnishtest.Config{})
+	var losing *childLosing
+	r := newRigOn(t, v, func(cfg *config.Config) { cfg.PollInterval = timefmt.Duration(poll) },
+		func(o *Options) {
+			dial := o.Dial
+			o.Dial = func(addr, secret string) (Target, error) {
+				tg, err := dial(addr, secret)
+				if err != nil {
+					return nil, err
+				}
+				losing = &childLosing{Target: tg, v: v}
+				return losing, nil
+			}
+		})
+	r.tick(t)
+	r.wantActive(t, state.Light)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	losing.armed.Store(true)
+	r.sensor.set(3) // heavy at once
+	r.c.Tick(ctx)
+	if ts := r.c.Status().Targets[0]; ts.InSync || losing.armed.Load() {
+		t.Fatalf("the vcl.use that lost the child did not fail the target: %+v", ts)
+	}
+	// The manager starts a new child: the shift waits for it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if out, err := v.Adm("status"); err == nil && strings.Contains(out, "running") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("varnishd's manager did not start a new cache child within 30s:\n%s", v.Log())
+		}
+	}
+
+	r.clock.add(poll)
+	r.c.Tick(ctx)
+	r.wantActive(t, state.Heavy)
+	if ts := r.c.Status().Targets[0]; !ts.InSync || ts.Error != "" {
+		t.Errorf("target one poll after the child came back = %+v, want in sync", ts)
+	}
+}
