@@ -16,7 +16,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/internal/promtest"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/promtest"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // scrape GETs the metrics of h in the text format.

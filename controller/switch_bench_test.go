@@ -10,7 +10,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

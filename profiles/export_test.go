@@ -12,8 +12,8 @@ import (
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 func TestExportFiles(t *testing.T) {

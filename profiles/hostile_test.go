@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // TestHostileVisitorsAgainstVarnish tries the profiles as an attacker

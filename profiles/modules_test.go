@@ -11,7 +11,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // sessionWrites sends n POSTs, each with a session cookie of its own (a

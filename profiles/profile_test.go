@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

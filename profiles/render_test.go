@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

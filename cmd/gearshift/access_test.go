@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // nobody is the unprivileged user of Debian's base system, and nogroup its group.

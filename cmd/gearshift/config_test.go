@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/golden"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // opsConfigFile writes a config document into a temp dir; $DIR in doc

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // run runs a program and returns its combined output; a non-zero exit is

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // debianVarnishArgs reads the varnishd command line of Debian's own

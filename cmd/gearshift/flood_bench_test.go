@@ -18,7 +18,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"gopkg.in/yaml.v3"
 
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 	"github.com/gearshift/gearshift/profiles"
 )
 

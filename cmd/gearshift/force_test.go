@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gearshift/gearshift/controller/api"
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
 
 func TestForceAutoHelp(t *testing.T) {

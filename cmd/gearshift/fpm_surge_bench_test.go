@@ -15,7 +15,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // BenchmarkFPMSurge is issue 31's side by side: the open-loop surge of

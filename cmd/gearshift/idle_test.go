@@ -22,7 +22,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

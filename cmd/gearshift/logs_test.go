@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
 
 // logsNow is 16:10 UTC on the day of testdata/logs/gearshift.log.

@@ -17,9 +17,9 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/promtest"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/promtest"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // metricsDaemon starts a daemon serving metrics, with the Varnish traffic

@@ -21,8 +21,8 @@ import (
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // The size of the browser window the status page is drawn in, in pixels.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )

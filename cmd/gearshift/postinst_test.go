@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // The package's postinst on a systemd host, on upgrade: the unit is

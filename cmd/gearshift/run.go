@@ -6,8 +6,8 @@ import (
 	godaemon "github.com/sevlyar/go-daemon"
 	"github.com/spf13/cobra"
 
+	"github.com/gearshift/gearshift/cmd/gearshift/daemon"
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/daemon"
 )
 
 func newRunCmd(a *app) *cobra.Command {

@@ -18,7 +18,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 func TestRunBadConfig(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"github.com/gearshift/gearshift/controller/health"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
 
 // TestTestOnlySignal adds a source that only this test knows, with one

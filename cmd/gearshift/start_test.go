@@ -16,7 +16,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/pidfile"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // opsRun runs the built gearshift with args and returns its exit code and output.

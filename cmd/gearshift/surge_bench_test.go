@@ -18,8 +18,8 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // surgeReport is BenchmarkSurge's result, written as a markdown section

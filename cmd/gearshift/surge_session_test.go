@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 	"github.com/gearshift/gearshift/profiles"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
 
 func pf64(v float64) *float64 { return &v }

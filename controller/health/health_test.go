@@ -14,7 +14,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
 
 var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/varnishadm"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
 
 // testSet is every source's signals, as a config without a source set

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 func TestParseApacheStatus(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // TestHostAgainstRealSources reads every optional source at once: a real

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/internal/fastcgi"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

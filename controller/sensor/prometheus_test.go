@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/promtest"
+	"github.com/gearshift/gearshift/internal/testsupport/promtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

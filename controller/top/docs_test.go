@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/golden"
+	"github.com/gearshift/gearshift/internal/testsupport/golden"
 	"github.com/gearshift/gearshift/profiles"
 )
 

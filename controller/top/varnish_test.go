@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // The two benchmarks below switch a real varnishd between two loaded, warm

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // Tests in this file use an in-process fake of varnishd's CLI, for what a

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 func TestQuoteArg(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/varnishadm/varnishtest"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
 
 // Tests in this file run against a real varnishd started by varnishtest.

@@ -3,7 +3,7 @@ package apps
 import (
 	"testing"
 
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // BenchmarkAppsHome measures each application's anonymous home page

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/guest"
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // wiki is Debian's MediaWiki, run from /usr/share/mediawiki with a

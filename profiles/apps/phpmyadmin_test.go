@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // pma is Debian's phpMyAdmin with cookie authentication against a private

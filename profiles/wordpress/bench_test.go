@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // BenchmarkWordPressHome measures the stock WordPress home page on

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gearshift/gearshift/internal/lampstack"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // need returns the path of each program, or fails the test in CI (CI set)

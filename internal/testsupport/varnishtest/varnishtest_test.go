@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 func TestStartRestart(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // Tool returns the path of the Prometheus tool name (promtool,

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // Need returns the path of each program (or file, when absolute), or ends

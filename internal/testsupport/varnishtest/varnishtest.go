@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/internal/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // DefaultVCL is the boot program used when Config.VCL is empty: no backend,
