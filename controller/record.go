@@ -158,8 +158,7 @@ func (c *Controller) record(s *sensor.Sample, d state.Decision, switchMS float64
 		rec.SwitchMS = &switchMS
 	}
 	if v := s.Varnish; v != nil {
-		hit, miss, pass := v.CacheHitRPS, v.CacheMissRPS, v.PassRPS
-		rec.HitRPS, rec.MissRPS, rec.PassRPS = &hit, &miss, &pass
+		rec.Rates = v.Recorded()
 	}
 	if c.opts.Guest != nil {
 		n := float64(c.opts.Guest.Stats().Shared)

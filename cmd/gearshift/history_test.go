@@ -141,7 +141,7 @@ func TestHistoryRecordsThroughTheDaemon(t *testing.T) {
 		if r.Recorded.SwitchMS != nil {
 			switched++
 		}
-		if r.Recorded.HitRPS != nil && r.Reading.Values["client_rps"] > 0 {
+		if r.Recorded.Rates != nil && r.Reading.Values["client_rps"] > 0 {
 			traffic++
 		}
 		if r.Recorded.Incident == id[1] {

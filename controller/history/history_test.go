@@ -28,7 +28,7 @@ func sample(t time.Time, g state.State, client, backend float64) trace.Sample {
 		Reading: state.Reading{Time: t, Load1: 1.5, RunQueue: 2, CPUs: 2, Values: map[string]float64{
 			"mem_available_pct": 40, state.ClientRPS: client, sensor.BackendRPS: backend,
 		}},
-		Recorded: &trace.Recorded{Gear: g, Reason: `load_per_cpu 1.5 >= 0.7, "quoted"`, HitRPS: f(client - backend)},
+		Recorded: &trace.Recorded{Gear: g, Reason: `load_per_cpu 1.5 >= 0.7, "quoted"`, Rates: map[string]float64{"hit_rps": client - backend}},
 	}
 }
 
@@ -70,7 +70,7 @@ func TestRecordAndRead(t *testing.T) {
 	s := got[0]
 	if !s.Time.Equal(t0.Add(time.Second)) || s.Reading.Load1 != 1.5 || *s.Load5 != 0.5 || s.Reading.CPUs != 2 ||
 		s.Reading.Values["mem_available_pct"] != 40 || s.Reading.Values[state.ClientRPS] != 100 ||
-		s.Recorded.Gear != state.Moderate || s.Recorded.Reason != `load_per_cpu 1.5 >= 0.7, "quoted"` || *s.Recorded.HitRPS != 90 ||
+		s.Recorded.Gear != state.Moderate || s.Recorded.Reason != `load_per_cpu 1.5 >= 0.7, "quoted"` || s.Recorded.Rates["hit_rps"] != 90 ||
 		s.Recorded.SwitchMS != nil {
 		t.Errorf("first record = %+v %+v", s, s.Recorded)
 	}

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
 	"github.com/gearshift/gearshift/internal/ownfile"
@@ -317,9 +318,13 @@ func (r *Recorder) appendRecord(b []byte, s trace.Sample) []byte {
 	opt(rec.SwitchMS, 3)
 	b = append(b, ',')
 	b = appendQuoted(b, rec.Incident)
-	opt(rec.HitRPS, 1)
-	opt(rec.MissRPS, 1)
-	opt(rec.PassRPS, 1)
+	for _, col := range sensor.RecordedRates() {
+		if v, ok := rec.Rates[col]; ok {
+			num(v, 1)
+		} else {
+			b = append(b, ',')
+		}
+	}
 	opt(rec.GuestPages, 0)
 	return append(b, '\n')
 }

@@ -70,7 +70,7 @@ func writeHistory(tb testing.TB, dir string, start time.Time, phases []phase, en
 				sensor.MemAvailablePct: p.mem, state.ClientRPS: p.client, sensor.BackendRPS: p.backend,
 				sensor.HitRatio: p.hit, sensor.DroppedRPS: 0,
 			}},
-			Recorded: &trace.Recorded{Gear: p.gear, Reason: p.reason, HitRPS: &hit},
+			Recorded: &trace.Recorded{Gear: p.gear, Reason: p.reason, Rates: map[string]float64{"hit_rps": hit}},
 		}
 		if err := r.Write(s); err != nil {
 			tb.Fatal(err)

@@ -16,16 +16,18 @@ import (
 
 // counter is one varnishstat counter the source reads: where its reading
 // goes in VarnishCounters, where its rate (or, for a gauge, its level)
-// goes in VarnishRates, and the signal that rate is, if any. The table
-// drives varnishstat's arguments, the parsing, the restart detection, the
-// rates, their sum over the targets and the signals: a new counter is a
-// row here (and its fields in the two structs).
+// goes in VarnishRates, the signal that rate is, if any, and the flight
+// recorder's column it is written in, if any. The table drives
+// varnishstat's arguments, the parsing, the restart detection, the rates,
+// their sum over the targets, the signals and the recorded columns: a new
+// counter is a row here (and its fields in the two structs).
 type counter struct {
 	field  string                         // varnishstat's name
 	value  func(*VarnishCounters) *uint64 // where the reading goes
 	rate   func(*VarnishRates) *float64   // where its rate goes; nil: none (the uptime)
 	gauge  bool                           // a level, not a count: its rate is the level now, and it may go down
 	signal string                         // the signal its rate is; "": none
+	record string                         // the history's column of its rate (RecordedRates); "": not recorded
 }
 
 var counters = []counter{
@@ -43,11 +45,35 @@ var counters = []counter{
 	{field: "MAIN.thread_queue_len", value: func(c *VarnishCounters) *uint64 { return &c.ThreadQueueLen },
 		rate: func(r *VarnishRates) *float64 { return &r.QueueLen }, gauge: true, signal: QueueLen},
 	{field: "MAIN.cache_hit", value: func(c *VarnishCounters) *uint64 { return &c.CacheHit },
-		rate: func(r *VarnishRates) *float64 { return &r.CacheHitRPS }},
+		rate: func(r *VarnishRates) *float64 { return &r.CacheHitRPS }, record: "hit_rps"},
 	{field: "MAIN.cache_miss", value: func(c *VarnishCounters) *uint64 { return &c.CacheMiss },
-		rate: func(r *VarnishRates) *float64 { return &r.CacheMissRPS }},
+		rate: func(r *VarnishRates) *float64 { return &r.CacheMissRPS }, record: "miss_rps"},
 	{field: "MAIN.s_pass", value: func(c *VarnishCounters) *uint64 { return &c.Pass },
-		rate: func(r *VarnishRates) *float64 { return &r.PassRPS }},
+		rate: func(r *VarnishRates) *float64 { return &r.PassRPS }, record: "pass_rps"},
+}
+
+// RecordedRates are the flight recorder's columns of Varnish's rates, in
+// the order of the counters: the rows with a record column.
+func RecordedRates() []string {
+	var cols []string
+	for _, c := range counters {
+		if c.record != "" {
+			cols = append(cols, c.record)
+		}
+	}
+	return cols
+}
+
+// Recorded returns the rates the flight recorder writes, by column
+// (RecordedRates).
+func (r VarnishRates) Recorded() map[string]float64 {
+	m := map[string]float64{}
+	for _, c := range counters {
+		if c.record != "" {
+			m[c.record] = *c.rate(&r)
+		}
+	}
+	return m
 }
 
 // guestReqField are the requests heavy sends the gearshift daemon for

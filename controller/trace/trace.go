@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 )
 
@@ -39,9 +41,10 @@ type Recorded struct {
 	Reason   string   // the machine's reason for the gear
 	SwitchMS *float64 // the switch's time when the gear changed at this sample
 	Incident string   // the incident in course: an id per climb above light; "" in light
-	// Varnish's traffic over the poll, summed over the targets with a
-	// name; nil when unknown.
-	HitRPS, MissRPS, PassRPS *float64
+	// Rates is Varnish's traffic over the poll, summed over the targets
+	// with a name, by column (sensor.RecordedRates: hit_rps, …); nil
+	// when unknown.
+	Rates map[string]float64
 	// GuestPages counts the pages heavy shares as guest pages
 	// (profiles.guest_pages); nil when off.
 	GuestPages *float64
@@ -49,7 +52,7 @@ type Recorded struct {
 
 // RecordedColumns are the columns the flight recorder adds to a trace, in
 // the order it writes them.
-var RecordedColumns = []string{"gear", "mode", "reason", "switch_ms", "incident", "hit_rps", "miss_rps", "pass_rps", "guest_pages"}
+var RecordedColumns = slices.Concat([]string{"gear", "mode", "reason", "switch_ms", "incident"}, sensor.RecordedRates(), []string{"guest_pages"})
 
 // Trace is a whole CSV trace, read by Parse.
 type Trace struct {
@@ -452,9 +455,21 @@ func recorded(row rowReader) (*Recorded, error) {
 	for _, f := range []struct {
 		col string
 		dst **float64
-	}{{"switch_ms", &r.SwitchMS}, {"hit_rps", &r.HitRPS}, {"miss_rps", &r.MissRPS}, {"pass_rps", &r.PassRPS}, {"guest_pages", &r.GuestPages}} {
+	}{{"switch_ms", &r.SwitchMS}, {"guest_pages", &r.GuestPages}} {
 		if *f.dst, err = row.number(f.col, 0, math.Inf(1)); err != nil {
 			return nil, err
+		}
+	}
+	for _, col := range sensor.RecordedRates() {
+		v, err := row.number(col, 0, math.Inf(1))
+		if err != nil {
+			return nil, err
+		}
+		if v != nil {
+			if r.Rates == nil {
+				r.Rates = map[string]float64{}
+			}
+			r.Rates[col] = *v
 		}
 	}
 	return r, nil

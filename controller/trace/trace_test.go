@@ -245,3 +245,22 @@ func TestColumns(t *testing.T) {
 		t.Errorf("Columns(signals) = %s: load_per_cpu is derived, not a column", cols)
 	}
 }
+
+// TestRecordedColumns: the flight recorder's columns are a contract of
+// the day files (docs/history.md); the rates among them come from the
+// varnishstat rows that record one, and read back by column.
+func TestRecordedColumns(t *testing.T) {
+	want := "gear mode reason switch_ms incident hit_rps miss_rps pass_rps guest_pages"
+	if got := strings.Join(RecordedColumns, " "); got != want {
+		t.Errorf("RecordedColumns = %s\nwant %s", got, want)
+	}
+	in := "time,load1,gear,hit_rps,miss_rps,pass_rps\n2026-12-01T03:00:00Z,1.5,heavy,90.5,,3\n"
+	tr, err := Parse(strings.NewReader(in), signals, 2, "from --cpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tr.Samples[0].Recorded.Rates
+	if len(got) != 2 || got["hit_rps"] != 90.5 || got["pass_rps"] != 3 {
+		t.Errorf("rates read = %v, want hit_rps 90.5 and pass_rps 3 (miss_rps empty)", got)
+	}
+}
