@@ -1,0 +1,160 @@
+{{/* the client's side, shared by every gear: stale-if-error, the client's budget, pipe, hash, hit, miss and pass. Included by common.vcl's head. */ -}}
+{{define "common-client"}}{{- if .StaleIfError}}
+# An anonymous page the backend failed (a 5xx passed through, or the
+# synthetic 503 of a fetch abandoned above) is asked for again, once, from
+# the cache alone: vcl_hit serves a copy younger than stale_if_error,
+# vcl_miss and vcl_pass answer 503 without a second backend request.
+sub gearshift_stale_if_error {
+    if (resp.status >= 500 && req.http.X-Gs-Anon && !req.http.X-Gs-Stale && req.restarts < 2) {
+        set req.http.X-Gs-Stale = "1";
+        return (restart);
+    }
+}
+
+# Asked for again from the cache alone, and no copy there: the error that
+# sent it, or 429 for a client over its budget.
+sub gearshift_no_copy {
+{{- if .Budget}}
+    if (req.http.X-Gs-Over) {
+        return (synth(429, "Too Many Requests"));
+    }
+{{- end}}
+    return (synth(503, "Backend fetch failed"));
+}
+
+{{ end -}}
+{{- if .Budget}}
+# The client a budget counts (profiles.client_budget): the peer, or, from
+# a proxy of trusted_proxies, the address that proxy got the request from
+# (X-Forwarded-For, right to left: Varnish appended the peer itself,
+# and what a visitor wrote on the left is never reached while a proxy's
+# entry follows it). Four proxies deep at most. A client of purge_acl
+# has no budget: X-Gs-Client is left unset.
+sub gearshift_client {
+    set req.http.X-Gs-Client = client.ip;
+{{- if .TrustedProxies}}
+    if (client.ip ~ gearshift_trusted) {
+        set req.http.X-Gs-Hops = regsub(req.http.X-Forwarded-For, "\s*,?[^,]*$", "");
+{{- range $i := .Hops}}
+        if (req.http.X-Gs-Hops ~ "[^\s,]" && std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_trusted) {
+            set req.http.X-Gs-Client = regsub(req.http.X-Gs-Hops, "^(?:.*,)?\s*([^,\s]*)\s*$", "\1");
+            set req.http.X-Gs-Hops = regsub(req.http.X-Gs-Hops, "\s*,?[^,]*$", "");
+        }
+{{- end}}
+        unset req.http.X-Gs-Hops;
+    }
+{{- end}}
+{{- if .PurgeACL}}
+    if (std.ip(req.http.X-Gs-Client, "0.0.0.0", false) ~ gearshift_purgers) {
+        unset req.http.X-Gs-Client;
+    }
+{{- end}}
+}
+
+# A miss or a pass costs the backend a request: a client over its budget
+# gets a stored copy when there is one (asked for again from the cache
+# alone, as for stale_if_error), else 429 with Retry-After. Counted once
+# per request, whatever its restarts.
+sub gearshift_budget {
+    if (req.http.X-Gs-Client && !req.http.X-Gs-Budget) {
+        set req.http.X-Gs-Budget = "1";
+        if (vsthrottle.is_denied("gearshift:" + req.http.X-Gs-Client, {{.Budget.Limit}}, {{.Budget.Period}})) {
+            set req.http.X-Gs-Over = "1";
+            set req.http.X-Gs-Reason = {{reason "over_budget"}} + " client=" + req.http.X-Gs-Client;
+            {{logReason "req.http.X-Gs-Reason"}}
+            unset req.http.X-Gs-Reason;
+{{- if .StaleIfError}}
+            if (req.http.X-Gs-Anon && req.restarts < 3) {
+                set req.http.X-Gs-Stale = "1";
+                return (restart);
+            }
+{{- end}}
+            return (synth(429, "Too Many Requests"));
+        }
+    }
+}
+
+{{ end -}}
+# Marks a session's uncacheable request: once it is answered, vcl_deliver
+# bans the objects tagged with that session (X-Gs-Sid), in whatever gear
+# cached them. Other sessions' and anonymous objects are not touched.
+sub gearshift_drop_session {
+    if (req.http.X-Gs-Session) {
+        set req.http.X-Gs-Drop = {{sessionTag "req.http.X-Gs-Session"}};
+    }
+}
+
+sub vcl_pipe {
+    # Only a websocket handshake is piped (gearshift_recv): the client's
+    # own Connection header never reaches the backend.
+    set bereq.http.Upgrade = "websocket";
+    set bereq.http.Connection = "Upgrade";
+}
+
+sub vcl_hash {
+{{- if .SortQuery}}
+    # The query's parameters in one order, and no lone "?"
+    # (profiles.sort_query): the backend still gets them as they came.
+{{- end}}
+    hash_data({{keyURL "req.url"}});
+    hash_data(req.http.X-Gs-Host);
+    # A site behind a TLS terminator answers http with a redirect to https.
+    hash_data(req.http.X-Forwarded-Proto);
+    if (req.http.X-Gs-Session) {
+        hash_data("gearshift-session");
+        hash_data(req.http.X-Gs-Session);
+    }
+    return (lookup);
+}
+
+sub vcl_hit {
+    set req.http.X-Gs-Cache = "HIT";
+{{- if .Guest}}
+    if (obj.http.X-Gs-Guest) {
+        # A guest copy: its refresh is the daemon's check again.
+        set req.http.X-Gs-Guest = "copy";
+    }
+{{- end}}
+{{- if .StaleIfError}}
+    # The backend failed this request: any gear serves an anonymous
+    # page's copy younger than stale_if_error rather than the error.
+    if (req.http.X-Gs-Stale) {
+        if (obj.age > {{.StaleIfError}}) {
+            call gearshift_no_copy;
+        }
+        set req.http.X-Gs-Cache = "STALE";
+        return (deliver);
+    }
+{{- end}}
+}
+
+sub vcl_miss {
+    if (req.is_hitmiss) {
+        set req.http.X-Gs-Cache = "PASS";
+    } else {
+        set req.http.X-Gs-Cache = "MISS";
+    }
+{{- if .StaleIfError}}
+    if (req.http.X-Gs-Stale) {
+        # No copy to serve for the failed request: its error, without
+        # asking the backend again.
+        call gearshift_no_copy;
+    }
+{{- end}}
+{{- if .Budget}}
+    call gearshift_budget;
+{{- end}}
+}
+
+sub vcl_pass {
+    set req.http.X-Gs-Cache = "PASS";
+{{- if .StaleIfError}}
+    if (req.http.X-Gs-Stale) {
+        call gearshift_no_copy;
+    }
+{{- end}}
+{{- if .Budget}}
+    call gearshift_budget;
+{{- end}}
+}
+{{end}}
