@@ -22,7 +22,6 @@ import (
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
-	"github.com/gearshift/gearshift/internal/numfmt"
 )
 
 // ChartOptions shape a chart of a period.
@@ -283,110 +282,6 @@ func grid() *plotter.Grid {
 
 func unix(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 
-// gaps marks the samples that follow a gap in the recording, as Builder
-// counts them.
-func gaps(samples []trace.Sample) []bool {
-	out := make([]bool, len(samples))
-	var minStep time.Duration
-	for i := 1; i < len(samples); i++ {
-		dt := samples[i].Time.Sub(samples[i-1].Time)
-		if dt <= 0 {
-			continue
-		}
-		if minStep == 0 || dt < minStep {
-			minStep = dt
-		}
-		out[i] = Gap(dt, minStep)
-	}
-	return out
-}
-
-// band is the gear band: one row per gear sequence, each cut into runs of
-// one gear.
-type band struct{ rows []bandRow }
-
-type bandRow struct {
-	label string
-	runs  []run
-}
-
-type run struct {
-	from, to float64
-	gear     state.State
-}
-
-// gearBand builds the band of the recorded gears (the top row) and of the
-// candidate's. A gear holds until the next sample, except across a gap.
-func gearBand(samples []trace.Sample, gaps []bool, candidate []state.State) band {
-	var b band
-	if candidate != nil {
-		b.rows = append(b.rows, bandRow{label: CandidateLabel, runs: runs(samples, gaps, func(i int) (state.State, bool) {
-			return candidate[i], true
-		})})
-	}
-	recorded := runs(samples, gaps, func(i int) (state.State, bool) {
-		if r := samples[i].Recorded; r != nil {
-			return r.Gear, true
-		}
-		return 0, false
-	})
-	if len(recorded) > 0 {
-		b.rows = append(b.rows, bandRow{label: "gear", runs: recorded})
-	}
-	return b
-}
-
-func runs(samples []trace.Sample, gaps []bool, gear func(int) (state.State, bool)) []run {
-	var out []run
-	open := false
-	for i, s := range samples {
-		g, ok := gear(i)
-		t := unix(s.Time)
-		if open {
-			out[len(out)-1].to = t
-			if gaps[i] {
-				out[len(out)-1].to = unix(samples[i-1].Time)
-				open = false
-			}
-		}
-		switch {
-		case !ok:
-			open = false
-		case open && out[len(out)-1].gear == g:
-		default:
-			out = append(out, run{from: t, to: t, gear: g})
-			open = true
-		}
-	}
-	return out
-}
-
-// Plot fills each run of each row in its gear's color (plot.Plotter).
-func (b band) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, trY := p.Transforms(&c)
-	for i, row := range b.rows {
-		y0, y1 := trY(float64(i)-0.4), trY(float64(i)+0.4)
-		for _, r := range row.runs {
-			x0, x1 := trX(r.from), trX(r.to)
-			if x1-x0 < 0.5 {
-				x1 = x0 + 0.5 // a short run stays visible
-			}
-			c.FillPolygon(gearColors[r.gear], c.ClipPolygonXY([]vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}))
-		}
-	}
-}
-
-// DataRange is the band's extent (plot.DataRanger).
-func (b band) DataRange() (xmin, xmax, ymin, ymax float64) {
-	xmin, xmax = math.Inf(1), math.Inf(-1)
-	for _, row := range b.rows {
-		for _, r := range row.runs {
-			xmin, xmax = math.Min(xmin, r.from), math.Max(xmax, r.to)
-		}
-	}
-	return xmin, xmax, -0.5, float64(len(b.rows)) - 0.5
-}
-
 // series cuts the samples' values into lines of at most MaxPoints.
 type series struct {
 	samples []trace.Sample
@@ -549,62 +444,4 @@ func (s series) requestsPanel() *plot.Plot {
 	p.Y.Tick.Marker = countTicks{}
 	floor(p)
 	return p
-}
-
-// floor starts p's y axis at 0, with room above the highest value for
-// the legend.
-func floor(p *plot.Plot) {
-	p.Y.Min = 0
-	if p.Y.Max <= 0 {
-		p.Y.Max = 1
-	}
-	p.Y.Max *= 1.2
-}
-
-// countTicks are plot.DefaultTicks labelled as Count writes numbers (12k).
-type countTicks struct{}
-
-func (countTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ticks {
-		if ticks[i].Label != "" {
-			ticks[i].Label = numfmt.Count(ticks[i].Value)
-		}
-	}
-	return ticks
-}
-
-// timeSteps are the spacings of the time axis's ticks, in seconds.
-var timeSteps = []float64{10, 30, 60, 120, 300, 600, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400}
-
-// timeTicks put ticks on round UTC times (unix seconds); without labels
-// on all but the bottom panel, whose labels serve the stack.
-type timeTicks struct{ labels bool }
-
-func (t timeTicks) Ticks(lo, hi float64) []plot.Tick {
-	step := timeSteps[len(timeSteps)-1]
-	for _, s := range timeSteps {
-		if (hi-lo)/s <= 8 {
-			step = s
-			break
-		}
-	}
-	layout := "15:04"
-	switch {
-	case step >= 86400:
-		layout = "Jan 2"
-	case hi-lo > 86400:
-		layout = "Jan 2 15:04"
-	case step < 60:
-		layout = "15:04:05"
-	}
-	var ticks []plot.Tick
-	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
-		tk := plot.Tick{Value: v}
-		if t.labels {
-			tk.Label = time.UnixMilli(int64(v * 1000)).UTC().Format(layout)
-		}
-		ticks = append(ticks, tk)
-	}
-	return ticks
 }
