@@ -99,6 +99,9 @@ func floodKnobsFromEnv(tb testing.TB) floodKnobs {
 	return k
 }
 
+// maxFailuresListed bounds the failures a run's note lists one by one.
+const maxFailuresListed = 10
+
 // hostileAddr is the hostile client's address: loopback, yet not in the
 // default purge_acl, so that its budget applies.
 const hostileAddr = "127.0.0.2"
@@ -389,6 +392,9 @@ func writeFloodReport(tb testing.TB, k floodKnobs, runs []*floodRun, started tim
 		}
 		if len(at) > 0 {
 			_, ue := tally(r.visitors, true)
+			if n := len(at) - maxFailuresListed; n > 0 {
+				at = append(at[:maxFailuresListed], fmt.Sprintf("and %d more", n))
+			}
 			p("- %s: failures (status 0: no answer within %s): logged-in users' %s; %s", r.name, surgeTimeout, ue, strings.Join(at, ", "))
 		}
 	}
