@@ -1,11 +1,14 @@
 package testenv
 
 import (
+	"bytes"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,11 +16,12 @@ import (
 
 const module = "github.com/gearshift/gearshift"
 
-// TestLayers reads every Go file's imports and holds the layers
-// docs/development.md draws: the utilities of internal/ import no
-// gearshift package, only tests import internal/testsupport, and no
-// package imports its parent (a test may: an integration test of it).
-func TestLayers(t *testing.T) {
+// eachFile calls do with the path (from the module's root) and contents
+// of every file of the tree whose name ends in one of exts, outside
+// hidden folders and testdata, and fails the test when it found fewer
+// than a whole tree's.
+func eachFile(t *testing.T, exts []string, do func(rel string, b []byte)) {
+	t.Helper()
 	root := filepath.Join("..", "..", "..")
 	files := 0
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -27,34 +31,48 @@ func TestLayers(t *testing.T) {
 		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != root || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") {
+		if d.IsDir() || !slices.Contains(exts, filepath.Ext(p)) {
 			return nil
 		}
-		rel, _ := filepath.Rel(root, p)
-		dir := filepath.ToSlash(filepath.Dir(rel))
-		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
 		files++
-		for _, im := range f.Imports {
-			imp, _ := strconv.Unquote(im.Path.Value)
-			if imp != module && !strings.HasPrefix(imp, module+"/") {
-				continue
-			}
-			imp = strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
-			if msg := layerProblem(dir, imp, strings.HasSuffix(p, "_test.go")); msg != "" {
-				t.Errorf("%s imports %s: %s", rel, imp, msg)
-			}
-		}
+		rel, _ := filepath.Rel(root, p)
+		do(filepath.ToSlash(rel), b)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if files < 100 {
-		t.Fatalf("read %d Go files under %s, want the whole tree", files, root)
+		t.Fatalf("read %d files under %s, want the whole tree", files, root)
 	}
+}
+
+// TestLayers reads every Go file's imports and holds the layers
+// docs/development.md draws: the utilities of internal/ import no
+// gearshift package, only tests import internal/testsupport, and no
+// package imports its parent (a test may: an integration test of it).
+func TestLayers(t *testing.T) {
+	eachFile(t, []string{".go"}, func(rel string, b []byte) {
+		f, err := parser.ParseFile(token.NewFileSet(), rel, b, parser.ImportsOnly)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, im := range f.Imports {
+			imp, _ := strconv.Unquote(im.Path.Value)
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			imp = strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			if msg := layerProblem(path.Dir(rel), imp, strings.HasSuffix(rel, "_test.go")); msg != "" {
+				t.Errorf("%s imports %s: %s", rel, imp, msg)
+			}
+		}
+	})
 }
 
 // layerProblem says what is wrong with package dir importing package imp
@@ -85,6 +103,7 @@ func TestLayerProblem(t *testing.T) {
 		{"controller", "internal/testsupport/varnishtest", true, false},
 		{"controller", "internal/testsupport/varnishtest", false, true},
 		{"controller/ban", "controller", false, true},
+		{"profiles/apps", "profiles", true, false},
 		{"cmd/gearshift/daemon", "controller", false, false},
 		{"controller", "internal/timefmt", false, false},
 	} {
@@ -92,4 +111,18 @@ func TestLayerProblem(t *testing.T) {
 			t.Errorf("layerProblem(%s, %s, test %v) = %q, want a problem: %v", c.dir, c.imp, c.test, got, c.bad)
 		}
 	}
+}
+
+// maxLines bounds a file of code: one a reader takes in at a sitting.
+const maxLines = 600
+
+// TestFileLengths: no Go, VCL or shell file in the tree is longer than
+// maxLines. Data files (traces, goldens, the dashboard) and the prose of
+// docs/ are not code.
+func TestFileLengths(t *testing.T) {
+	eachFile(t, []string{".go", ".vcl", ".sh"}, func(rel string, b []byte) {
+		if n := bytes.Count(b, []byte("\n")); n > maxLines {
+			t.Errorf("%s has %d lines, more than %d: split it where its parts meet", rel, n, maxLines)
+		}
+	})
 }
