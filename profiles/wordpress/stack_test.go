@@ -3,7 +3,6 @@ package wordpress
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -40,48 +39,7 @@ const (
 func installWordPress(t testing.TB, dir, siteURL, adminPass string, db *lampstack.MariaDB, bin map[string]string) *site {
 	t.Helper()
 	root := filepath.Join(dir, "wordpress")
-	// Hard links when /tmp and /usr share a file system (instant), a copy
-	// otherwise: PHP resolves symbolic links, which would lead WordPress
-	// back to the package's own wp-config.php.
-	if out, err := exec.Command("cp", "-al", "/usr/share/wordpress", root).CombinedOutput(); err != nil {
-		os.RemoveAll(root)
-		if out, err := exec.Command("cp", "-a", "/usr/share/wordpress", root).CombinedOutput(); err != nil {
-			t.Fatalf("copy /usr/share/wordpress: %v\n%s", err, out)
-		}
-		_ = out
-	}
-	// Never write through a hard link: remove, then create.
-	for _, f := range []string{"wp-config.php", ".htaccess"} {
-		if err := os.Remove(filepath.Join(root, f)); err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-	}
-	keys := ""
-	for _, k := range []string{"AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT", "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT"} {
-		keys += fmt.Sprintf("define('%s', '%s');\n", k, lampstack.RandomHex(t, 32))
-	}
-	config := fmt.Sprintf(`<?php
-define('DB_NAME', 'wordpress');
-define('DB_USER', 'root');
-define('DB_PASSWORD', '');
-define('DB_HOST', '127.0.0.1:%d');
-define('DB_CHARSET', 'utf8mb4');
-define('DB_COLLATE', '');
-%s$table_prefix = 'wp_';
-define('WP_HOME', '%s');
-define('WP_SITEURL', '%s');
-define('WP_CONTENT_DIR', __DIR__ . '/wp-content');
-define('DISABLE_WP_CRON', true);
-define('AUTOMATIC_UPDATER_DISABLED', true);
-define('WP_HTTP_BLOCK_EXTERNAL', true);
-if (!defined('ABSPATH')) define('ABSPATH', __DIR__ . '/');
-require_once ABSPATH . 'wp-settings.php';
-`, db.Port, keys, siteURL, siteURL)
-	lampstack.WriteFile(t, filepath.Join(root, "wp-config.php"), config)
-	// No mail leaves the test.
-	lampstack.WriteFile(t, filepath.Join(root, "wp-content", "mu-plugins", "gearshift-test.php"), `<?php
-function wp_mail() { return true; }
-`)
+	lampstack.CopyWordPress(t, root, db.Port, siteURL)
 
 	install := fmt.Sprintf(`<?php
 $_SERVER['HTTP_HOST'] = %[1]q;

@@ -77,44 +77,7 @@ func StartWordPress(tb testing.TB, dir, siteURL string, opt WordPressOptions, bi
 func (wp *WordPress) install(tb testing.TB, dir string, opt WordPressOptions) {
 	tb.Helper()
 	wp.Root = filepath.Join(dir, "wordpress")
-	// Hard links when /tmp and /usr share a file system (instant), a copy
-	// otherwise: PHP resolves symbolic links, which would lead WordPress
-	// back to the package's own wp-config.php.
-	if err := exec.Command("cp", "-al", "/usr/share/wordpress", wp.Root).Run(); err != nil {
-		os.RemoveAll(wp.Root)
-		if out, err := exec.Command("cp", "-a", "/usr/share/wordpress", wp.Root).CombinedOutput(); err != nil {
-			tb.Fatalf("copy /usr/share/wordpress: %v\n%s", err, out)
-		}
-	}
-	// Never write through a hard link: remove, then create.
-	for _, f := range []string{"wp-config.php", ".htaccess"} {
-		if err := os.Remove(filepath.Join(wp.Root, f)); err != nil && !os.IsNotExist(err) {
-			tb.Fatal(err)
-		}
-	}
-	keys := ""
-	for _, k := range []string{"AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT", "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT"} {
-		keys += fmt.Sprintf("define('%s', '%s');\n", k, RandomHex(tb, 32))
-	}
-	WriteFile(tb, filepath.Join(wp.Root, "wp-config.php"), fmt.Sprintf(`<?php
-define('DB_NAME', 'wordpress');
-define('DB_USER', 'root');
-define('DB_PASSWORD', '');
-define('DB_HOST', '127.0.0.1:%d');
-define('DB_CHARSET', 'utf8mb4');
-define('DB_COLLATE', '');
-%s$table_prefix = 'wp_';
-define('WP_HOME', '%s');
-define('WP_SITEURL', '%s');
-define('WP_CONTENT_DIR', __DIR__ . '/wp-content');
-define('DISABLE_WP_CRON', true);
-define('AUTOMATIC_UPDATER_DISABLED', true);
-define('WP_HTTP_BLOCK_EXTERNAL', true);
-if (!defined('ABSPATH')) define('ABSPATH', __DIR__ . '/');
-require_once ABSPATH . 'wp-settings.php';
-`, wp.DB.Port, keys, wp.URL, wp.URL))
-	// No mail leaves the test.
-	WriteFile(tb, filepath.Join(wp.Root, "wp-content", "mu-plugins", "gearshift-test.php"), "<?php\nfunction wp_mail() { return true; }\n")
+	CopyWordPress(tb, wp.Root, wp.DB.Port, wp.URL)
 
 	users, _ := json.Marshal(opt.Subscribers)
 	script := filepath.Join(dir, "install.php")
@@ -236,4 +199,49 @@ func (c *LineCounter) Count() int {
 			return c.lines
 		}
 	}
+}
+
+// CopyWordPress puts a copy of Debian's WordPress at root, configured for
+// the database on 127.0.0.1:dbPort and the site's address siteURL, and
+// unable to send mail; the install is the caller's.
+func CopyWordPress(tb testing.TB, root string, dbPort int, siteURL string) {
+	tb.Helper()
+	// Hard links when /tmp and /usr share a file system (instant), a copy
+	// otherwise: PHP resolves symbolic links, which would lead WordPress
+	// back to the package's own wp-config.php.
+	if err := exec.Command("cp", "-al", "/usr/share/wordpress", root).Run(); err != nil {
+		os.RemoveAll(root)
+		if out, err := exec.Command("cp", "-a", "/usr/share/wordpress", root).CombinedOutput(); err != nil {
+			tb.Fatalf("copy /usr/share/wordpress: %v\n%s", err, out)
+		}
+	}
+	// Never write through a hard link: remove, then create.
+	for _, f := range []string{"wp-config.php", ".htaccess"} {
+		if err := os.Remove(filepath.Join(root, f)); err != nil && !os.IsNotExist(err) {
+			tb.Fatal(err)
+		}
+	}
+	keys := ""
+	for _, k := range []string{"AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT", "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT"} {
+		keys += fmt.Sprintf("define('%s', '%s');\n", k, RandomHex(tb, 32))
+	}
+	WriteFile(tb, filepath.Join(root, "wp-config.php"), fmt.Sprintf(`<?php
+define('DB_NAME', 'wordpress');
+define('DB_USER', 'root');
+define('DB_PASSWORD', '');
+define('DB_HOST', '127.0.0.1:%d');
+define('DB_CHARSET', 'utf8mb4');
+define('DB_COLLATE', '');
+%s$table_prefix = 'wp_';
+define('WP_HOME', '%s');
+define('WP_SITEURL', '%s');
+define('WP_CONTENT_DIR', __DIR__ . '/wp-content');
+define('DISABLE_WP_CRON', true);
+define('AUTOMATIC_UPDATER_DISABLED', true);
+define('WP_HTTP_BLOCK_EXTERNAL', true);
+if (!defined('ABSPATH')) define('ABSPATH', __DIR__ . '/');
+require_once ABSPATH . 'wp-settings.php';
+`, dbPort, keys, siteURL, siteURL))
+	// No mail leaves the test.
+	WriteFile(tb, filepath.Join(root, "wp-content", "mu-plugins", "gearshift-test.php"), "<?php\nfunction wp_mail() { return true; }\n")
 }
