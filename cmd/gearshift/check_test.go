@@ -13,31 +13,8 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/api"
+	"github.com/gearshift/gearshift/internal/testsupport/apitest"
 )
-
-var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
-
-func opsF64(v float64) *float64 { return &v }
-
-// healthyStatus is a daemon in moderate, in sync, with a fresh sample.
-func healthyStatus() *api.Status {
-	return &api.Status{
-		Version: "0.1.0", State: "moderate", Mode: "auto",
-		Since:       checkNow.Add(-12*time.Minute - 3*time.Second),
-		Reason:      "load_per_cpu 0.82 >= 0.70 for 3 samples",
-		Transitions: 4,
-		Sample: &api.SampleStatus{
-			Time: checkNow.Add(-400 * time.Millisecond), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2,
-			CPUs: 2, Signals: map[string]*float64{
-				"load_per_cpu": opsF64(0.82), "mem_available_pct": opsF64(41.3), "psi_cpu": opsF64(12.5), "psi_mem": opsF64(0),
-			},
-		},
-		Targets: []api.TargetStatus{{
-			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41,
-		}},
-		UptimeSeconds: 3600,
-	}
-}
 
 // serveStatus serves canned /v1/status JSON on a unix socket in dir.
 func serveStatus(tb testing.TB, socket string, st *api.Status) {
@@ -73,7 +50,7 @@ func TestCheckCommand(t *testing.T) {
 		t.Errorf("no daemon: exit %d, %q", code, stdout)
 	}
 
-	st := healthyStatus()
+	st := apitest.HealthyStatus()
 	st.Since = time.Now().Add(-time.Minute)
 	st.Sample.Time = time.Now()
 	serveStatus(t, socket, st)

@@ -14,32 +14,9 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/internal/testsupport/apitest"
 	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
-
-var checkNow = time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
-
-func opsF64(v float64) *float64 { return &v }
-
-// healthyStatus is a daemon in moderate, in sync, with a fresh sample.
-func healthyStatus() *api.Status {
-	return &api.Status{
-		Version: "0.1.0", State: "moderate", Mode: "auto",
-		Since:       checkNow.Add(-12*time.Minute - 3*time.Second),
-		Reason:      "load_per_cpu 0.82 >= 0.70 for 3 samples",
-		Transitions: 4,
-		Sample: &api.SampleStatus{
-			Time: checkNow.Add(-400 * time.Millisecond), Load1: 1.64, Load5: 1.2, Load15: 0.9, Runnable: 2,
-			CPUs: 2, Signals: map[string]*float64{
-				"load_per_cpu": opsF64(0.82), "mem_available_pct": opsF64(41.3), "psi_cpu": opsF64(12.5), "psi_mem": opsF64(0),
-			},
-		},
-		Targets: []api.TargetStatus{{
-			Admin: "127.0.0.1:6082", Reachable: true, ActiveVCL: "gearshift-moderate-1a2b3c4d", InSync: true, LastSwitchMS: 0.41, Child: "running",
-		}},
-		UptimeSeconds: 3600,
-	}
-}
 
 // fakeDaemon answers Status with st, or err; after started it answers st.
 type fakeDaemon struct {
@@ -55,7 +32,7 @@ func (f *fakeDaemon) Status(ctx context.Context) (*api.Status, error) {
 	f.mu.Lock()
 	st, err, block := f.st, f.err, f.block
 	if f.started {
-		st, err = healthyStatus(), nil
+		st, err = apitest.HealthyStatus(), nil
 	}
 	f.mu.Unlock()
 	if block {
@@ -87,7 +64,7 @@ func testChecker(tb testing.TB, d *fakeDaemon, o Options) *Checker {
 		Config:     cfg,
 		ConfigPath: "/etc/gearshift/gearshift.yaml",
 		Client:     d,
-		Now:        func() time.Time { return checkNow },
+		Now:        func() time.Time { return apitest.Now },
 		Running:    func() (int, error) { return 0, nil },
 		Start:      d.start,
 		Systemd:    func(context.Context) (bool, error) { return false, nil },
@@ -113,12 +90,12 @@ func TestCheckGolden(t *testing.T) {
 		{name: "ok quiet prints nothing", opts: Options{Quiet: true}, code: 0, golden: "ok-quiet"},
 		{name: "forced without --warn-forced", edit: func(st *api.Status) {
 			st.Mode, st.State, st.Reason = "forced", "heavy", "forced by operator until 15:34"
-			u := checkNow.Add(30 * time.Minute)
+			u := apitest.Now.Add(30 * time.Minute)
 			st.ForcedUntil = &u
 		}, code: 0, golden: "ok-forced"},
 		{name: "warning forced", edit: func(st *api.Status) {
 			st.Mode, st.State, st.Reason = "forced", "heavy", "forced by operator until 15:34"
-			u := checkNow.Add(30 * time.Minute)
+			u := apitest.Now.Add(30 * time.Minute)
 			st.ForcedUntil = &u
 		}, opts: Options{WarnForced: true}, code: 1, golden: "warning-forced"},
 		{name: "warning forced until auto", edit: func(st *api.Status) {
@@ -126,7 +103,7 @@ func TestCheckGolden(t *testing.T) {
 		}, opts: Options{WarnForced: true}, code: 1, golden: "warning-forced-until-auto"},
 		{name: "warning state", edit: func(st *api.Status) {
 			st.State, st.Reason = "heavy", "load_per_cpu 1.82 >= 1.50 for 3 samples"
-			st.Sample.Signals["load_per_cpu"] = opsF64(1.82)
+			st.Sample.Signals["load_per_cpu"] = apitest.F64(1.82)
 		}, opts: Options{WarnStates: []string{"moderate", "heavy"}}, code: 1, golden: "warning-state"},
 		{name: "warning multi-line config error on one line", edit: func(st *api.Status) {
 			st.ConfigError = "config /etc/gearshift/gearshift.yaml has 2 problems:\ncpus: must be 0 (detect) or a number of CPUs, got -1 (line 3)\nprofiles.never_cache[0]: \"a|b\" is odd"
@@ -154,15 +131,15 @@ func TestCheckGolden(t *testing.T) {
 			st.ConfigError = "varnish refused the heavy profile"
 		}, code: 2, golden: "critical-out-of-sync"},
 		{name: "warning foreign vcl.use in the last hour", edit: func(st *api.Status) {
-			at := checkNow.Add(-12 * time.Minute)
+			at := apitest.Now.Add(-12 * time.Minute)
 			st.Targets[0].ForeignVCLAt = &at
 		}, code: 1, golden: "warning-foreign-vcl"},
 		{name: "ok foreign vcl.use over an hour ago", edit: func(st *api.Status) {
-			at := checkNow.Add(-61 * time.Minute)
+			at := apitest.Now.Add(-61 * time.Minute)
 			st.Targets[0].ForeignVCLAt = &at
 		}, code: 0, golden: "ok"},
 		{name: "warning label moved in label mode", edit: func(st *api.Status) {
-			at := checkNow.Add(-30 * time.Second)
+			at := apitest.Now.Add(-30 * time.Second)
 			st.VarnishMode, st.Targets[0].LabelVCL, st.Targets[0].ActiveVCL = "label", st.Targets[0].ActiveVCL, "reload_20261130_140000_77"
 			st.Targets[0].ForeignVCLAt = &at
 		}, code: 1, golden: "warning-foreign-label"},
@@ -170,14 +147,14 @@ func TestCheckGolden(t *testing.T) {
 			st.VarnishMode, st.Targets[0].LabelVCL, st.Targets[0].ActiveVCL, st.Targets[0].InSync = "label", "", "boot", false
 		}, code: 2, golden: "critical-label-missing"},
 		{name: "critical stale sample", edit: func(st *api.Status) {
-			st.Sample.Time = checkNow.Add(-95 * time.Second)
+			st.Sample.Time = apitest.Now.Add(-95 * time.Second)
 		}, code: 2, golden: "critical-stale"},
 		{name: "critical no sample", edit: func(st *api.Status) {
 			st.Sample = nil
 		}, code: 2, golden: "critical-no-sample"},
 		{name: "ok no sample yet just started", edit: func(st *api.Status) {
 			st.Sample, st.UptimeSeconds, st.State, st.Reason = nil, 1, "light", "starting"
-			st.Since = checkNow.Add(-time.Second)
+			st.Since = apitest.Now.Add(-time.Second)
 			st.Targets[0].LastSwitchMS = 0
 		}, code: 0, golden: "ok-starting"},
 		{name: "critical varnish child stopped", edit: func(st *api.Status) {
@@ -202,7 +179,7 @@ func TestCheckGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakeDaemon{err: tc.err}
 			if tc.err == nil {
-				d.st = healthyStatus()
+				d.st = apitest.HealthyStatus()
 				if tc.edit != nil {
 					tc.edit(d.st)
 				}
@@ -268,15 +245,15 @@ func TestCheckRestartLock(t *testing.T) {
 // The optional sources' signals are perfdata like the vitals, each in its
 // unit, and only while available.
 func TestPerfdataOfSources(t *testing.T) {
-	st := healthyStatus()
+	st := apitest.HealthyStatus()
 	for name, v := range map[string]float64{
 		"client_rps": 410, "backend_fail_rps": 0.26, "queue_len": 3,
 		"apache_busy_ratio": 0.5, "backend_ttfb_ms": 812.4, "injected": -2,
 	} {
-		st.Sample.Signals[name] = opsF64(v)
+		st.Sample.Signals[name] = apitest.F64(v)
 	}
 	st.Sample.Signals["backend_rps"] = nil // configured, not readable now
-	got := strings.Join(Perfdata(st, config.Default().ShownSignals(), checkNow, 30*time.Second), " ")
+	got := strings.Join(Perfdata(st, config.Default().ShownSignals(), apitest.Now, 30*time.Second), " ")
 	for _, want := range []string{
 		"'client_rps'=410;;;0 ", "'backend_fail_rps'=0.3;;;0 ", "'queue_len'=3;;;0 ",
 		"'apache_busy_ratio'=0.5;;;0;1 ", "'backend_ttfb_ms'=812ms;;;0 ", "'injected'=-2;;; ",
