@@ -273,3 +273,55 @@ func TestClientBudgetAgainstVarnish(t *testing.T) {
 		}
 	})
 }
+
+// TestClientInFlightAgainstVarnish: in heavy, one client holds at most
+// half of backend.max_connections at the backend at once, whatever its
+// budget; the rest get 429 at once and never reach the backend; another
+// client's requests go through meanwhile; each answer gives its token
+// back, so the client's next requests go through one after another.
+func TestClientInFlightAgainstVarnish(t *testing.T) {
+	varnishtest.Binary(t)
+	o := newOrigin(t)
+	site := testConfig(o)
+	site.Backend.MaxConnections = 4 // two in flight per client
+	site.Options.ClientBudget = Budget{Rate: 100, Burst: 100}
+	g := loadGears(t, map[string]string{"heavy": render(t, site, state.Heavy)})
+	get := func(from, u string) reply {
+		t.Helper()
+		return rawFrom(t, g, from, "heavy", "GET "+u+" HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	}
+
+	const client, other = "127.0.0.40", "127.0.0.41"
+	const slow = 6
+	replies := make(chan reply, slow)
+	for i := range slow {
+		go func() { replies <- get(client, fmt.Sprintf("/g/heavy/f/slow/%d?sleep=1500ms", i)) }()
+	}
+	time.Sleep(500 * time.Millisecond) // all six sent; two at the backend
+	if r := get(other, "/g/heavy/f/other"); r.status != http.StatusOK {
+		t.Errorf("another client while the first holds its share: status %d, want 200", r.status)
+	}
+	statuses := map[int]int{}
+	for range slow {
+		r := <-replies
+		statuses[r.status]++
+		if r.status == http.StatusTooManyRequests && r.header.Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+	}
+	reached := 0
+	for i := range slow {
+		reached += o.count(fmt.Sprintf("/g/heavy/f/slow/%d?sleep=1500ms", i))
+	}
+	if statuses[http.StatusOK] != 2 || statuses[http.StatusTooManyRequests] != slow-2 || reached != 2 {
+		t.Errorf("%d slow misses at once from one client: statuses %v, %d reached the backend; want 2 answered and %d refused with 429",
+			slow, statuses, reached, slow-2)
+	}
+	// The two answers gave their tokens back: one request after another
+	// goes through, many more than the bucket refills in the time.
+	for i := range 10 {
+		if r := get(client, fmt.Sprintf("/g/heavy/f/after/%d", i)); r.status != http.StatusOK {
+			t.Fatalf("request %d after the slow ones were answered: status %d, want 200 (tokens given back)", i, r.status)
+		}
+	}
+}

@@ -56,7 +56,7 @@ var Reasons = []Reason{
 		"profiles.static_ttl"},
 	{state.Lightest.String(), "the light gear passes every page that is not a static object",
 		"the gear: rules and hysteresis (light is for a lightly loaded server)"},
-	{"over_budget", "a client of moderate or heavy sent more misses and passes than profiles.client_budget allows (the detail names the client): it got a stored copy or 429, and the backend nothing; logged by the client's request, not a backend fetch",
+	{"over_budget", "a client of moderate or heavy sent more misses and passes than profiles.client_budget allows, or had half of backend.max_connections at the backend already (the detail names the client, and in_flight=N for the second): it got a stored copy or 429, and the backend nothing; logged by the client's request, not a backend fetch",
 		"profiles.client_budget, if that client is many people (a proxy: list it in profiles.trusted_proxies) or a crawler you want"},
 	{"warm", "moderate has a copy that only heavy serves (kept warm for it, profiles.keep_warm, or left by heavy): this visitor gets the backend's answer",
 		"the site's headers (moderate caches what they allow); profiles.moderate_heuristic_ttl for pages without freshness"},

@@ -194,7 +194,19 @@ type vclBudget struct {
 	Limit  int
 	Period string // a VCL duration
 	Retry  string // Retry-After, in seconds: the time one request's token takes
+	// InFlight is how many of a client's requests may be at the backend
+	// at once: half of backend.max_connections. Its bucket refills in
+	// FlightPeriod, so that a token lost on the way (a client gone before
+	// its answer) comes back.
+	InFlight     int
+	FlightPeriod string
 }
+
+// flightPeriod is how long a client's bucket of requests in flight takes
+// to refill on its own: long beside a page's time at the backend (the
+// tokens come back with the answers), short enough that a lost one is
+// not missed for long.
+const flightPeriod = time.Minute
 
 // vclGuest is profiles.guest_listen, where heavy asks the daemon for
 // guest pages.
@@ -361,6 +373,9 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 			Limit:  b.Burst,
 			Period: vclDuration((time.Duration(float64(b.Burst) / b.Rate * float64(time.Second))).Round(time.Millisecond)),
 			Retry:  strconv.Itoa(int(math.Ceil(1 / b.Rate))),
+
+			InFlight:     max(1, d.MaxConnections/2),
+			FlightPeriod: vclDuration(flightPeriod),
 		}
 		d.Hops = make([]int, maxProxyHops)
 	}

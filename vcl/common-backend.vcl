@@ -15,6 +15,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Client;
     unset bereq.http.X-Gs-Budget;
     unset bereq.http.X-Gs-Over;
+    unset bereq.http.X-Gs-Flight;
     unset bereq.http.X-Gs-Tags;
 {{- if .Probe}}
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {

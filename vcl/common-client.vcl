@@ -54,13 +54,23 @@ sub gearshift_client {
 # A miss or a pass costs the backend a request: a client over its budget
 # gets a stored copy when there is one (asked for again from the cache
 # alone, as for stale_if_error), else 429 with Retry-After. Counted once
-# per request, whatever its restarts.
+# per request, whatever its restarts. Nor may one client hold more than
+# {{.Budget.InFlight}} of the backend's connections at once (half of
+# backend.max_connections): a request in flight holds a token of its
+# own bucket until its answer comes (gearshift_landed); a token lost on
+# the way comes back within {{.Budget.FlightPeriod}}.
 sub gearshift_budget {
     if (req.http.X-Gs-Client && !req.http.X-Gs-Budget) {
         set req.http.X-Gs-Budget = "1";
         if (vsthrottle.is_denied("gearshift:" + req.http.X-Gs-Client, {{.Budget.Limit}}, {{.Budget.Period}})) {
-            set req.http.X-Gs-Over = "1";
-            set req.http.X-Gs-Reason = {{reason "over_budget"}} + " client=" + req.http.X-Gs-Client;
+            set req.http.X-Gs-Over = "client=" + req.http.X-Gs-Client;
+        } elsif (vsthrottle.is_denied("gearshift-flight:" + req.http.X-Gs-Client, {{.Budget.InFlight}}, {{.Budget.FlightPeriod}})) {
+            set req.http.X-Gs-Over = "client=" + req.http.X-Gs-Client + " in_flight={{.Budget.InFlight}}";
+        } else {
+            set req.http.X-Gs-Flight = req.http.X-Gs-Client;
+        }
+        if (req.http.X-Gs-Over) {
+            set req.http.X-Gs-Reason = {{reason "over_budget"}} + " " + req.http.X-Gs-Over;
             {{logReason "req.http.X-Gs-Reason"}}
             unset req.http.X-Gs-Reason;
 {{- if .StaleIfError}}
@@ -71,6 +81,15 @@ sub gearshift_budget {
 {{- end}}
             return (synth(429, "Too Many Requests"));
         }
+    }
+}
+
+# The answer to a request gearshift_budget let go to the backend has
+# come: its client has one fewer in flight.
+sub gearshift_landed {
+    if (req.http.X-Gs-Flight) {
+        vsthrottle.return_token("gearshift-flight:" + req.http.X-Gs-Flight, {{.Budget.InFlight}}, {{.Budget.FlightPeriod}});
+        unset req.http.X-Gs-Flight;
     }
 }
 

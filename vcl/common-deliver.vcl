@@ -1,6 +1,9 @@
 {{/* the answer, shared by every gear: vcl_deliver and vcl_synth. Included by common.vcl's head. */ -}}
 {{define "common-deliver"}}
 sub vcl_deliver {
+{{- if .Budget}}
+    call gearshift_landed;
+{{- end}}
 {{- if .StaleIfError}}
     call gearshift_stale_if_error;
 {{- end}}
@@ -36,6 +39,9 @@ sub vcl_deliver {
 }
 
 sub vcl_synth {
+{{- if .Budget}}
+    call gearshift_landed;
+{{- end}}
 {{- if .StaleIfError}}
     call gearshift_stale_if_error;
 {{- end}}

@@ -46,6 +46,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Client;
         unset req.http.X-Gs-Budget;
         unset req.http.X-Gs-Over;
+        unset req.http.X-Gs-Flight;
         unset req.http.X-Gs-Tags;
 {{- if .Budget}}
         call gearshift_client;

@@ -107,6 +107,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Client;
         unset req.http.X-Gs-Budget;
         unset req.http.X-Gs-Over;
+        unset req.http.X-Gs-Flight;
         unset req.http.X-Gs-Tags;
     }
     set req.backend_hint = default;
@@ -420,6 +421,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Client;
     unset bereq.http.X-Gs-Budget;
     unset bereq.http.X-Gs-Over;
+    unset bereq.http.X-Gs-Flight;
     unset bereq.http.X-Gs-Tags;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the

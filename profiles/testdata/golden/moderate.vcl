@@ -107,6 +107,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Client;
         unset req.http.X-Gs-Budget;
         unset req.http.X-Gs-Over;
+        unset req.http.X-Gs-Flight;
         unset req.http.X-Gs-Tags;
         call gearshift_client;
     }
@@ -383,13 +384,23 @@ sub gearshift_client {
 # A miss or a pass costs the backend a request: a client over its budget
 # gets a stored copy when there is one (asked for again from the cache
 # alone, as for stale_if_error), else 429 with Retry-After. Counted once
-# per request, whatever its restarts.
+# per request, whatever its restarts. Nor may one client hold more than
+# 75 of the backend's connections at once (half of
+# backend.max_connections): a request in flight holds a token of its
+# own bucket until its answer comes (gearshift_landed); a token lost on
+# the way comes back within 1m.
 sub gearshift_budget {
     if (req.http.X-Gs-Client && !req.http.X-Gs-Budget) {
         set req.http.X-Gs-Budget = "1";
         if (vsthrottle.is_denied("gearshift:" + req.http.X-Gs-Client, 100, 10s)) {
-            set req.http.X-Gs-Over = "1";
-            set req.http.X-Gs-Reason = "over_budget" + " client=" + req.http.X-Gs-Client;
+            set req.http.X-Gs-Over = "client=" + req.http.X-Gs-Client;
+        } elsif (vsthrottle.is_denied("gearshift-flight:" + req.http.X-Gs-Client, 75, 1m)) {
+            set req.http.X-Gs-Over = "client=" + req.http.X-Gs-Client + " in_flight=75";
+        } else {
+            set req.http.X-Gs-Flight = req.http.X-Gs-Client;
+        }
+        if (req.http.X-Gs-Over) {
+            set req.http.X-Gs-Reason = "over_budget" + " " + req.http.X-Gs-Over;
             std.log("gearshift-reason: " + req.http.X-Gs-Reason);
             unset req.http.X-Gs-Reason;
             if (req.http.X-Gs-Anon && req.restarts < 3) {
@@ -398,6 +409,15 @@ sub gearshift_budget {
             }
             return (synth(429, "Too Many Requests"));
         }
+    }
+}
+
+# The answer to a request gearshift_budget let go to the backend has
+# come: its client has one fewer in flight.
+sub gearshift_landed {
+    if (req.http.X-Gs-Flight) {
+        vsthrottle.return_token("gearshift-flight:" + req.http.X-Gs-Flight, 75, 1m);
+        unset req.http.X-Gs-Flight;
     }
 }
 
@@ -481,6 +501,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Client;
     unset bereq.http.X-Gs-Budget;
     unset bereq.http.X-Gs-Over;
+    unset bereq.http.X-Gs-Flight;
     unset bereq.http.X-Gs-Tags;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
@@ -760,6 +781,7 @@ sub gearshift_backend_response {
 }
 
 sub vcl_deliver {
+    call gearshift_landed;
     call gearshift_stale_if_error;
     if (req.http.X-Gs-Drop) {
         # The session's write is done: its cached pages go, so its next
@@ -785,6 +807,7 @@ sub vcl_deliver {
 }
 
 sub vcl_synth {
+    call gearshift_landed;
     call gearshift_stale_if_error;
     set resp.http.X-Gearshift-Profile = "moderate";
     set resp.http.X-Cache = "PASS";
