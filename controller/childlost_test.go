@@ -23,14 +23,16 @@ import (
 // real.
 type childLosing struct {
 	Target
-	v     *varnishtest.Varnish
-	armed atomic.Bool
+	v      *varnishtest.Varnish
+	armed  atomic.Bool
+	killed atomic.Int64 // the pid of the child it killed
 }
 
 func (c *childLosing) VCLUse(ctx context.Context, name string) error {
 	if c.armed.CompareAndSwap(true, false) {
 		if pid := c.v.CacheChild(); pid > 0 {
 			syscall.Kill(pid, syscall.SIGKILL)
+			c.killed.Store(int64(pid))
 		}
 		return &varnishadm.CLIError{Status: 400, Text: "CLI communication error (hdr)"}
 	}
@@ -68,8 +70,13 @@ func TestShiftAfterChildLost(t *testing.T) {
 		t.Fatalf("the vcl.use that lost the child did not fail the target: %+v", ts)
 	}
 	// The manager starts a new child: the shift waits for it.
+	killed := int(losing.killed.Load())
+	if killed == 0 {
+		t.Fatal("no cache child to kill")
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if out, err := v.Adm("status"); err == nil && strings.Contains(out, "running") {
+		out, err := v.Adm("status")
+		if child := v.CacheChild(); err == nil && strings.Contains(out, "running") && child != 0 && child != killed {
 			break
 		}
 		if time.Now().After(deadline) {
