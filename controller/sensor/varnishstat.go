@@ -53,8 +53,12 @@ var counters = []counter{
 }
 
 // RecordedRates are the flight recorder's columns of Varnish's rates, in
-// the order of the counters: the rows with a record column.
-func RecordedRates() []string {
+// the order of the counters: the rows with a record column. The recorder
+// and the trace reader call it for every record: the slice is made once,
+// and callers must not change it.
+func RecordedRates() []string { return recordedRates }
+
+var recordedRates = func() []string {
 	var cols []string
 	for _, c := range counters {
 		if c.record != "" {
@@ -62,7 +66,7 @@ func RecordedRates() []string {
 		}
 	}
 	return cols
-}
+}()
 
 // Recorded returns the rates the flight recorder writes, by column
 // (RecordedRates).
