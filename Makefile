@@ -101,15 +101,17 @@ bench-signals: deps build
 bench-surge: deps
 	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" STACK="$(STACK)" bash scripts/bench/surge.sh
 
-# Hostile visitors (issue 29), side by side in one run (about 7 minutes,
+# Hostile visitors (issue 29), side by side in one run (about 12 minutes,
 # loopback only): hit throughput before and after 20,000 session writes
 # with random cookies, heavy with varnish-modules against its Plain twin
 # (0.3's bans), on the session site (BenchmarkSessionWritesAndHits); then
 # 20 visitors and 5 logged-in users browsing Debian's WordPress in heavy
-# without a flood, with one client flooding at 300 req/s from 127.0.0.2,
-# and with that flood and client_budget.rate: 0 (BenchmarkFlood). Tables
+# without a flood and with one client flooding at 300 req/s from
+# 127.0.0.2 (a process of its own), three rounds in alternate order, then
+# once with that flood and client_budget.rate: 0 (BenchmarkFlood). Tables
 # to /tmp/gearshift-bench-flood/bans.md and flood.md (BANS_OUT,
-# FLOOD_OUT); BANS_PAGES, BANS_WRITES, FLOOD_FOR, FLOOD_RATE shorten it.
+# FLOOD_OUT); BANS_PAGES, BANS_WRITES, FLOOD_FOR, FLOOD_RATE, FLOOD_ROUNDS
+# shorten it.
 .PHONY: bench-flood
 bench-flood: deps-if-missing
 	$(GO) test -run '^$$' -bench '^BenchmarkSessionWritesAndHits$$' -benchtime 1x -timeout 20m ./profiles/apps

@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +110,51 @@ func (p *hostileProcess) wait(tb testing.TB) []hit {
 		tb.Fatal("the hostile client reported no answer")
 	}
 	return hits
+}
+
+// TestHostileProcess runs BenchmarkFlood's hostile client for a moment
+// against a server that counts what reaches it: every request sent comes
+// back as an answer, from hostileAddr, and of the flood's three kinds.
+func TestHostileProcess(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		kind := "other"
+		switch q := r.URL.Query(); {
+		case r.Method == http.MethodPost && r.URL.Path == "/xmlrpc.php":
+			kind = "xmlrpc"
+		case q.Has("s"):
+			kind = "search"
+		case r.URL.RawQuery != "":
+			kind = "query"
+		}
+		mu.Lock()
+		seen[host]++
+		seen[kind]++
+		mu.Unlock()
+		w.Header().Set("X-Cache", "MISS")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	const rate, dur = 50, time.Second
+	hits := startHostile(t, newSurgeMix(srv.URL, "flood.test", nil), rate, dur).wait(t)
+	if len(hits) != rate {
+		t.Fatalf("%d answers reported, want %d", len(hits), rate)
+	}
+	for _, h := range hits {
+		if h.code != http.StatusTooManyRequests || h.cache != "MISS" {
+			t.Fatalf("an answer reported as %d %q, want 429 MISS", h.code, h.cache)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[hostileAddr] != rate {
+		t.Errorf("%d requests from %s, want %d (all seen: %v)", seen[hostileAddr], hostileAddr, rate, seen)
+	}
+	for _, kind := range []string{"xmlrpc", "search", "query"} {
+		if seen[kind] == 0 {
+			t.Errorf("no %s request among %d (all seen: %v)", kind, rate, seen)
+		}
+	}
 }
