@@ -14,14 +14,15 @@ import (
 	"github.com/gearshift/gearshift/controller/pidfile"
 )
 
-// stub starts a process that passes for the gearshift daemon: it holds
-// the pid file named by config locked, with its pid in it, and runs script
-// in bash.
-func stub(t *testing.T, script string) (config string, pid int) {
+// stub starts a process that passes for the gearshift daemon: bash that
+// holds the pid file named by config locked, sets traps, writes its pid
+// there and then waits for signals. stub returns once the pid is there,
+// so that no signal comes before the traps are set.
+func stub(t *testing.T, traps string) (config string, pid int) {
 	t.Helper()
 	// A socket of its own: no daemon on the default one may answer for the stub.
 	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\ncontrol: { socket: $DIR/gearshift.sock }\n")
-	cmd := exec.Command("bash", "-c", `exec 9>gearshift.pid; flock -x 9; echo $$ >&9; `+script)
+	cmd := exec.Command("bash", "-c", `exec 9>gearshift.pid; flock -x 9; `+traps+`; echo $$ >&9; while :; do sleep 0.05; done`)
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -41,12 +42,11 @@ func stub(t *testing.T, script string) (config string, pid int) {
 			t.Fatal("the stub never held its pid file")
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // and until its traps are set
 	return config, pid
 }
 
 func TestStopWaitsAndTimesOut(t *testing.T) {
-	config, pid := stub(t, `trap "" TERM; while :; do sleep 0.05; done`)
+	config, pid := stub(t, `trap "" TERM`)
 	code, stdout, stderr := runMain(t, "stop", "--config", config, "--timeout", "200ms")
 	want := fmt.Sprintf("gearshift (pid %d) is still running after 200ms", pid)
 	if code != 1 || stdout != "" || !strings.Contains(stderr, want) {
@@ -58,7 +58,7 @@ func TestStopWaitsAndTimesOut(t *testing.T) {
 }
 
 func TestStopAndReloadSignal(t *testing.T) {
-	config, pid := stub(t, `trap "echo hup >> hups" HUP; trap "exit 0" TERM; while :; do sleep 0.05; done`)
+	config, pid := stub(t, `trap "echo hup >> hups" HUP; trap "exit 0" TERM`)
 	dir := filepath.Dir(config)
 	code, stdout, stderr := runMain(t, "reload", "--config", config)
 	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("sent SIGHUP to gearshift (pid %d): it does not answer", pid)) {
@@ -83,7 +83,7 @@ func TestStopAndReloadSignal(t *testing.T) {
 
 // A reload with a config the daemon would refuse sends nothing.
 func TestReloadRefusesBadConfig(t *testing.T) {
-	config, _ := stub(t, `trap "echo hup >> hups" HUP; while :; do sleep 0.05; done`)
+	config, _ := stub(t, `trap "echo hup >> hups" HUP`)
 	b, _ := os.ReadFile(config)
 	os.WriteFile(config, append(b, "on_exit: never\n"...), 0o644)
 	code, _, stderr := runMain(t, "reload", "--config", config)
