@@ -22,7 +22,10 @@ func stub(t *testing.T, traps string) (config string, pid int) {
 	t.Helper()
 	// A socket of its own: no daemon on the default one may answer for the stub.
 	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\ncontrol: { socket: $DIR/gearshift.sock }\n")
-	cmd := exec.Command("bash", "-c", `exec 9>gearshift.pid; flock -x 9; `+traps+`; echo $$ >&9; while :; do sleep 0.05; done`)
+	// HUP and TERM at their defaults first: bash cannot trap a signal
+	// ignored when it starts (the tests run under nohup, say), and a
+	// daemon started by systemd has them at their defaults.
+	cmd := exec.Command("env", "--default-signal=HUP,TERM", "bash", "-c", `exec 9>gearshift.pid; flock -x 9; `+traps+`; echo $$ >&9; while :; do sleep 0.05; done`)
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
