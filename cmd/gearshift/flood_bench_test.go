@@ -38,8 +38,8 @@ import (
 // order, each kind's requests counted together (the p99 of sub-3 ms hits
 // moves by half between single quiet runs on a shared machine); then,
 // unless FLOOD_NO_BUDGET=0, once with the flood and
-// profiles.client_budget.rate: 0, reloaded into the daemon. The table goes to FLOOD_OUT
-// (/tmp/gearshift-bench-flood/flood.md).
+// profiles.client_budget.rate: 0, reloaded into the daemon. The table
+// goes to FLOOD_OUT (/tmp/gearshift-bench-flood/flood.md).
 //
 //	go test -run '^$' -bench '^BenchmarkFlood$' -benchtime 1x -timeout 30m ./cmd/gearshift
 func BenchmarkFlood(b *testing.B) {

@@ -41,7 +41,8 @@ type hostileAnswer struct {
 }
 
 // runHostile is the hostile process: the order's flood, open loop from
-// hostileAddr, every answer written as it comes. It returns the exit code.
+// hostileAddr, then every answer written out once the flood is over (no
+// writing while the flood runs). It returns the exit code.
 func runHostile(order string) int {
 	var o hostileOrder
 	if err := json.Unmarshal([]byte(order), &o); err != nil || o.Rate < 1 || o.For <= 0 {
