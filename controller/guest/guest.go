@@ -5,22 +5,30 @@
 // Heavy asks the daemon, over HTTP at profiles.guest_listen, for an
 // anonymous page whose last answer set a cookie (a hit-for-miss) and for
 // a guest copy whose TTL ran out. For each ask the Server fetches the
-// page from the backend twice, as two new visitors with no cookies, and
-// compares: when both answers are 200, carry none of the cookies they set
-// in their bodies, and have the same body, the second is the copy, sent
-// without its Set-Cookie. Anything else is a no: Varnish then fetches the
-// page from the backend as 0.3 did. Nothing is shared that was not
-// compared in that ask, so a page that starts to carry a token stops
-// being shared at its next check.
+// page from the backend twice, as two new visitors with no cookies and
+// the same plain headers, and compares: when both answers are 200, carry
+// none of the cookies they set in their bodies, say nothing heavy would
+// never share, and have the same body and the same headers a visitor
+// keeps, the second is the copy, sent without its Set-Cookie. Anything
+// else is a no: Varnish then fetches the page from the backend as 0.3
+// did. Nothing is shared that was not compared in that ask, so a page
+// that starts to carry a token stops being shared at its next check.
+//
+// An ask is the path of a page, never an address: the fetch goes to the
+// backend whatever the ask names. Checks are bounded for everyone and for
+// each client, and every answer carries the Server's secret, so heavy
+// stores only what this Server said.
 package guest
 
 import (
 	"bytes"
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -72,6 +80,16 @@ const (
 	No     = "no"
 )
 
+// SecretHeader carries Options.Secret on every answer of the Server's.
+// Heavy stores a guest answer only when it carries the secret; Varnish
+// never sends it in an ask, so whatever else listens at guest_listen
+// cannot echo it.
+const SecretHeader = "X-Gs-Guest-Secret"
+
+// whyHeader says why an ask is answered no, in gearshift's words alone:
+// never the visitor's bytes.
+const whyHeader = "X-Gs-Guest-Why"
+
 // Verdicts.
 type kind int
 
@@ -90,15 +108,17 @@ type verdict struct {
 // Server answers heavy's asks. The zero value is not usable: use New.
 type Server struct {
 	backend string // host:port
+	secret  string
 	client  *http.Client
 	log     *zap.Logger
 	now     func() time.Time
-	limit   *rate.Limiter
-	slots   chan struct{}
+	limit   *rate.Limiter // everyone's checks
 
 	mu       sync.Mutex
-	pages    map[string]verdict // by host + URL
-	inflight map[string]*flight // checks running, by host + URL
+	running  int                // checks running
+	clients  budgets            // each client's checks
+	pages    map[string]verdict // by pageKey
+	inflight map[string]*flight // checks running, by pageKey
 	checks   uint64             // checks made
 }
 
@@ -117,10 +137,13 @@ type answer struct {
 
 // Options configure a Server.
 type Options struct {
-	Backend string        // the backend's host:port, as the profiles' default backend
-	Timeout time.Duration // per backend fetch (backend.first_byte_timeout)
-	Logger  *zap.Logger
+	Backend string           // the backend's host:port, as the profiles' default backend
+	Timeout time.Duration    // per backend fetch (backend.first_byte_timeout); 0: 30 s
+	Logger  *zap.Logger      // nil: no logs
 	Now     func() time.Time // nil: time.Now
+	// Secret is sent in SecretHeader with every answer, and never
+	// logged; "": none (NewSecret makes one).
+	Secret string
 }
 
 // New returns a Server fetching from opts.Backend.
@@ -135,34 +158,38 @@ func New(opts Options) *Server {
 		opts.Timeout = 30 * time.Second
 	}
 	return &Server{
-		backend: opts.Backend,
-		client: &http.Client{
-			Timeout: opts.Timeout,
-			// A redirect is the backend's answer, compared as it is.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Transport: &http.Transport{
-				MaxIdleConnsPerHost: maxInFlight,
-				IdleConnTimeout:     30 * time.Second,
-			},
-		},
+		backend:  opts.Backend,
+		secret:   opts.Secret,
+		client:   backendClient(opts.Backend, opts.Timeout),
 		log:      opts.Logger,
 		now:      opts.Now,
 		limit:    rate.NewLimiter(rate.Limit(ChecksPerMinute)/60, checkBurst),
-		slots:    make(chan struct{}, maxInFlight),
+		clients:  budgets{max: maxClients, m: map[netip.Prefix]*budget{}},
 		pages:    map[string]verdict{},
 		inflight: map[string]*flight{},
 	}
 }
 
+// NewSecret returns a secret for Options.Secret: 32 random bytes in hex.
+func NewSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("read a guest secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
 // ServeHTTP answers one ask of heavy's: the request Varnish would send the
 // backend for an anonymous page.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || r.Header.Get("Cookie") != "" {
-		refuse(w, "not an anonymous GET")
+	if s.secret != "" {
+		w.Header().Set(SecretHeader, s.secret)
+	}
+	if why := notAnAsk(r); why != "" {
+		refuse(w, why)
 		return
 	}
-	key := r.Host + r.URL.RequestURI()
-	ans := s.ask(r.Context(), key, r)
+	ans := s.ask(r.Context(), pageKey(r), clientOf(r), r)
 	if ans.copy == nil {
 		refuse(w, ans.reason)
 		return
@@ -179,15 +206,44 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(ans.body)
 }
 
+// notAnAsk says why r is not an ask the Server checks, "" when it is: an
+// anonymous GET without a body (a check sends it twice), for a path (the
+// fetch is the backend's, never the address an ask names).
+func notAnAsk(r *http.Request) string {
+	switch {
+	case r.Method != http.MethodGet || r.ContentLength != 0 || len(r.TransferEncoding) > 0:
+		return "not a GET without a body"
+	case r.Header.Get("Cookie") != "":
+		return "not anonymous"
+	case !strings.HasPrefix(r.RequestURI, "/") || r.URL.Scheme != "" || r.URL.Host != "" ||
+		r.URL.Opaque != "" || r.URL.User != nil:
+		return "not a path"
+	}
+	return ""
+}
+
+// pageKey is what a verdict is about: the host and URL, after the scheme
+// the ask's X-Forwarded-Proto names, which the fetch passes on. Varnish
+// keeps the schemes apart too (its hash holds the header): behind a TLS
+// terminator, http is a redirect to https.
+func pageKey(r *http.Request) string {
+	key := r.Host + r.URL.RequestURI()
+	if p := forwardedProto(r); p != "" {
+		key = p + "://" + key
+	}
+	return key
+}
+
 func refuse(w http.ResponseWriter, why string) {
 	w.Header().Set(Header, No)
-	w.Header().Set("X-Gs-Guest-Why", why)
+	w.Header().Set(whyHeader, why)
 	w.WriteHeader(http.StatusNotFound)
 }
 
-// ask answers the ask for key: with the check running for it, if any,
-// else with a new check when the budget allows one, else no.
-func (s *Server) ask(ctx context.Context, key string, r *http.Request) answer {
+// ask answers the ask for key from client: with the check running for
+// it, if any, else with a new check when the budgets allow one, else no.
+// A no for a budget is no verdict about the page.
+func (s *Server) ask(ctx context.Context, key string, client netip.Prefix, r *http.Request) answer {
 	now := s.now()
 	s.mu.Lock()
 	if f := s.inflight[key]; f != nil {
@@ -203,15 +259,10 @@ func (s *Server) ask(ctx context.Context, key string, r *http.Request) answer {
 		s.mu.Unlock()
 		return answer{reason: v.why}
 	}
-	if !s.limit.AllowN(now, 1) {
+	b, why := s.admit(client, now)
+	if why != "" {
 		s.mu.Unlock()
-		return answer{reason: "over the check budget"}
-	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		s.mu.Unlock()
-		return answer{reason: "checks busy"}
+		return answer{reason: why}
 	}
 	f := &flight{done: make(chan struct{})}
 	s.inflight[key] = f
@@ -219,8 +270,9 @@ func (s *Server) ask(ctx context.Context, key string, r *http.Request) answer {
 	s.mu.Unlock()
 
 	v, ans := s.check(ctx, r)
-	<-s.slots
 	s.mu.Lock()
+	s.running--
+	b.running--
 	delete(s.inflight, key)
 	if v.kind != 0 {
 		v.at = s.now()
@@ -274,11 +326,19 @@ func (s *Server) check(ctx context.Context, r *http.Request) (verdict, answer) {
 		v := verdict{kind: kindPrivate, why: "differs between two new visitors"}
 		return v, answer{reason: v.why}
 	}
+	if name := differentHeader(resps[0].Header, resps[1].Header); name != "" {
+		// An ETag, a Link or a header of its own per visitor is a page
+		// per visitor, whatever its body.
+		v := verdict{kind: kindPrivate, why: "headers differ between two new visitors: " + name}
+		return v, answer{reason: v.why}
+	}
 	return verdict{kind: kindShared, why: "the same for two new visitors"}, answer{copy: resps[1], body: bodies[1]}
 }
 
 // shareable judges one answer on its own: a verdict and false when it
-// rules the page out.
+// rules the page out. It is at least as strict as what heavy never
+// shares (gearshift_never_share), but for Cache-Control: no-store, which
+// PHP's session start sends with every page guest pages are for.
 func shareable(resp *http.Response, body []byte) (verdict, bool) {
 	switch {
 	case resp.StatusCode != http.StatusOK:
@@ -288,8 +348,14 @@ func shareable(resp *http.Response, body []byte) (verdict, bool) {
 		return verdict{kind: kindOther, why: "sets no cookie"}, false
 	case hasDirective(resp.Header.Values("Cache-Control"), "private"):
 		return verdict{kind: kindOther, why: "Cache-Control: private"}, false
+	case hasDirective(resp.Header.Values("Surrogate-Control"), "no-store"):
+		return verdict{kind: kindOther, why: "Surrogate-Control: no-store"}, false
 	case strings.TrimSpace(resp.Header.Get("Vary")) == "*":
 		return verdict{kind: kindOther, why: "Vary: *"}, false
+	case !variesOnEncodingAlone(resp.Header.Values("Vary")):
+		// The fetch's headers are fixed: a page that varies on others
+		// (Accept-Language, User-Agent) was seen in one variant only.
+		return verdict{kind: kindOther, why: "Vary: other than Accept-Encoding"}, false
 	}
 	for _, c := range resp.Cookies() {
 		if len(c.Value) >= minSecret && bytes.Contains(body, []byte(c.Value)) {
@@ -301,66 +367,71 @@ func shareable(resp *http.Response, body []byte) (verdict, bool) {
 	return verdict{}, true
 }
 
+// hasDirective tells whether name (in lower case) is among the directives
+// of a Cache-Control-like header, in any case, as heavy's VCL reads them
+// ((^|[,\s])name\b): "no-store;edge" and "private=Set-Cookie" count.
 func hasDirective(values []string, name string) bool {
 	for _, v := range values {
-		for _, d := range strings.Split(v, ",") {
-			d, _, _ = strings.Cut(d, "=")
-			if strings.EqualFold(strings.TrimSpace(d), name) {
+		v = strings.ToLower(v)
+		for i := 0; ; {
+			j := strings.Index(v[i:], name)
+			if j < 0 {
+				break
+			}
+			start, end := i+j, i+j+len(name)
+			if (start == 0 || strings.ContainsRune(", \t", rune(v[start-1]))) && (end == len(v) || !isWordByte(v[end])) {
 				return true
 			}
+			i = start + 1
 		}
 	}
 	return false
 }
 
-// fetch is one new visitor's request for the page: the request heavy
-// would have sent, without cookies and without gearshift's own headers.
-func (s *Server) fetch(ctx context.Context, r *http.Request) (*http.Response, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.backend+r.URL.RequestURI(), nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	for name, vs := range r.Header {
-		if skipRequestHeader(name) {
-			continue
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// variesOnEncodingAlone tells whether the Vary headers name no request
+// header but Accept-Encoding, which the fetch asks and decodes itself.
+func variesOnEncodingAlone(values []string) bool {
+	for _, v := range values {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "Accept-Encoding") {
+				return false
+			}
 		}
-		req.Header[name] = append([]string(nil), vs...)
 	}
-	req.Host = r.Host
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(body) > maxBody {
-		return nil, nil, errors.New("page too large to compare")
-	}
-	return resp, body, nil
+	return true
 }
 
-// skipRequestHeader: headers of Varnish's request that a new visitor's
-// fetch leaves out. Accept-Encoding is the client's to choose: Go's asks
-// for gzip and compares (and shares) the page decoded.
-func skipRequestHeader(name string) bool {
-	switch http.CanonicalHeaderKey(name) {
-	case "Cookie", "Accept-Encoding", "X-Varnish", "Connection", "Keep-Alive", "Te", "Trailer",
-		"Transfer-Encoding", "Upgrade", "Proxy-Authorization", "If-None-Match", "If-Modified-Since":
-		return true
+// differentHeader names the first header, in order, that a visitor keeps
+// (skipHeader) and that differs between a and b; "" when none does. The
+// status needs no comparing: shareable holds both at 200.
+func differentHeader(a, b http.Header) string {
+	var names []string
+	for _, h := range []http.Header{a, b} {
+		for name := range h {
+			if !skipHeader(name) && !slices.Equal(a[name], b[name]) {
+				names = append(names, name)
+			}
+		}
 	}
-	return strings.HasPrefix(http.CanonicalHeaderKey(name), "X-Gs-")
+	if len(names) == 0 {
+		return ""
+	}
+	return slices.Min(names)
 }
 
-// skipHeader: headers of the backend's answer the copy goes without: the
-// cookies and what PHP's session start sends with them (no-store, a past
-// Expires), the framing Go redoes, and gearshift's own.
+// skipHeader: headers of the backend's answer the copy goes without, and
+// that need not be the same for two visitors: the cookies and what PHP's
+// session start sends with them (no-store, a past Expires), the framing
+// Go redoes, an upstream cache's age and ids, and gearshift's own.
+// Everything else (ETag, Last-Modified, Link…) is compared.
 func skipHeader(name string) bool {
 	switch http.CanonicalHeaderKey(name) {
 	case "Set-Cookie", "Cache-Control", "Expires", "Pragma", "Content-Length", "Content-Encoding",
-		"Transfer-Encoding", "Connection", "Keep-Alive", "Date":
+		"Transfer-Encoding", "Connection", "Keep-Alive", "Date", "Age", "X-Varnish":
 		return true
 	}
 	return strings.HasPrefix(http.CanonicalHeaderKey(name), "X-Gs-")
@@ -378,7 +449,7 @@ func (s *Server) Shift() {
 type Stats struct {
 	Shared      int      // pages shared: found the same at their last check
 	Private     int      // pages found private (differ, or carry their cookie)
-	PrivateURLs []string // the first few of them, host and URL, in order
+	PrivateURLs []string // the first few of them, pageKey (host and URL), in order
 	Checks      uint64   // checks made since start
 }
 

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // site is a backend that gives every request a new session, as a PHP
@@ -21,6 +24,15 @@ type site struct {
 	requests atomic.Int64
 	mu       sync.Mutex
 	pages    map[string]func(sid string) string // path -> body for a session
+	headers  map[string]func(h http.Header)     // path -> its own response headers
+	seen     []seen                             // every request, as it came
+}
+
+// seen is a request as the backend got it.
+type seen struct {
+	target string // the request-target, as sent
+	host   string
+	header http.Header
 }
 
 func newSite(t *testing.T) *site {
@@ -34,16 +46,17 @@ func newSite(t *testing.T) *site {
 		},
 		"/sid":    func(sid string) string { return `<a href="/next?sid=` + sid + `">next</a>` },
 		"/nocook": func(string) string { return "no cookie here" },
-	}}
+	}, headers: map[string]func(http.Header){}}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
+		s.mu.Lock()
+		s.seen = append(s.seen, seen{target: r.RequestURI, host: r.Host, header: r.Header.Clone()})
+		page, headers := s.pages[r.URL.Path], s.headers[r.URL.Path]
+		s.mu.Unlock()
 		if r.Header.Get("Cookie") != "" || strings.HasPrefix(r.Header.Get("X-Gs-Guest"), "a") {
 			http.Error(w, "a check must look like a new visitor", http.StatusBadRequest)
 			return
 		}
-		s.mu.Lock()
-		page := s.pages[r.URL.Path]
-		s.mu.Unlock()
 		if page == nil {
 			http.NotFound(w, r)
 			return
@@ -58,6 +71,9 @@ func newSite(t *testing.T) *site {
 			w.Header().Set("Cache-Control", "private, max-age=60")
 		}
 		w.Header().Set("Content-Type", "text/html")
+		if headers != nil {
+			headers(w.Header())
+		}
 		io.WriteString(w, page(sid))
 	}))
 	t.Cleanup(s.srv.Close)
@@ -68,6 +84,20 @@ func (s *site) set(path string, page func(string) string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pages[path] = page
+}
+
+// setHeaders gives the page at path headers of its own, set last.
+func (s *site) setHeaders(path string, headers func(http.Header)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.headers[path] = headers
+}
+
+// requestsSeen are the backend's requests so far.
+func (s *site) requestsSeen() []seen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seen(nil), s.seen...)
 }
 
 func token() string {
@@ -99,17 +129,49 @@ func newServer(t *testing.T, s *site) (*Server, *clock) {
 	return New(Options{Backend: s.srv.Listener.Addr().String(), Timeout: 5 * time.Second, Now: c.Now}), c
 }
 
-// ask sends heavy's ask for path as Varnish would: the visitor's headers,
-// no cookie, gearshift's marker.
+// ask sends heavy's ask for path as Varnish would, for a visitor of its
+// own: the per-client budget has tests of its own.
 func ask(t *testing.T, g *Server, path string) *http.Response {
 	t.Helper()
-	r := httptest.NewRequest(http.MethodGet, "http://shop.example"+path, nil)
+	return askWith(t, g, path, nil)
+}
+
+// askFrom is ask for the visitor whose client key (X-Gs-Client) is client.
+func askFrom(t *testing.T, g *Server, client, path string) *http.Response {
+	t.Helper()
+	return askWith(t, g, path, func(r *http.Request) {
+		r.Header.Set("X-Forwarded-For", client)
+		r.Header.Set(ClientHeader, client)
+	})
+}
+
+// askWith is ask with the request as edit leaves it: first the
+// visitor's headers, no cookie, gearshift's marker, as Varnish sends.
+func askWith(t *testing.T, g *Server, path string, edit func(*http.Request)) *http.Response {
+	t.Helper()
+	client := newVisitor()
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.Host = "shop.example"
+	r.RemoteAddr = "127.0.0.1:41000" // Varnish
 	r.Header.Set("X-Gs-Guest", "ask")
 	r.Header.Set("X-Varnish", "32770")
 	r.Header.Set("User-Agent", "Mozilla/5.0")
+	r.Header.Set("X-Forwarded-For", client)
+	r.Header.Set(ClientHeader, client)
+	if edit != nil {
+		edit(r)
+	}
 	w := httptest.NewRecorder()
 	g.ServeHTTP(w, r)
 	return w.Result()
+}
+
+// newVisitor is a visitor's address of its own: one in a /64 of the
+// documentation prefix.
+func newVisitor() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return fmt.Sprintf("2001:db8:%x:%x::1", uint16(b[0])<<8|uint16(b[1]), uint16(b[2])<<8|uint16(b[3]))
 }
 
 func body(t *testing.T, resp *http.Response) string {
@@ -245,7 +307,9 @@ func TestConcurrentAsksShareACheck(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]string, 8)
 	for i := range results {
-		wg.Go(func() { results[i] = ask(t, g, "/slow").Header.Get(Header) })
+		// One visitor's asks too: a check that runs is joined, whoever
+		// started it.
+		wg.Go(func() { results[i] = askFrom(t, g, "203.0.113.8", "/slow").Header.Get(Header) })
 	}
 	// Every ask is in: the first waits in the backend, the others on it.
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -286,24 +350,152 @@ func TestBackendDownIsNo(t *testing.T) {
 	}
 }
 
+// Only an anonymous GET without a body is checked: a check sends the
+// request twice, which only a plain GET may be.
 func TestOnlyAnonymousGET(t *testing.T) {
 	s := newSite(t)
 	g, _ := newServer(t, s)
-	for _, r := range []*http.Request{
-		httptest.NewRequest(http.MethodPost, "http://shop.example/article", nil),
-		func() *http.Request {
-			r := httptest.NewRequest(http.MethodGet, "http://shop.example/article", nil)
+	ask := func(method string, body io.Reader) *http.Request {
+		r := httptest.NewRequest(method, "/article", body)
+		r.Host = "shop.example"
+		r.Header.Set("X-Gs-Guest", "ask")
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		r    *http.Request
+	}{
+		{"POST", ask(http.MethodPost, strings.NewReader("a=1"))},
+		{"PUT", ask(http.MethodPut, strings.NewReader("a=1"))},
+		{"DELETE", ask(http.MethodDelete, nil)},
+		{"PATCH", ask(http.MethodPatch, strings.NewReader("a=1"))},
+		{"HEAD", ask(http.MethodHead, nil)},
+		{"OPTIONS", ask(http.MethodOptions, nil)},
+		{"GET with a cookie", func() *http.Request {
+			r := ask(http.MethodGet, nil)
 			r.Header.Set("Cookie", "PHPSESSID=abc")
 			return r
-		}(),
+		}()},
+		{"GET with a body", ask(http.MethodGet, strings.NewReader("a=1"))},
+		{"GET with a chunked body", func() *http.Request {
+			r := ask(http.MethodGet, strings.NewReader("a=1"))
+			r.ContentLength = -1
+			r.TransferEncoding = []string{"chunked"}
+			return r
+		}()},
 	} {
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, r)
-		if w.Header().Get(Header) != No {
-			t.Errorf("%s with Cookie %q: %s %q, want no", r.Method, r.Header.Get("Cookie"), Header, w.Header().Get(Header))
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			g.ServeHTTP(w, tc.r)
+			if w.Code == http.StatusOK || w.Header().Get(Header) != No {
+				t.Errorf("status %d, %s %q, want a no", w.Code, Header, w.Header().Get(Header))
+			}
+		})
 	}
 	if n := s.requests.Load(); n != 0 {
-		t.Errorf("%d backend requests for asks that are not anonymous GETs, want none", n)
+		t.Errorf("%d backend requests for asks that are not anonymous GETs without a body, want none", n)
+	}
+}
+
+// Every answer carries the secret heavy stores a guest answer by, and
+// only the Server's own: an ask that carries one changes nothing.
+func TestAnswersCarryTheSecret(t *testing.T) {
+	s := newSite(t)
+	secret, err := NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	g := New(Options{Backend: s.srv.Listener.Addr().String(), Timeout: 5 * time.Second, Logger: zap.New(core), Secret: secret})
+	for _, tc := range []struct {
+		name, method, path, forged, want string
+	}{
+		{"shared", http.MethodGet, "/article", "", Shared},
+		{"refused", http.MethodGet, "/form", "", No},
+		{"shared, the ask carrying a secret", http.MethodGet, "/article", "forged", Shared},
+		{"refused, the ask carrying a secret", http.MethodGet, "/missing", "forged", No},
+		{"refused before a check, the ask carrying the secret", http.MethodPost, "/article", secret, No},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := askWith(t, g, tc.path, func(r *http.Request) {
+				r.Method = tc.method
+				if tc.forged != "" {
+					r.Header.Set(SecretHeader, tc.forged)
+				}
+			})
+			if got := resp.Header.Get(Header); got != tc.want {
+				t.Errorf("%s %q, want %q", Header, got, tc.want)
+			}
+			if got := resp.Header.Values(SecretHeader); len(got) != 1 || got[0] != secret {
+				t.Errorf("%s %q, want the Server's secret alone", SecretHeader, got)
+			}
+		})
+	}
+	for _, r := range s.requestsSeen() {
+		if v := r.header.Values(SecretHeader); len(v) > 0 {
+			t.Errorf("the backend got %s %q, want it never sent", SecretHeader, v)
+		}
+	}
+	if logs.Len() == 0 {
+		t.Error("no log of the page found private")
+	}
+	for _, e := range logs.All() {
+		if line := fmt.Sprint(e.Message, e.ContextMap()); strings.Contains(line, secret) {
+			t.Errorf("the secret logged: %s", line)
+		}
+	}
+
+	none, _ := newServer(t, s)
+	resp := askWith(t, none, "/article", func(r *http.Request) { r.Header.Set(SecretHeader, "forged") })
+	if v := resp.Header.Values(SecretHeader); len(v) > 0 {
+		t.Errorf("no secret set, an ask carrying one: answered with %s %q, want none", SecretHeader, v)
+	}
+}
+
+func TestNewSecret(t *testing.T) {
+	a, err := NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := hex.DecodeString(a); err != nil || len(raw) != 32 {
+		t.Errorf("secret %q: want 32 bytes in hex (%v)", a, err)
+	}
+	if a == b {
+		t.Errorf("two secrets alike: %q", a)
+	}
+}
+
+// Why a page is refused is said in gearshift's words, never the visitor's:
+// the answer goes into Varnish's log and to heavy.
+func TestAnswersHoldNoVisitorBytes(t *testing.T) {
+	const mark = "zq7visitor"
+	s := newSite(t)
+	g, _ := newServer(t, s)
+	paths := []string{"/" + mark, "/form?q=" + mark, "/article?private=" + mark, "/nocook?" + mark, "/sid?" + mark}
+	for i := range 10 {
+		// One client (the listener's peer: the marks are no addresses)
+		// until it is over its budget.
+		paths = append(paths, fmt.Sprintf("/article?%s=%d", mark, i))
+	}
+	for _, path := range paths {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			resp := askWith(t, g, path, func(r *http.Request) {
+				r.Method = method
+				for _, h := range []string{"User-Agent", "Accept-Language", "X-Forwarded-For", ClientHeader, SecretHeader, "X-" + mark} {
+					r.Header.Set(h, mark)
+				}
+			})
+			for name, vs := range resp.Header {
+				for _, v := range append(vs, name) {
+					if strings.Contains(strings.ToLower(v), mark) {
+						t.Errorf("%s %s: answered with %s: %q, the visitor's bytes", method, path, name, v)
+					}
+				}
+			}
+		}
 	}
 }
