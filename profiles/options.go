@@ -139,7 +139,23 @@ type Site struct {
 	// PurgeToken is the trimmed content of profiles.purge_token_file;
 	// Build reads it.
 	PurgeToken string
+	// GuestSecret is the secret the daemon's guest answers carry, made
+	// at its start (guest.NewSecret): heavy stores only the answers
+	// that carry it. "" renders heavy without asking the daemon (guest
+	// pages off, or the daemon cannot listen at guest_listen); offline
+	// renderings carry RedactedGuestSecret.
+	GuestSecret string
 }
+
+// RedactedGuestSecret stands in for the daemon's guest secret where a
+// profile is shown or exported (profiles show, profiles export): the
+// secret is the running daemon's alone, and a copy would let anyone who
+// reads the file answer for it.
+const RedactedGuestSecret = "redacted0guest0secret0of0the0running0daemon"
+
+// GuestSecretHeader is the header of the daemon's guest answers that
+// carries Site.GuestSecret; Varnish never sends it in its asks.
+const GuestSecretHeader = "X-Gs-Guest-Secret"
 
 // Label is the VCL label gearshift keeps pointed at the current gear's
 // profile in label mode; the site's VCL hands requests to it with

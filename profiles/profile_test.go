@@ -109,6 +109,19 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	for _, v := range q["sc"] {
 		w.Header().Add("Set-Cookie", v)
 	}
+	if hit > 1 {
+		// then: what the page answers from its second fetch on, a
+		// status or a cookie (a refresh gone wrong).
+		switch v := q.Get("then"); v {
+		case "":
+		case "cookie":
+			w.Header().Add("Set-Cookie", "later=1")
+		default:
+			if s, err := strconv.Atoi(v); err == nil {
+				q.Set("status", strconv.Itoa(s))
+			}
+		}
+	}
 	if v := q.Get("vary"); v != "" {
 		w.Header().Set("Vary", v)
 	}
@@ -339,7 +352,7 @@ func render(tb testing.TB, cfg *Site, s state.State) string {
 
 // defaultSite is what the profiles are built from with gearshift's defaults.
 func defaultSite() *Site {
-	return &Site{Options: DefaultOptions(), Backend: DefaultBackend}
+	return &Site{Options: DefaultOptions(), Backend: DefaultBackend, GuestSecret: RedactedGuestSecret}
 }
 
 func testConfig(o *origin) *Site {

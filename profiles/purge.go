@@ -52,5 +52,10 @@ func ReadPurgeToken(path string) (string, error) {
 // RedactError returns err with the purge token p holds left out of
 // Varnish's answer (a compiler's message quotes the line at fault).
 func (p *Profile) RedactError(err error) error {
-	return varnishadm.RedactError(err, p.token, "<purge token>")
+	err = varnishadm.RedactError(err, p.token, "<purge token>")
+	return varnishadm.RedactError(err, p.guestSecret, "<guest secret>")
 }
+
+// guestSecretRE is what a guest secret may hold: it is written into
+// heavy's VCL as a string.
+var guestSecretRE = regexp.MustCompile(`^[A-Za-z0-9]{16,128}$`)

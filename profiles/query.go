@@ -75,7 +75,7 @@ func (p *Options) CacheURL(uri string) string {
 		}
 		query = strings.Join(params, "&")
 	}
-	if !p.SortQuery {
+	if !p.SortQuery || !sortable(query) {
 		return path + "?" + query
 	}
 	if len(params) > 1 {
@@ -90,4 +90,30 @@ func (p *Options) CacheURL(uri string) string {
 		return path
 	}
 	return path + "?" + query
+}
+
+// unsortableQueryRE matches a URL whose query sort_query leaves as it
+// came: a parameter name given twice, or brackets (PHP's arrays, "a[]=1"),
+// where the order of the parameters is part of their meaning and a sorted
+// key would hand one order's page to the other. sortable says the same.
+const unsortableQueryRE = `\?(?:.*&)?([^=&]+)(?:=[^&]*)?&(?:.*&)?\1(?:[=&]|$)|\?.*(?:\[|%5[bB])`
+
+// sortable tells whether sort_query may sort query (a URL's query, without
+// the "?"): see unsortableQueryRE.
+func sortable(query string) bool {
+	if strings.Contains(query, "[") || strings.Contains(strings.ToLower(query), "%5b") {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, param := range strings.Split(query, "&") {
+		name, _, _ := strings.Cut(param, "=")
+		if name == "" {
+			continue
+		}
+		if seen[name] {
+			return false
+		}
+		seen[name] = true
+	}
+	return true
 }

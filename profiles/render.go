@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -35,6 +36,8 @@ type Profile struct {
 	// Site.NoModules); "" for a vcl_file, used as it is everywhere.
 	plainVCL string
 	token    string // the purge token the text holds, for Redact
+	// guestSecret is the guest secret the text holds, for Redact.
+	guestSecret string
 }
 
 // Plain returns the profile for a Varnish without varnish-modules, and
@@ -101,7 +104,7 @@ func Build(site Site) (Set, error) {
 			}
 		}
 		p.Name = Name(s, p.VCL)
-		p.token = site.PurgeToken
+		p.token, p.guestSecret = site.PurgeToken, site.GuestSecret
 		set[s] = p
 	}
 	return set, nil
@@ -186,6 +189,11 @@ type vclData struct {
 	PurgeToken string     // the purge token as a VCL string; "" for none
 	TagRE      string     // a regex matching a list of tags (an xkey header)
 	Hops       []int      // one per proxy gearshift_client looks through
+	// ExpandSteps: one per "::" expansion gearshift_client may need to
+	// write an IPv6 address out in full (six, for "::").
+	ExpandSteps []int
+
+	GuestSecretHeader string // the header of the daemon's answers that carries Guest.Secret
 }
 
 // vclBudget is profiles.client_budget as vsthrottle's arguments: Limit
@@ -195,24 +203,26 @@ type vclBudget struct {
 	Period string // a VCL duration
 	Retry  string // Retry-After, in seconds: the time one request's token takes
 	// InFlight is how many of a client's requests may be at the backend
-	// at once: half of backend.max_connections. Its bucket refills in
-	// FlightPeriod, so that a token lost on the way (a client gone before
-	// its answer) comes back.
+	// at once: half of backend.max_connections. The tokens come back
+	// with the answers; the bucket also refills on its own, by one token
+	// every flightToken, so that a token lost on the way (a cache child
+	// that died mid-fetch) comes back in the end.
 	InFlight     int
 	FlightPeriod string
 }
 
-// flightPeriod is how long a client's bucket of requests in flight takes
-// to refill on its own: long beside a page's time at the backend (the
-// tokens come back with the answers), short enough that a lost one is
-// not missed for long.
-const flightPeriod = time.Minute
+// flightToken is how long the bucket of a client's requests in flight
+// takes to grow by one token on its own: over two minutes, so that a
+// client whose requests are slow (PHP's session lock) holds no more than
+// InFlight after its first minute, however long it holds them.
+const flightToken = 2 * time.Minute
 
 // vclGuest is profiles.guest_listen, where heavy asks the daemon for
 // guest pages.
 type vclGuest struct {
-	Host string
-	Port int
+	Host   string
+	Port   int
+	Secret string // Site.GuestSecret as a VCL string
 }
 
 // vclProbe is backend.probe, as VCL values.
@@ -247,13 +257,21 @@ func (d *vclData) funcs() template.FuncMap {
 			}
 			return strings.Join(lines, "\n        ")
 		},
-		// keyURL: a URL as the cache key holds it, the query sorted
-		// when sort_query is on (Options.CacheURL does the same).
-		"keyURL": func(u string) string {
+		// keyURL: statements setting dst to the URL src as the cache
+		// key holds it (Options.CacheURL does the same): the query
+		// sorted when sort_query is on, unless a name repeats or holds
+		// an array's brackets, where the order is the meaning.
+		"keyURL": func(dst, src, indent string) string {
 			if !d.SortQuery {
-				return u
+				return `set ` + dst + ` = ` + src + `;`
 			}
-			return `regsub(std.querysort(` + u + `), "\?$", "")`
+			return strings.Join([]string{
+				`if (` + src + ` ~ {"` + unsortableQueryRE + `"}) {`,
+				`    set ` + dst + ` = ` + src + `;`,
+				`} else {`,
+				`    set ` + dst + ` = regsub(std.querysort(` + src + `), "\?$", "");`,
+				`}`,
+			}, "\n"+indent)
 		},
 		// statusPath: a condition on req.url that holds for Apache's
 		// server-status and server-info pages, however the path is
@@ -357,12 +375,16 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 		}
 	}
 
-	if s == state.Heaviest && p.Guests() {
+	if s == state.Heaviest && p.Guests() && site.GuestSecret != "" {
 		ap, err := netip.ParseAddrPort(p.GuestListen)
 		if err != nil {
 			return nil, fmt.Errorf("profiles.guest_listen: %w", err)
 		}
-		d.Guest = &vclGuest{Host: ap.Addr().String(), Port: int(ap.Port())}
+		if !guestSecretRE.MatchString(site.GuestSecret) {
+			return nil, errors.New("guest secret: letters and digits wanted")
+		}
+		d.Guest = &vclGuest{Host: ap.Addr().String(), Port: int(ap.Port()), Secret: `"` + site.GuestSecret + `"`}
+		d.GuestSecretHeader = GuestSecretHeader
 		d.GuestTimeout = vclDuration(2*time.Duration(b.FirstByteTimeout) + time.Second)
 		d.GuestNoLog = GuestNoLog
 	}
@@ -375,9 +397,10 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 			Retry:  strconv.Itoa(int(math.Ceil(1 / b.Rate))),
 
 			InFlight:     max(1, d.MaxConnections/2),
-			FlightPeriod: vclDuration(flightPeriod),
+			FlightPeriod: vclDuration(time.Duration(max(1, d.MaxConnections/2)) * flightToken),
 		}
 		d.Hops = make([]int, maxProxyHops)
+		d.ExpandSteps = make([]int, 6)
 	}
 	if site.PurgeToken != "" {
 		d.PurgeToken = `{"` + site.PurgeToken + `"}`

@@ -12,7 +12,6 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Anon;
     unset bereq.http.X-Gs-Stale;
     unset bereq.http.X-Gs-Sick;
-    unset bereq.http.X-Gs-Client;
     unset bereq.http.X-Gs-Budget;
     unset bereq.http.X-Gs-Over;
     unset bereq.http.X-Gs-Flight;
@@ -39,11 +38,18 @@ sub vcl_backend_fetch {
     } else if (!bereq.uncacheable && !bereq.http.Cookie && (bereq.is_hitmiss || bereq.http.X-Gs-Guest == "copy")) {
         # An anonymous page that set a cookie last time, or a guest
         # copy to refresh: the daemon's check first.
+        # The client the daemon budgets its checks by (X-Gs-Client, of
+        # gearshift_client) goes with the ask, and only there.
         set bereq.http.X-Gs-Guest = "ask";
         set bereq.backend = gearshift_guest;
     } else {
         unset bereq.http.X-Gs-Guest;
     }
+    if (bereq.http.X-Gs-Guest != "ask") {
+        unset bereq.http.X-Gs-Client;
+    }
+{{- else}}
+    unset bereq.http.X-Gs-Client;
 {{- end}}
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
@@ -121,9 +127,16 @@ sub gearshift_forced_ttl_status {
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
 # never queued behind one another, and a later cacheable response replaces
-# the marker. The caller sets the reason (bereq.http.X-Gs-Reason).
+# the marker. The caller sets the reason (bereq.http.X-Gs-Reason). The
+# refresh of an anonymous copy (a background fetch) answered so (a 4xx, a
+# Set-Cookie) is abandoned instead, as for a 5xx: the good copy stays and
+# is served through its grace, where a marker would send every visitor to
+# the backend for two minutes.
 sub gearshift_hit_for_miss {
     call gearshift_reason;
+    if (bereq.is_bgfetch && !bereq.http.Cookie) {
+        return (abandon);
+    }
     set beresp.uncacheable = true;
     set beresp.ttl = 120s;
     set beresp.grace = 0s;
@@ -320,7 +333,7 @@ sub gearshift_ban_fields {
     if (beresp.http.Surrogate-Key) {
         set beresp.http.xkey = beresp.http.xkey + " " + beresp.http.Surrogate-Key;
     }
-    set beresp.http.X-Gs-Url = {{keyURL "bereq.url"}};
+    {{keyURL "beresp.http.X-Gs-Url" "bereq.url" "    "}}
 {{- if .NormalizeHost}}
     set beresp.http.X-Gs-Host = {{hostKey "bereq.http.Host"}};
 {{- else}}
@@ -335,11 +348,17 @@ sub gearshift_ban_fields {
 # lighter gears never serve it: X-Gs-Gear "heavy"); a no is fetched from
 # the backend instead.
 sub gearshift_guest_answer {
-    if (beresp.status != 200 || beresp.http.X-Gs-Guest != "shared") {
+    # Only this daemon's answers count: they carry the secret it made at
+    # its start, which no ask carries, so a process that took the
+    # daemon's address (an impostor, a second gearshift) cannot echo it.
+    if (beresp.status != 200 || beresp.http.X-Gs-Guest != "shared" ||
+        beresp.http.{{.GuestSecretHeader}} != {{.Guest.Secret}}) {
+        unset beresp.http.{{.GuestSecretHeader}};
         # Not a backend request: readers of the reason log leave it out.
         std.log("{{.GuestNoLog}}");
         return (retry);
     }
+    unset beresp.http.{{.GuestSecretHeader}};
     unset beresp.http.Set-Cookie;
     call gearshift_ban_fields;
     set beresp.http.X-Gs-Guest = "1";
@@ -384,11 +403,15 @@ sub gearshift_backend_response {
 
     # www.example.com, example.com and example.com:8081 share a cache key:
     # a redirect from one to another, cached, would send the client round
-    # in circles.
-    if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^[a-zA-Z][a-zA-Z0-9+.-]*://") {
-        set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^:]*://([^/?#]*).*$", "\1"));
-        if (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) &&
-            {{hostKey "beresp.http.X-Gs-Location"}} == beresp.http.X-Gs-Host) {
+    # in circles; and a redirect that names the site with the port or the
+    # name the visitor sent ("Host: example.com:31337", which the backend
+    # sees as sent) would send every visitor of the key there. A redirect
+    # within the site is shared only when it names the site as the key
+    # does (or by path alone).
+    if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^([a-zA-Z][a-zA-Z0-9+.-]*:)?//") {
+        set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^/]*//([^/?#]*).*$", "\1"));
+        if ({{hostKey "beresp.http.X-Gs-Location"}} == beresp.http.X-Gs-Host &&
+            (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) || beresp.http.X-Gs-Location != beresp.http.X-Gs-Host)) {
             unset beresp.http.X-Gs-Location;
             set bereq.http.X-Gs-Reason = {{reason "uncacheable_status"}} + " status=" + beresp.status;
             call gearshift_hit_for_miss;

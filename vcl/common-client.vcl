@@ -49,6 +49,27 @@ sub gearshift_client {
         unset req.http.X-Gs-Client;
     }
 {{- end}}
+    if (req.http.X-Gs-Client ~ ":") {
+        # An IPv6 client is its /64: one host or one home holds a whole
+        # /64, and would otherwise have a budget per address. The address
+        # is written out in full ("::" expanded) to cut its first four
+        # groups. Varnish writes an IPv4-mapped one as its IPv4 address.
+        set req.http.X-Gs-Client = "" + std.ip(req.http.X-Gs-Client, "::", false);
+        if (req.http.X-Gs-Client ~ ":") {
+            if (req.http.X-Gs-Client ~ "^::") {
+                set req.http.X-Gs-Client = "0" + req.http.X-Gs-Client;
+            }
+            if (req.http.X-Gs-Client ~ "::$") {
+                set req.http.X-Gs-Client = req.http.X-Gs-Client + "0";
+            }
+{{- range $i := .ExpandSteps}}
+            if (req.http.X-Gs-Client ~ "::" && req.http.X-Gs-Client !~ "^([^:]*:){8}") {
+                set req.http.X-Gs-Client = regsub(req.http.X-Gs-Client, "::", ":0::");
+            }
+{{- end}}
+            set req.http.X-Gs-Client = regsub(regsub(req.http.X-Gs-Client, "::", ":"), "^(([^:]*:){3}[^:]*).*$", "\1") + "::/64";
+        }
+    }
 }
 
 # A miss or a pass costs the backend a request: a client over its budget
@@ -105,9 +126,12 @@ sub gearshift_drop_session {
 
 sub vcl_pipe {
     # Only a websocket handshake is piped (gearshift_recv): the client's
-    # own Connection header never reaches the backend.
+    # own Connection header never reaches the backend. "close": a backend
+    # that answers the handshake with anything but 101 closes the
+    # connection, so that no request written behind the handshake rides
+    # the pipe to it past every rule and budget.
     set bereq.http.Upgrade = "websocket";
-    set bereq.http.Connection = "Upgrade";
+    set bereq.http.Connection = "Upgrade, close";
 }
 
 sub vcl_hash {
@@ -115,7 +139,9 @@ sub vcl_hash {
     # The query's parameters in one order, and no lone "?"
     # (profiles.sort_query): the backend still gets them as they came.
 {{- end}}
-    hash_data({{keyURL "req.url"}});
+    {{keyURL "req.http.X-Gs-Key" "req.url" "    "}}
+    hash_data(req.http.X-Gs-Key);
+    unset req.http.X-Gs-Key;
     hash_data(req.http.X-Gs-Host);
     # A site behind a TLS terminator answers http with a redirect to https.
     hash_data(req.http.X-Forwarded-Proto);

@@ -4,8 +4,34 @@
 # and returns; a gear's vcl_recv only sees anonymous or session requests for
 # cacheable, non-static content.
 sub gearshift_recv {
-    # Headers gearshift uses internally never come from the client.
     if (req.restarts == 0) {
+        # Only an origin-form target ("/path?query") reaches a backend or
+        # the daemon: another form could name an address of its own to
+        # whoever builds a URL from it, and would slip past every rule
+        # written for paths. An absolute-form http(s) target becomes its
+        # path, its authority the Host (RFC 9112 section 3.2.2); a BAN's
+        # URL is a regex, refused below unless purge_acl sent it.
+        if (req.method != "BAN") {
+            if (req.url ~ "(?i)^https?://") {
+                if (req.url !~ {"(?i)^https?://([a-z0-9][a-z0-9.-]*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?([/?]|$)"}) {
+                    return (synth(400, "Bad Request"));
+                }
+                set req.http.Host = regsub(req.url, "(?i)^https?://([^/?]*).*$", "\1");
+                set req.url = regsub(req.url, "(?i)^https?://[^/?]*", "");
+                if (req.url !~ "^/") {
+                    set req.url = "/" + req.url;
+                }
+            }
+            if (req.url !~ "^/") {
+                return (synth(400, "Bad Request"));
+            }
+        }
+        # A Host is a name or an address, and a port: nothing else
+        # ("user@", a path) reaches the backend or the cache key.
+        if (req.http.Host ~ {"[^A-Za-z0-9._:\[\]-]"}) {
+            return (synth(400, "Bad Request"));
+        }
+        # Headers gearshift uses internally never come from the client.
         # Headers a backend may trust and the cache key does not hold: a
         # visitor's X-Forwarded-Host would be in the page (its links, its
         # canonical URL) served to everyone after it.
@@ -43,6 +69,10 @@ sub gearshift_recv {
         unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
         unset req.http.X-Gs-Guest;
+        unset req.http.X-Gs-Guest-Secret;
+        unset req.http.X-Gs-Unstripped;
+        unset req.http.X-Gs-Key;
+        unset req.http.X-Gs-Hops;
         unset req.http.X-Gs-Client;
         unset req.http.X-Gs-Budget;
         unset req.http.X-Gs-Over;
@@ -161,7 +191,8 @@ sub gearshift_recv {
         }
         # Every variant of the URL goes: both schemes, and heavy's copy of
         # every session, not only the copy this request would be served.
-        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + {{keyURL "req.url"}})) {
+        {{keyURL "req.http.X-Gs-Key" "req.url" "        "}}
+        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key)) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
         return (synth(200, "Purged"));
@@ -189,10 +220,14 @@ sub gearshift_recv {
     # A websocket is piped (a raw connection to the backend) only on the
     # paths of profiles.websocket_paths, and only as a websocket handshake;
     # vcl_pipe writes the hop-by-hop headers itself. Any other Upgrade is
-    # dropped and the request served as HTTP.
+    # dropped and the request served as HTTP. A path that resolves
+    # elsewhere than it reads (a dot-segment, anything percent-encoded) is
+    # on no websocket path: "/ws/../server-status" would pipe a status
+    # page past every rule.
 {{- if .WebsocketPaths}}
     if (req.http.Upgrade ~ "(?i)^\s*websocket\s*$" && req.http.Connection ~ "(?i)(^|,)\s*upgrade\s*(,|$)" &&
-        req.method == "GET" && ({{range $i, $p := .WebsocketPaths}}{{if $i}} || {{end}}req.url ~ {"^{{$p}}"}{{end}})) {
+        req.method == "GET" && req.url !~ "^[^?#]*(/\.\.?(/|$|[?#])|%|\\)" &&
+        ({{range $i, $p := .WebsocketPaths}}{{if $i}} || {{end}}req.url ~ {"^{{$p}}"}{{end}})) {
         return (pipe);
     }
 {{- end}}

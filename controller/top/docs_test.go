@@ -40,7 +40,7 @@ func TestDocsReasons(t *testing.T) {
 // on another).
 func TestReasonsRendered(t *testing.T) {
 	var all strings.Builder
-	site := profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.DefaultBackend}
+	site := profiles.Site{Options: profiles.DefaultOptions(), Backend: profiles.DefaultBackend, GuestSecret: profiles.RedactedGuestSecret}
 	set, err := profiles.Build(site)
 	if err != nil {
 		t.Fatal(err)

@@ -70,8 +70,34 @@ acl gearshift_trusted {
 # and returns; a gear's vcl_recv only sees anonymous or session requests for
 # cacheable, non-static content.
 sub gearshift_recv {
-    # Headers gearshift uses internally never come from the client.
     if (req.restarts == 0) {
+        # Only an origin-form target ("/path?query") reaches a backend or
+        # the daemon: another form could name an address of its own to
+        # whoever builds a URL from it, and would slip past every rule
+        # written for paths. An absolute-form http(s) target becomes its
+        # path, its authority the Host (RFC 9112 section 3.2.2); a BAN's
+        # URL is a regex, refused below unless purge_acl sent it.
+        if (req.method != "BAN") {
+            if (req.url ~ "(?i)^https?://") {
+                if (req.url !~ {"(?i)^https?://([a-z0-9][a-z0-9.-]*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?([/?]|$)"}) {
+                    return (synth(400, "Bad Request"));
+                }
+                set req.http.Host = regsub(req.url, "(?i)^https?://([^/?]*).*$", "\1");
+                set req.url = regsub(req.url, "(?i)^https?://[^/?]*", "");
+                if (req.url !~ "^/") {
+                    set req.url = "/" + req.url;
+                }
+            }
+            if (req.url !~ "^/") {
+                return (synth(400, "Bad Request"));
+            }
+        }
+        # A Host is a name or an address, and a port: nothing else
+        # ("user@", a path) reaches the backend or the cache key.
+        if (req.http.Host ~ {"[^A-Za-z0-9._:\[\]-]"}) {
+            return (synth(400, "Bad Request"));
+        }
+        # Headers gearshift uses internally never come from the client.
         # Headers a backend may trust and the cache key does not hold: a
         # visitor's X-Forwarded-Host would be in the page (its links, its
         # canonical URL) served to everyone after it.
@@ -104,6 +130,10 @@ sub gearshift_recv {
         unset req.http.X-Gs-Copy;
         unset req.http.X-Gs-Query;
         unset req.http.X-Gs-Guest;
+        unset req.http.X-Gs-Guest-Secret;
+        unset req.http.X-Gs-Unstripped;
+        unset req.http.X-Gs-Key;
+        unset req.http.X-Gs-Hops;
         unset req.http.X-Gs-Client;
         unset req.http.X-Gs-Budget;
         unset req.http.X-Gs-Over;
@@ -191,7 +221,12 @@ sub gearshift_recv {
         }
         # Every variant of the URL goes: both schemes, and heavy's copy of
         # every session, not only the copy this request would be served.
-        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + regsub(std.querysort(req.url), "\?$", ""))) {
+        if (req.url ~ {"\?(?:.*&)?([^=&]+)(?:=[^&]*)?&(?:.*&)?\1(?:[=&]|$)|\?.*(?:\[|%5[bB])"}) {
+            set req.http.X-Gs-Key = req.url;
+        } else {
+            set req.http.X-Gs-Key = regsub(std.querysort(req.url), "\?$", "");
+        }
+        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key)) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
         return (synth(200, "Purged"));
@@ -212,7 +247,10 @@ sub gearshift_recv {
     # A websocket is piped (a raw connection to the backend) only on the
     # paths of profiles.websocket_paths, and only as a websocket handshake;
     # vcl_pipe writes the hop-by-hop headers itself. Any other Upgrade is
-    # dropped and the request served as HTTP.
+    # dropped and the request served as HTTP. A path that resolves
+    # elsewhere than it reads (a dot-segment, anything percent-encoded) is
+    # on no websocket path: "/ws/../server-status" would pipe a status
+    # page past every rule.
     unset req.http.Upgrade;
     # A session request: one with any cookie that is not known to be
     # harmless (profiles.ignore_cookies). Nothing tells which of a site's
@@ -354,15 +392,24 @@ sub gearshift_drop_session {
 
 sub vcl_pipe {
     # Only a websocket handshake is piped (gearshift_recv): the client's
-    # own Connection header never reaches the backend.
+    # own Connection header never reaches the backend. "close": a backend
+    # that answers the handshake with anything but 101 closes the
+    # connection, so that no request written behind the handshake rides
+    # the pipe to it past every rule and budget.
     set bereq.http.Upgrade = "websocket";
-    set bereq.http.Connection = "Upgrade";
+    set bereq.http.Connection = "Upgrade, close";
 }
 
 sub vcl_hash {
     # The query's parameters in one order, and no lone "?"
     # (profiles.sort_query): the backend still gets them as they came.
-    hash_data(regsub(std.querysort(req.url), "\?$", ""));
+    if (req.url ~ {"\?(?:.*&)?([^=&]+)(?:=[^&]*)?&(?:.*&)?\1(?:[=&]|$)|\?.*(?:\[|%5[bB])"}) {
+        set req.http.X-Gs-Key = req.url;
+    } else {
+        set req.http.X-Gs-Key = regsub(std.querysort(req.url), "\?$", "");
+    }
+    hash_data(req.http.X-Gs-Key);
+    unset req.http.X-Gs-Key;
     hash_data(req.http.X-Gs-Host);
     # A site behind a TLS terminator answers http with a redirect to https.
     hash_data(req.http.X-Forwarded-Proto);
@@ -418,7 +465,6 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Anon;
     unset bereq.http.X-Gs-Stale;
     unset bereq.http.X-Gs-Sick;
-    unset bereq.http.X-Gs-Client;
     unset bereq.http.X-Gs-Budget;
     unset bereq.http.X-Gs-Over;
     unset bereq.http.X-Gs-Flight;
@@ -435,6 +481,7 @@ sub vcl_backend_fetch {
         set bereq.backend = gearshift_copies;
     }
     unset bereq.http.X-Gs-Copy;
+    unset bereq.http.X-Gs-Client;
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
         # vcl_recv). A fetch for the cache says it once answered: see
@@ -497,9 +544,16 @@ sub gearshift_forced_ttl_status {
 
 # Uncacheable responses become hit-for-miss objects: requests for them are
 # never queued behind one another, and a later cacheable response replaces
-# the marker. The caller sets the reason (bereq.http.X-Gs-Reason).
+# the marker. The caller sets the reason (bereq.http.X-Gs-Reason). The
+# refresh of an anonymous copy (a background fetch) answered so (a 4xx, a
+# Set-Cookie) is abandoned instead, as for a 5xx: the good copy stays and
+# is served through its grace, where a marker would send every visitor to
+# the backend for two minutes.
 sub gearshift_hit_for_miss {
     call gearshift_reason;
+    if (bereq.is_bgfetch && !bereq.http.Cookie) {
+        return (abandon);
+    }
     set beresp.uncacheable = true;
     set beresp.ttl = 120s;
     set beresp.grace = 0s;
@@ -646,7 +700,11 @@ sub gearshift_ban_fields {
     if (beresp.http.Surrogate-Key) {
         set beresp.http.xkey = beresp.http.xkey + " " + beresp.http.Surrogate-Key;
     }
-    set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
+    if (bereq.url ~ {"\?(?:.*&)?([^=&]+)(?:=[^&]*)?&(?:.*&)?\1(?:[=&]|$)|\?.*(?:\[|%5[bB])"}) {
+        set beresp.http.X-Gs-Url = bereq.url;
+    } else {
+        set beresp.http.X-Gs-Url = regsub(std.querysort(bereq.url), "\?$", "");
+    }
     set beresp.http.X-Gs-Host = regsub(std.tolower(regsub(bereq.http.Host, ":[0-9]+$", "")), "^www\.", "");
 }
 
@@ -679,11 +737,15 @@ sub gearshift_backend_response {
 
     # www.example.com, example.com and example.com:8081 share a cache key:
     # a redirect from one to another, cached, would send the client round
-    # in circles.
-    if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^[a-zA-Z][a-zA-Z0-9+.-]*://") {
-        set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^:]*://([^/?#]*).*$", "\1"));
-        if (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) &&
-            regsub(std.tolower(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", "")), "^www\.", "") == beresp.http.X-Gs-Host) {
+    # in circles; and a redirect that names the site with the port or the
+    # name the visitor sent ("Host: example.com:31337", which the backend
+    # sees as sent) would send every visitor of the key there. A redirect
+    # within the site is shared only when it names the site as the key
+    # does (or by path alone).
+    if (beresp.status >= 300 && beresp.status < 400 && beresp.http.Location ~ "^([a-zA-Z][a-zA-Z0-9+.-]*:)?//") {
+        set beresp.http.X-Gs-Location = std.tolower(regsub(beresp.http.Location, "^[^/]*//([^/?#]*).*$", "\1"));
+        if (regsub(std.tolower(regsub(beresp.http.X-Gs-Location, ":[0-9]+$", "")), "^www\.", "") == beresp.http.X-Gs-Host &&
+            (beresp.http.X-Gs-Location != std.tolower(bereq.http.Host) || beresp.http.X-Gs-Location != beresp.http.X-Gs-Host)) {
             unset beresp.http.X-Gs-Location;
             set bereq.http.X-Gs-Reason = "uncacheable_status" + " status=" + beresp.status;
             call gearshift_hit_for_miss;
