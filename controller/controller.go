@@ -123,6 +123,9 @@ type Options struct {
 	// forgotten and the guest copies banned, so each page is checked
 	// again; the status counts its verdicts.
 	Guest *guest.Server
+	// GuestError, when set, says what keeps the daemon from answering
+	// heavy's guest asks ("": nothing), for api.Status.
+	GuestError func() string
 	// Refusals counts the requests the profiles refused for a client's
 	// budget (profiles.client_budget), read from a Varnish log; nil: none
 	// are shown.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/api"
@@ -30,6 +31,9 @@ func (c *Controller) Status() api.Status {
 		s.LogError, s.LogWriteErrors = c.opts.LogHealth()
 	}
 	s.HistoryError, s.HistoryWriteErrors = c.history.health()
+	if c.opts.GuestError != nil {
+		s.GuestError = c.opts.GuestError()
+	}
 	return s
 }
 
@@ -55,7 +59,14 @@ func (c *Controller) publish() api.Status {
 	}
 	if c.opts.Guest != nil {
 		gs := c.opts.Guest.Stats()
-		s.GuestPages, s.GuestPrivate, s.GuestPrivateURLs = gs.Shared, gs.Private, gs.PrivateURLs
+		s.GuestPages, s.GuestPrivate = gs.Shared, gs.Private
+		s.GuestPrivateURLs = make([]string, 0, len(gs.PrivateURLs))
+		for _, u := range gs.PrivateURLs {
+			// A page's query may hold what its visitor typed (a search,
+			// a token): the status names the path alone.
+			path, _, _ := strings.Cut(u, "?")
+			s.GuestPrivateURLs = append(s.GuestPrivateURLs, path)
+		}
 	}
 	if s.Since.IsZero() {
 		s.Since = c.wall(c.started)

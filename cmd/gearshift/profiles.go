@@ -87,6 +87,9 @@ func (a *app) buildProfiles(offline bool) (*config.Config, profiles.Set, error) 
 	if err != nil {
 		return nil, profiles.Set{}, err
 	}
+	// The running daemon makes its guest secret at its start and keeps
+	// it: what is printed, exported or compiled here stands in for it.
+	cfg.GuestSecret = profiles.RedactedGuestSecret
 	set, err := profiles.Build(cfg.Site())
 	if err != nil {
 		return nil, profiles.Set{}, err

@@ -37,6 +37,10 @@ type Status struct {
 	GuestPages       int      `json:"guest_pages"`
 	GuestPrivate     int      `json:"guest_private"`
 	GuestPrivateURLs []string `json:"guest_private_urls"`
+	// GuestError says why heavy does not ask the daemon for guest pages
+	// although guest_pages is auto (it cannot listen at guest_listen);
+	// "" when fine or off.
+	GuestError string `json:"guest_error"`
 	// OverBudget counts the requests refused for their client's budget
 	// (profiles.client_budget) in the last minute, OverBudgetClients the
 	// clients with the most of them (at most 5); read from the log of

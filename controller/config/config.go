@@ -37,6 +37,11 @@ type Config struct {
 	PIDFile       string           `yaml:"pid_file"`       // the daemon's pid file
 	MetricsListen string           `yaml:"metrics_listen"` // address of the Prometheus metrics and the status page (host:port); "": none
 	History       History          `yaml:"history"`
+
+	// GuestSecret is the secret of this start of the daemon that heavy's
+	// guest answers must carry (profiles.Site.GuestSecret); never read
+	// from or written to a file. "": heavy does not ask the daemon.
+	GuestSecret string `yaml:"-"`
 }
 
 // History is the flight recorder: every sample and decision, one CSV file

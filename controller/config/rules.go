@@ -214,7 +214,7 @@ var knownSignals = func() *state.Set {
 
 // Site returns what the profiles are built from.
 func (c *Config) Site() profiles.Site {
-	site := profiles.Site{Options: c.Profiles, Backend: c.Backend}
+	site := profiles.Site{Options: c.Profiles, Backend: c.Backend, GuestSecret: c.GuestSecret}
 	if site.Backend.MaxConnections == 0 {
 		site.Backend.MaxConnections, _ = profiles.DetectMaxConnections()
 	}

@@ -84,7 +84,7 @@ const (
 // Heavy stores a guest answer only when it carries the secret; Varnish
 // never sends it in an ask, so whatever else listens at guest_listen
 // cannot echo it.
-const SecretHeader = "X-Gs-Guest-Secret"
+const SecretHeader = profiles.GuestSecretHeader
 
 // whyHeader says why an ask is answered no, in gearshift's words alone:
 // never the visitor's bytes.

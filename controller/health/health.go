@@ -317,6 +317,9 @@ func judge(pre []Problem, st *api.Status, c *Checker) Result {
 		if st.Advice != "" {
 			add(Warning, "%s", st.Advice)
 		}
+		if st.GuestError != "" {
+			add(Warning, "guest pages off (heavy fetches them from the backend): %s", st.GuestError)
+		}
 		if st.HistoryError != "" {
 			add(Warning, "the daemon cannot record its history (it goes on switching): %s", st.HistoryError)
 		}

@@ -107,17 +107,31 @@ func Run(cfg *config.Config, opts Options) error {
 
 	metrics := controller.NewMetrics()
 	running := cfg
-	guests := newGuests(cfg, log)
+	guests, err := newGuests(cfg, log)
+	if err != nil {
+		return cannotStart(err)
+	}
+	// Heavy asks the daemon for guest pages only while it listens: the
+	// profiles carry the secret of this start then, and only then.
+	cfg.GuestSecret = guests.Secret()
+	loadConfig := func() (*config.Config, error) {
+		next, err := opts.LoadConfig()
+		if next != nil {
+			next.GuestSecret = guests.Secret()
+		}
+		return next, err
+	}
 	refusals, refusalsFrom := newRefusals(cfg)
 	ctrl, err := controller.New(controller.Options{
-		Guest:            guests,
+		Guest:            guests.Server(),
+		GuestError:       guests.Error,
 		Refusals:         refusals,
 		Metrics:          metrics,
 		Config:           cfg,
 		Sensor:           sens,
 		Dial:             controller.DialAdmin(time.Duration(cfg.Varnish.Timeout)),
 		Build:            controller.BuildProfiles,
-		LoadConfig:       opts.LoadConfig,
+		LoadConfig:       loadConfig,
 		Logger:           log,
 		Notify:           notify,
 		WatchdogInterval: watchdog,
@@ -160,7 +174,6 @@ func Run(cfg *config.Config, opts Options) error {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- api.Serve(ctx, ln, ctrl, access) }()
-	go serveGuests(ctx, guests, cfg.Profiles.GuestListen, log)
 	go followRefusals(ctx, refusals, refusalsFrom, log)
 	if metricsLn != nil {
 		mux := http.NewServeMux()
@@ -189,6 +202,10 @@ func Run(cfg *config.Config, opts Options) error {
 
 	requestReload := coalesce(ctx, func() {
 		ctrl.Reload(ctx) // the answer is in the loop's log and status
+	})
+	go guests.serve(ctx, func() {
+		log.Info(logging.MsgReloading, zap.String(logging.FieldReason, "the guest listener changed"))
+		requestReload()
 	})
 
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
