@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,9 +48,24 @@ func TestRequestTargetsAgainstVarnish(t *testing.T) {
 					t.Errorf("GET %.50q: status %d, want 400", target, r.status)
 				}
 			}
+			// What Varnish's own parser refuses: a NUL, a space (400),
+			// a header over its limits (the connection closed).
+			for _, request := range []string{
+				"GET /g/" + gear + "/a\x00b HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+				"GET /g/" + gear + "/a b HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+				"GET /g/" + gear + "/big HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + strings.Repeat("b", 64<<10) + "\r\n",
+			} {
+				conn := dialFrom(t, g, "127.0.0.2")
+				io.WriteString(conn, request+"X-Test-Gear: "+gear+"\r\nConnection: close\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err == nil && resp.StatusCode != http.StatusBadRequest {
+					t.Errorf("%.40q: status %d, want 400 or the connection closed", request, resp.StatusCode)
+				}
+				conn.Close()
+			}
 			o.mu.Lock()
 			for uri := range o.hits {
-				if !strings.HasPrefix(uri, "/") {
+				if !strings.HasPrefix(uri, "/") || strings.ContainsAny(uri, "\x00 ") || strings.HasSuffix(uri, "/big") {
 					t.Errorf("the backend got the target %.50q", uri)
 				}
 			}
