@@ -98,8 +98,8 @@ func TestHostileVisitorsAgainstVarnish(t *testing.T) {
 		if v := o.header(u, "Upgrade"); v != "websocket" {
 			t.Errorf("piped handshake: backend got Upgrade %q, want websocket", v)
 		}
-		if v := o.header(u, "Connection"); v != "Upgrade" {
-			t.Errorf("piped handshake: backend got Connection %q, want Varnish's own Upgrade", v)
+		if v := o.header(u, "Connection"); v != "Upgrade, close" {
+			t.Errorf("piped handshake: backend got Connection %q, want Varnish's own (Upgrade, close)", v)
 		}
 	})
 }

@@ -131,10 +131,11 @@ sub gearshift_forced_ttl_status {
 # refresh of an anonymous copy (a background fetch) answered so (a 4xx, a
 # Set-Cookie) is abandoned instead, as for a 5xx: the good copy stays and
 # is served through its grace, where a marker would send every visitor to
-# the backend for two minutes.
+# the backend for two minutes. Not a guest copy's refresh the daemon
+# found private (X-Gs-Guest: asked): its verdict ends the sharing.
 sub gearshift_hit_for_miss {
     call gearshift_reason;
-    if (bereq.is_bgfetch && !bereq.http.Cookie) {
+    if (bereq.is_bgfetch && !bereq.http.Cookie && bereq.http.X-Gs-Guest != "asked") {
         return (abandon);
     }
     set beresp.uncacheable = true;

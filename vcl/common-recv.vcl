@@ -14,7 +14,7 @@ sub gearshift_recv {
         if (req.method != "BAN") {
             if (req.url ~ "(?i)^https?://") {
                 if (req.url !~ {"(?i)^https?://([a-z0-9][a-z0-9.-]*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?([/?]|$)"}) {
-                    return (synth(400, "Bad Request"));
+                    return (synth(400, "The request-target must be a path, or an http(s) URL with a host"));
                 }
                 set req.http.Host = regsub(req.url, "(?i)^https?://([^/?]*).*$", "\1");
                 set req.url = regsub(req.url, "(?i)^https?://[^/?]*", "");
@@ -23,13 +23,13 @@ sub gearshift_recv {
                 }
             }
             if (req.url !~ "^/") {
-                return (synth(400, "Bad Request"));
+                return (synth(400, "The request-target must be a path, or an http(s) URL with a host"));
             }
         }
         # A Host is a name or an address, and a port: nothing else
         # ("user@", a path) reaches the backend or the cache key.
         if (req.http.Host ~ {"[^A-Za-z0-9._:\[\]-]"}) {
-            return (synth(400, "Bad Request"));
+            return (synth(400, "A Host header holds a name or an address and a port, nothing else"));
         }
         # Headers gearshift uses internally never come from the client.
         # Headers a backend may trust and the cache key does not hold: a

@@ -18,6 +18,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
+	"gopkg.in/yaml.v3"
 )
 
 // sessionBackend is a site that gives every visitor a session on every
@@ -240,5 +241,62 @@ func TestGuestImpostor(t *testing.T) {
 		if strings.Contains(text, secret) {
 			t.Errorf("the guest secret appears in the daemon's %s", what)
 		}
+	}
+}
+
+// TestGuestListenChangedByReload: a reload that moves guest_listen
+// cannot move the daemon's listener (a restart does), so heavy stops
+// asking rather than ask whoever holds the new address; the log says a
+// restart applies it.
+func TestGuestListenChangedByReload(t *testing.T) {
+	srv, _, _ := sessionBackend(t)
+	var asked atomic.Int64
+	imp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("X-Gs-Guest", "shared")
+		io.WriteString(w, "IMPOSTOR\n")
+	})}
+	go impostor.Serve(imp)
+	t.Cleanup(func() { impostor.Close() })
+
+	v := varnishtest.Start(t, varnishtest.Config{})
+	d := startDaemonOn(t, v, func(cfg *config.Config) {
+		cfg.Backend = profiles.BackendAt("127.0.0.1", srv.Listener.Addr().(*net.TCPAddr).Port)
+	})
+	d.cfg.Profiles.GuestListen = imp.Addr().String()
+	b, err := yaml.Marshal(d.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.configPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := d.gs("reload"); code != 0 {
+		t.Fatalf("reload: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := d.gs("force", "heavy"); code != 0 {
+		t.Fatalf("force heavy: exit %d: %s", code, errOut)
+	}
+	for i := range 4 {
+		resp, err := http.Get(v.URL("/article"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "IMPOSTOR") {
+			t.Fatalf("view %d: the impostor's answer was served", i+1)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("heavy asked the new guest_listen %d times before a restart, want never", n)
+	}
+	logText, _ := os.ReadFile(d.cfg.Log.File)
+	if !strings.Contains(string(logText), "profiles.guest_listen") {
+		t.Errorf("the log does not say guest_listen needs a restart:\n%s", logText)
 	}
 }

@@ -21,6 +21,9 @@ func TestProfilesListShowExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the offline commands print stands in for the daemon's guest
+	// secret, made at its start.
+	cfg.GuestSecret = profiles.RedactedGuestSecret
 	set, err := profiles.Build(cfg.Site())
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +54,9 @@ func TestProfilesListShowExport(t *testing.T) {
 		}
 		if !strings.Contains(set[state.Heavy].VCL, `.port = "8099";`) {
 			t.Error("the config's backend is not in the VCL")
+		}
+		if !strings.Contains(set[state.Heavy].VCL, `!= "`+profiles.RedactedGuestSecret+`"`) {
+			t.Error("heavy does not show the guest secret's stand-in")
 		}
 	})
 
@@ -148,6 +154,7 @@ func TestProfilesCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
 	}
+	cfg.GuestSecret = profiles.RedactedGuestSecret
 	set, _ := profiles.Build(cfg.Site())
 	for _, p := range set {
 		if !strings.Contains(out, p.Name+" on "+v.AdminAddr+": OK") {
@@ -191,6 +198,7 @@ func TestProfilesCheckWithoutModules(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
 	}
+	cfg.GuestSecret = profiles.RedactedGuestSecret
 	set, _ := profiles.Build(cfg.Site())
 	for _, p := range set {
 		plain, _ := p.Plain()

@@ -49,6 +49,7 @@ func (st *stack) config() *config.Config {
 	cfg.Backend = st.backend
 	if st.guest != "" {
 		cfg.Profiles.GuestListen = st.guest
+		cfg.GuestSecret = testGuestSecret
 	}
 	return cfg
 }

@@ -16,6 +16,10 @@ import (
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
+// testGuestSecret is the secret of the tests' guest.Server, as the
+// daemon makes one at its start; heavy stores only answers carrying it.
+const testGuestSecret = "5ec7e75ec7e75ec7e75ec7e75ec7e75e"
+
 // guestSite is the session site with heavy asking a guest.Server, the
 // daemon's, for its pages (profiles.guest_pages: auto, the default).
 type guestSite struct {
@@ -32,7 +36,7 @@ func startGuestSite(tb testing.TB, php lampstack.Stack, workMS int) *guestSite {
 		tb.Fatal(err)
 	}
 	s := startSessionSiteWith(tb, php, ln.Addr().String(), workMS)
-	g := guest.New(guest.Options{Backend: fmt.Sprintf("127.0.0.1:%d", s.port), Timeout: 30 * time.Second})
+	g := guest.New(guest.Options{Backend: fmt.Sprintf("127.0.0.1:%d", s.port), Timeout: 30 * time.Second, Secret: testGuestSecret})
 	srv := &http.Server{Handler: g}
 	go srv.Serve(ln)
 	tb.Cleanup(func() { srv.Close() })

@@ -113,11 +113,11 @@ func Run(cfg *config.Config, opts Options) error {
 	}
 	// Heavy asks the daemon for guest pages only while it listens: the
 	// profiles carry the secret of this start then, and only then.
-	cfg.GuestSecret = guests.Secret()
+	cfg.GuestSecret = guests.SecretFor(cfg)
 	loadConfig := func() (*config.Config, error) {
 		next, err := opts.LoadConfig()
 		if next != nil {
-			next.GuestSecret = guests.Secret()
+			next.GuestSecret = guests.SecretFor(next)
 		}
 		return next, err
 	}

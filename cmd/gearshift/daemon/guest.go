@@ -82,6 +82,16 @@ func (g *guests) Secret() string {
 	return g.secret
 }
 
+// SecretFor is Secret for a heavy rendered from cfg: "" when cfg's
+// guest_listen is not the address the daemon holds (a reload changed it;
+// a restart applies it), so that heavy never asks another's listener.
+func (g *guests) SecretFor(cfg *config.Config) string {
+	if g == nil || cfg.Profiles.GuestListen != g.addr {
+		return ""
+	}
+	return g.Secret()
+}
+
 // Error says why heavy does not ask the daemon: "" when it listens, or
 // when guest pages are off.
 func (g *guests) Error() string {

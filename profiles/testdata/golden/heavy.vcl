@@ -93,7 +93,7 @@ sub gearshift_recv {
         if (req.method != "BAN") {
             if (req.url ~ "(?i)^https?://") {
                 if (req.url !~ {"(?i)^https?://([a-z0-9][a-z0-9.-]*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?([/?]|$)"}) {
-                    return (synth(400, "Bad Request"));
+                    return (synth(400, "The request-target must be a path, or an http(s) URL with a host"));
                 }
                 set req.http.Host = regsub(req.url, "(?i)^https?://([^/?]*).*$", "\1");
                 set req.url = regsub(req.url, "(?i)^https?://[^/?]*", "");
@@ -102,13 +102,13 @@ sub gearshift_recv {
                 }
             }
             if (req.url !~ "^/") {
-                return (synth(400, "Bad Request"));
+                return (synth(400, "The request-target must be a path, or an http(s) URL with a host"));
             }
         }
         # A Host is a name or an address, and a port: nothing else
         # ("user@", a path) reaches the backend or the cache key.
         if (req.http.Host ~ {"[^A-Za-z0-9._:\[\]-]"}) {
-            return (synth(400, "Bad Request"));
+            return (synth(400, "A Host header holds a name or an address and a port, nothing else"));
         }
         # Headers gearshift uses internally never come from the client.
         # Headers a backend may trust and the cache key does not hold: a
@@ -700,10 +700,11 @@ sub gearshift_forced_ttl_status {
 # refresh of an anonymous copy (a background fetch) answered so (a 4xx, a
 # Set-Cookie) is abandoned instead, as for a 5xx: the good copy stays and
 # is served through its grace, where a marker would send every visitor to
-# the backend for two minutes.
+# the backend for two minutes. Not a guest copy's refresh the daemon
+# found private (X-Gs-Guest: asked): its verdict ends the sharing.
 sub gearshift_hit_for_miss {
     call gearshift_reason;
-    if (bereq.is_bgfetch && !bereq.http.Cookie) {
+    if (bereq.is_bgfetch && !bereq.http.Cookie && bereq.http.X-Gs-Guest != "asked") {
         return (abandon);
     }
     set beresp.uncacheable = true;
