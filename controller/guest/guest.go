@@ -124,8 +124,9 @@ type Server struct {
 
 // flight is one check that concurrent asks for the page wait for.
 type flight struct {
-	done chan struct{}
-	ans  answer
+	done   chan struct{}
+	ans    answer
+	joined int // asks waiting on it beside the one that runs it; s.mu
 }
 
 // answer is what a check found: a copy to share, or why not.
@@ -247,6 +248,7 @@ func (s *Server) ask(ctx context.Context, key string, client netip.Prefix, r *ht
 	now := s.now()
 	s.mu.Lock()
 	if f := s.inflight[key]; f != nil {
+		f.joined++
 		s.mu.Unlock()
 		select {
 		case <-f.done:

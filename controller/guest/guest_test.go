@@ -312,19 +312,21 @@ func TestConcurrentAsksShareACheck(t *testing.T) {
 		wg.Go(func() { results[i] = askFrom(t, g, "203.0.113.8", "/slow").Header.Get(Header) })
 	}
 	// Every ask is in: the first waits in the backend, the others on it.
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		joined := -1
 		g.mu.Lock()
-		f := g.inflight["shop.example/slow"]
+		if f := g.inflight["shop.example/slow"]; f != nil {
+			joined = f.joined
+		}
 		g.mu.Unlock()
-		if f != nil && s.requests.Load() == 1 {
+		if joined == len(results)-1 && s.requests.Load() == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the first check never reached the backend")
+			t.Fatalf("the check never gathered every ask: %d joined, %d backend requests", joined, s.requests.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // the other asks join the check
 	close(release)
 	wg.Wait()
 	if n := s.requests.Load(); n != 2 {
