@@ -157,6 +157,12 @@ func spawnDaemon(t testing.TB, v *varnishtest.Varnish, path string, env ...strin
 		t.Fatal(err)
 	}
 	go func() { d.exitErr = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() {
+		// The race detector reports on stderr and lets the daemon run on.
+		if strings.Contains(d.out.String(), "WARNING: DATA RACE") {
+			t.Errorf("the daemon raced:\n%s", d.out)
+		}
+	})
 	return d
 }
 

@@ -29,7 +29,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	gearshiftBin = filepath.Join(dir, "gearshift")
-	build := exec.Command("go", "build", "-o", gearshiftBin, ".")
+	args := []string{"build", "-o", gearshiftBin}
+	if raceEnabled {
+		// go test -race checks the daemon the tests spawn too, not only
+		// the test process.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build gearshift:", err)
