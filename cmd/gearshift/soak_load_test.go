@@ -257,7 +257,6 @@ func (s *soak) sample() {
 	}
 	s.mu.Unlock()
 	sm.history = float64(dirBytes(s.cfg.History.Dir))
-	sm.writes = float64(s.traffic.writes.Load())
 	if st, err := s.d.status(); err == nil {
 		sm.uptime = st.UptimeSeconds
 	}
