@@ -2,4 +2,4 @@ package controller
 
 // Version is gearshift's release, reported by `gearshift version` and /v1/status.
 // Release builds may set it with -ldflags "-X github.com/gearshift/gearshift/controller.Version=…".
-var Version = "0.3.0"
+var Version = "0.4.0"

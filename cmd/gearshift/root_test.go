@@ -22,7 +22,7 @@ func TestRootExitCodes(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"version", []string{"version"}, 0, "gearshift 0.3.0", ""},
+		{"version", []string{"version"}, 0, "gearshift 0.4.0", ""},
 		{"unknown command", []string{"bogus"}, 2, "", `unknown command "bogus"`},
 		{"mistyped command", []string{"stauts"}, 2, "", `did you mean start or status?`},
 		{"unknown flag", []string{"version", "--nope"}, 2, "", "unknown flag: --nope"},

@@ -23,7 +23,7 @@ var pageNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 func pageStatus() Status {
 	return Status{
-		Version:     "0.3.0",
+		Version:     "0.4.0",
 		State:       "moderate",
 		Mode:        "auto",
 		Since:       pageNow.Add(-10 * time.Minute),
