@@ -252,7 +252,7 @@ func testGrace(t *testing.T, g *gears, o *origin) {
 	wantCount(t, o, anon, 1)
 
 	time.Sleep(1500 * time.Millisecond) // past the 2s minimum TTL
-	get(anon, "").want(t, "HIT", "hit=1")
+	get(anon, "").want(t, "STALE", "hit=1")
 	// The origin counts a request as it arrives: wait for Varnish to hold
 	// the refreshed object, not for the count, before the backend fails.
 	eventually(t, "a background refresh once the minimum TTL has passed", func() bool {
@@ -261,16 +261,16 @@ func testGrace(t *testing.T, g *gears, o *origin) {
 
 	o.fail.Store(true)
 	time.Sleep(2500 * time.Millisecond)
-	get(anon, "").want(t, "HIT", "hit=2")
+	get(anon, "").want(t, "STALE", "hit=2")
 	get(sess, "PHPSESSID=g1").want(t, "HIT", "user=g1")
 	eventually(t, "the failing refresh", func() bool { return o.count(anon) == 3 })
-	get(anon, "").want(t, "HIT", "hit=2")
+	get(anon, "").want(t, "STALE", "hit=2")
 
 	o.srv.Close()
 	time.Sleep(2500 * time.Millisecond)
-	get(anon, "").want(t, "HIT", "hit=2")
+	get(anon, "").want(t, "STALE", "hit=2")
 	get(sess, "PHPSESSID=g1").want(t, "HIT", "user=g1")
-	get(anon, "").want(t, "HIT", "hit=2")
+	get(anon, "").want(t, "STALE", "hit=2")
 	if r := get("/g/grace/never-seen", ""); r.status != http.StatusServiceUnavailable {
 		t.Errorf("uncached page with the backend down: status %d, want 503", r.status)
 	}

@@ -154,6 +154,11 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+    if (obj.ttl <= 0s) {
+        # Past its TTL, served in grace while a refresh runs: every gear
+        # says so alike.
+        set req.http.X-Gs-Cache = "STALE";
+    }
 {{- if .Guest}}
     if (obj.http.X-Gs-Guest) {
         # A guest copy: its refresh is the daemon's check again.

@@ -136,7 +136,7 @@ func (r *surgeRun) summary() runSummary {
 	hits := 0
 	objects := map[string]bool{}
 	for _, h := range surge {
-		if h.cache == "HIT" {
+		if h.cache == "HIT" || h.cache == "STALE" {
 			hits++
 		}
 	}

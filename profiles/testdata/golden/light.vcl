@@ -422,6 +422,11 @@ sub vcl_hash {
 
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+    if (obj.ttl <= 0s) {
+        # Past its TTL, served in grace while a refresh runs: every gear
+        # says so alike.
+        set req.http.X-Gs-Cache = "STALE";
+    }
     # The backend failed this request: any gear serves an anonymous
     # page's copy younger than stale_if_error rather than the error.
     if (req.http.X-Gs-Stale) {
