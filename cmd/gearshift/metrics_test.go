@@ -71,7 +71,7 @@ func exposedNames(body string) map[string]bool {
 	return names
 }
 
-// contract are the metric families SPEC section 12 names.
+// contract are the metric families docs/metrics.md names.
 var contract = []string{
 	"gearshift_gear", "gearshift_transitions_total", "gearshift_switch_duration_seconds_bucket",
 	"gearshift_target_up", "gearshift_target_errors_total", "gearshift_config_last_reload_successful",

@@ -12,7 +12,8 @@ import (
 	"github.com/gearshift/gearshift/controller/state"
 )
 
-// Exit codes (SPEC section 7). `check` has its own (monitoring-plugin) codes.
+// Exit codes (docs/operating.md#commands). `check` has its own
+// (monitoring-plugin) codes.
 const (
 	exitOK      = 0
 	exitFailure = 1 // runtime failure: daemon unreachable, Varnish refused

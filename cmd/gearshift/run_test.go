@@ -128,7 +128,7 @@ func TestClientFailureBusyDaemon(t *testing.T) {
 	}
 }
 
-// The daemon's refusals map to SPEC section 7's exit codes: a request it
+// The daemon's refusals map to the exit codes of docs/operating.md#commands: a request it
 // cannot take is a usage error (2), a refusal for want of permission a
 // runtime failure (1).
 func TestClientFailureExitCodes(t *testing.T) {

@@ -104,7 +104,8 @@ func TestSimulateTrafficGuard(t *testing.T) {
 	}
 }
 
-// TestSimulateJSON checks the shape SPEC section 7 fixes for --json.
+// TestSimulateJSON checks the shape of --json
+// (docs/signals.md#tuning-thresholds-with-gearshift-simulate).
 func TestSimulateJSON(t *testing.T) {
 	code, stdout, stderr := runMain(t, "simulate", "--config", "testdata/simulate/defaults.yaml", "--trace", traces+"/surge.csv", "--json")
 	if code != exitOK {

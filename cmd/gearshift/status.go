@@ -86,8 +86,8 @@ func clientFailure(err error) (int, error) {
 	}
 	var ae *api.APIError
 	if errors.As(err, &ae) && ae.StatusCode == http.StatusForbidden {
-		// A refusal for want of permission is a runtime failure (SPEC
-		// section 7 keeps 2 for usage and config errors).
+		// A refusal for want of permission is a runtime failure (2 is
+		// for usage and config errors: docs/operating.md#commands).
 		return exitFailure, fmt.Errorf("the daemon refused: %s", ae.Message)
 	}
 	if errors.As(err, &ae) && ae.StatusCode/100 == 4 {

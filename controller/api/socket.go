@@ -48,8 +48,10 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
-// NewHandler returns the HTTP handler of the control socket (SPEC section 8),
-// without access control (Serve adds it).
+// NewHandler returns the HTTP handler of the control socket
+// (docs/operating.md#commands), without access control (Serve adds it:
+// docs/operating.md#health-check-nagios-icinga-zabbix-cron says who may
+// do what).
 // now is the clock used for force deadlines (time.Now when nil).
 func NewHandler(api API, now func() time.Time) http.Handler {
 	if now == nil {

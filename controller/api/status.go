@@ -1,5 +1,6 @@
 // Package api is the daemon's control socket: the server, the client, and
-// the JSON documents they exchange (SPEC section 8), with the status as
+// the JSON documents they exchange (docs/operating.md#commands), with the
+// status as
 // `gearshift status` prints it.
 package api
 
@@ -13,7 +14,7 @@ import (
 )
 
 // Status is the body of GET /v1/status and of `gearshift status --json`
-// (SPEC section 8). Field names are a public contract.
+// (docs/operating.md#commands). Field names are a public contract.
 type Status struct {
 	Version      string         `json:"version"`
 	State        string         `json:"state"`

@@ -19,7 +19,7 @@ import (
 // DefaultPath is where gearshift looks for its config when --config is not given.
 const DefaultPath = "/etc/gearshift/gearshift.yaml"
 
-// Config is gearshift's whole configuration (SPEC section 6).
+// Config is gearshift's whole configuration (docs/operating.md#config).
 type Config struct {
 	PollInterval  timefmt.Duration `yaml:"poll_interval"` // how often the vitals are read and the gear decided
 	FastWindow    timefmt.Duration `yaml:"fast_window"`   // window of the run-queue average beside Load1; 0: Load1 alone

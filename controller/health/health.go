@@ -1,6 +1,6 @@
 // Package health judges a running gearshift daemon the way monitoring
 // systems want it (`gearshift check`): one line, perfdata, and
-// monitoring-plugin exit codes (SPEC section 9).
+// monitoring-plugin exit codes (docs/operating.md#health-check-nagios-icinga-zabbix-cron).
 package health
 
 import (

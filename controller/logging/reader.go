@@ -31,7 +31,7 @@ func StateChange(log *zap.Logger, from, to, reason string, fields ...zap.Field) 
 	}, fields...)...)
 }
 
-// Entry is one JSON line of the daemon's log (SPEC section 10).
+// Entry is one JSON line of the daemon's log (docs/operating.md#logs).
 type Entry map[string]any
 
 func ParseEntry(line []byte) (Entry, bool) {

@@ -127,7 +127,8 @@ func (r TraceResult) cpuNote(from string) string {
 	return fmt.Sprintf("%d to %d CPUs (%s)", r.CPUsMin, r.CPUsMax, from)
 }
 
-// traceJSON is the shape SPEC section 7 fixes for simulate --json.
+// traceJSON is the shape of simulate --json
+// (docs/signals.md#tuning-thresholds-with-gearshift-simulate).
 type traceJSON struct {
 	Transitions []traceShiftJSON `json:"transitions"`
 	Summary     struct {

@@ -35,8 +35,8 @@ const (
 // Causes lists the causes of a decision.
 var Causes = []string{CauseAuto, CauseForced, CauseExpired}
 
-// Machine is the three-state machine of SPEC section 4. It is pure: time and
-// samples are inputs, it reads no clock and does no I/O. It is not safe for
+// Machine is the three-state machine of docs/signals.md#the-decision. It is
+// pure: time and samples are inputs, it reads no clock and does no I/O. It is not safe for
 // concurrent use; one goroutine owns it.
 type Machine struct {
 	cfg  Config
@@ -261,7 +261,7 @@ func (m *Machine) distress(sig Signals) (string, bool) {
 	return "", false
 }
 
-// auto applies the rules of SPEC section 4 from cur.
+// auto applies the rules of docs/signals.md#the-decision from cur.
 func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
 	confirm := m.upConfirm()
 	for st := Heaviest; st > cur; st-- {

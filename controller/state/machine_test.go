@@ -13,7 +13,7 @@ var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 
 func f(v float64) *float64 { return &v }
 
-// defaultConfig is SPEC section 4's defaults.
+// defaultConfig is the defaults docs/signals.md#the-decision gives.
 func defaultConfig() Config {
 	return Config{
 		Bands: [len(All)]Band{

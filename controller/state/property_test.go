@@ -54,8 +54,8 @@ func randomConfig(rng *rand.Rand) (Config, time.Duration) {
 }
 
 // TestProperties replays random traces, with the operator forcing and
-// releasing now and then, and checks the rules of SPEC section 4 on every
-// decision the machine took on its own.
+// releasing now and then, and checks the rules of docs/signals.md#the-decision
+// on every decision the machine took on its own.
 func TestProperties(t *testing.T) {
 	const traces = 200
 	var totalDowns, totalTransitions int

@@ -55,8 +55,8 @@ func (e *EWMA) Value() float64 { return e.value }
 // Reset forgets the history; the next Update primes the average again.
 func (e *EWMA) Reset() { e.value, e.last, e.primed = 0, time.Time{}, false }
 
-// derive turns a reading into decision signals (SPEC section 3), feeding the
-// fast EWMA on the way: load_per_cpu = max(Load1, EWMA(run queue)) / CPUs.
+// derive turns a reading into decision signals (docs/signals.md#the-signals),
+// feeding the fast EWMA on the way: load_per_cpu = max(Load1, EWMA(run queue)) / CPUs.
 // Each signal of the set is read from the reading; one the reading lacks
 // is left out, and no condition holds on it.
 func derive(now time.Time, set *Set, r Reading, fast *EWMA) Signals {

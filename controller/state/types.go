@@ -127,8 +127,8 @@ func (c Config) clone() Config {
 	return c
 }
 
-// Signals are the derived inputs of one decision (SPEC section 3), by
-// signal name; a signal missing from Values is unavailable.
+// Signals are the derived inputs of one decision (docs/signals.md#the-signals),
+// by signal name; a signal missing from Values is unavailable.
 type Signals struct {
 	Time   time.Time
 	Values map[string]float64

@@ -108,7 +108,8 @@ fresh_cache() {
 }
 
 # check_isolation RUN: each user gets their own page, an anonymous visitor
-# nobody's (SPEC 5: a security property), whatever the gear.
+# nobody's (a security property: docs/gears.md#what-is-never-shared-and-why),
+# whatever the gear.
 check_isolation() {
 	local i=0 s page
 	for s in $SESSIONS; do
