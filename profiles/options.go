@@ -145,6 +145,10 @@ type Site struct {
 	// pages off, or the daemon cannot listen at guest_listen); offline
 	// renderings carry RedactedGuestSecret.
 	GuestSecret string
+	// StatusPaths are the paths of the PHP-FPM status pages gearshift
+	// reads (sensor.phpfpm): like Apache's /server-status, never answered
+	// through Varnish.
+	StatusPaths []string
 }
 
 // RedactedGuestSecret stands in for the daemon's guest secret where a

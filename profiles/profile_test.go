@@ -198,7 +198,13 @@ type gears struct {
 // loadGears renders each variant, loads it and routes to it by label.
 func loadGears(t *testing.T, variants map[string]string) *gears {
 	t.Helper()
-	v := varnishtest.Start(t, varnishtest.Config{})
+	return loadGearsOn(t, varnishtest.Config{}, variants)
+}
+
+// loadGearsOn is loadGears on a varnishd started with cfg.
+func loadGearsOn(t *testing.T, cfg varnishtest.Config, variants map[string]string) *gears {
+	t.Helper()
+	v := varnishtest.Start(t, cfg)
 	var router strings.Builder
 	router.WriteString("vcl 4.1;\nbackend default none;\nsub vcl_recv {\n")
 	for label, text := range variants {

@@ -189,6 +189,8 @@ type vclData struct {
 	PurgeToken string     // the purge token as a VCL string; "" for none
 	TagRE      string     // a regex matching a list of tags (an xkey header)
 	Hops       []int      // one per proxy gearshift_client looks through
+	// StatusPaths are the PHP-FPM status paths of Site.StatusPaths.
+	StatusPaths []string
 	// ExpandSteps: one per "::" expansion gearshift_client may need to
 	// write an IPv6 address out in full (six, for "::").
 	ExpandSteps []int
@@ -276,7 +278,13 @@ func (d *vclData) funcs() template.FuncMap {
 		// statusPath: a condition on req.url that holds for Apache's
 		// server-status and server-info pages, however the path is
 		// written.
-		"statusPath": func() string { return statusPathCondition },
+		"statusPath": func() string {
+			cond := statusPathCondition
+			for _, p := range d.StatusPaths {
+				cond += " ||\n        " + fpmStatusCondition(p)
+			}
+			return cond
+		},
 		// reason: a reason word of Reasons as a VCL string.
 		"reason": reasonLiteral,
 		// logReason: the statement writing the VCL_Log record of a
@@ -406,6 +414,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 		d.PurgeToken = `{"` + site.PurgeToken + `"}`
 	}
 	d.TagRE = tagListRE
+	d.StatusPaths = site.StatusPaths
 
 	if d.ModerateHeuristicTTL == "0s" {
 		d.ModerateHeuristicTTL = ""
@@ -483,6 +492,20 @@ var statusPathCondition = func() string {
 	}
 	return `regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "") ~ {"(?i)^[^?#]*(/|%2f)` + b.String() + `(?:` + word("status") + `|` + word("info") + `)(?:/|%2f|[?#;]|$)"}`
 }()
+
+// fpmStatusCondition holds for a URL whose path is a PHP-FPM pool's
+// status path p (sensor.phpfpm), however it is written: slashes
+// repeated, any character percent-encoded, after a dot-segment.
+func fpmStatusCondition(p string) string {
+	var b strings.Builder
+	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
+		b.WriteString(`(?:/|%2f)+`)
+		for i := 0; i < len(seg); i++ {
+			b.WriteString(encodedChar(seg[i]))
+		}
+	}
+	return `regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "") ~ {"(?i)^(?:[^?#]*(?:/|%2f)(?:\.|%2e){1,2})?` + b.String() + `(?:/|%2f)*(?:[?#;]|$)"}`
+}
 
 // encodedChar is a regex matching c as itself or percent-encoded.
 func encodedChar(c byte) string {

@@ -10,7 +10,7 @@
 # database's pressure as a signal); chromium, a headless browser for the
 # status page's test; varnish-modules (xkey and vsthrottle: session pages
 # dropped by tag, the per-client budget); php8.2-fpm, the PHP-FPM stack the
-# tests also run on.
+# tests also run on; hitch, nginx-light and openssl, the TLS front doors.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +50,17 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
 	need+=(prometheus)
 	installed prometheus || stop_prometheus=1
 fi
+# The front door's tests: TLS terminators in front of Varnish (hitch
+# speaks PROXY v2, nginx forwards with X-Forwarded-For/-Proto) and openssl
+# for their self-signed certificate. Their stock services are not used.
+stop_front=()
+for pkg in hitch nginx-light; do
+	if ! installed "$pkg"; then
+		need+=("$pkg")
+		stop_front+=("${pkg%-light}")
+	fi
+done
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # The status page's test loads it in a headless browser.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 stop_exporter=""
@@ -75,7 +86,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	# The stock prometheus would hold :9090 and scrape nothing of ours: it
 	# is stopped and kept from starting at boot (the tests never use it).
 	# So is the stock mysqld exporter (:9104, and no database of ours).
-	for svc in ${stop_prometheus:+prometheus} ${stop_exporter:+prometheus-mysqld-exporter}; do
+	for svc in ${stop_prometheus:+prometheus} ${stop_exporter:+prometheus-mysqld-exporter} ${stop_front[@]+"${stop_front[@]}"}; do
 		if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 			$sudo systemctl disable --now "$svc" >/dev/null 2>&1 || true
 		elif [ -x "/etc/init.d/$svc" ]; then

@@ -56,6 +56,17 @@ sub gearshift_recv {
         set req.http.X-Forwarded-For = client.ip;
         unset req.http.X-Forwarded-Proto;
 {{- end}}
+        if (client.ip != remote.ip) {
+            # PROXY protocol (a listener "-a NAME=ADDR,PROXY", as Debian's
+            # hitch speaks it): the terminator told the visitor's address
+            # (client.ip) and, in PROXY v2, whether it came over TLS. The
+            # scheme is part of the cache key and reaches the backend.
+            if (proxy.is_ssl()) {
+                set req.http.X-Forwarded-Proto = "https";
+            } else {
+                set req.http.X-Forwarded-Proto = "http";
+            }
+        }
         unset req.http.X-Gs-Cache;
         unset req.http.X-Gs-Session;
         unset req.http.X-Gs-Host;
@@ -202,19 +213,14 @@ sub gearshift_recv {
     }
     unset req.http.X-Purge-Token;
 
-    # Apache's status pages list other visitors' addresses and URLs: only
-    # for purge_acl, never cached. The path is matched however it is
+    # Apache's status pages, and the PHP-FPM status pages gearshift reads,
+    # list other visitors' addresses and URLs: never answered through
+    # Varnish, whoever asks (behind a TLS terminator on the same host every
+    # visitor comes from loopback). gearshift's sources, and an operator,
+    # ask Apache and PHP-FPM directly. The path is matched however it is
     # written (slashes, dot-segments, percent-encoded letters).
     if ({{statusPath}}) {
-{{- if .PurgeACL}}
-        if (client.ip !~ gearshift_purgers) {
-            return (synth(403, "Forbidden"));
-        }
-{{- else}}
-        return (synth(403, "Forbidden"));
-{{- end}}
-        set req.http.X-Gs-Reason = {{reason "never_cache"}};
-        return (pass);
+        return (synth(403, "Status pages are not served through Varnish: ask the server directly"));
     }
 
     # A websocket is piped (a raw connection to the backend) only on the

@@ -6,6 +6,8 @@ vcl 4.1;
 # profiles.{{.State}}.vcl_file to use your own program), not this text.
 
 import std;
+# proxy: what a TLS terminator told over PROXY protocol v2 (the scheme).
+import proxy;
 {{- if .Modules}}
 # varnish-modules: xkey drops the pages of a tag (a session's, a site's)
 # without a ban; vsthrottle keeps each client's budget.

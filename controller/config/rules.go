@@ -221,6 +221,7 @@ func (c *Config) Site() profiles.Site {
 	for _, t := range c.Varnish.Targets {
 		site.SecretFiles = append(site.SecretFiles, t.SecretFile)
 	}
+	site.StatusPaths = c.Sensor.PHPFPM.StatusPaths()
 	return site
 }
 

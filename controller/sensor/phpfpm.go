@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,39 @@ type PHPFPMConfig struct {
 	// Pools are more pools read beside the one above, each named; their
 	// queues and rates are summed, the busiest one's ratio counts.
 	Pools []PHPFPMPool `yaml:"pools"`
+}
+
+// StatusPaths are the paths of the status pages c reads, as a web server
+// in front of the pools would route them (the URL's path, or
+// pm.status_path over a socket), without repeats; none when c reads
+// none.
+func (c PHPFPMConfig) StatusPaths() []string {
+	var paths []string
+	add := func(url, socket, path string) {
+		switch {
+		case url != "":
+			if u, err := neturl.Parse(url); err == nil && u.Path != "" && u.Path != "/" {
+				path = u.Path
+			} else {
+				return
+			}
+		case socket == "":
+			return
+		case path == "":
+			path = DefaultPHPFPMPath
+		}
+		if !slices.Contains(paths, path) {
+			paths = append(paths, path)
+		}
+	}
+	add(c.URL, c.Socket, c.Path)
+	for _, p := range c.Pools {
+		if p.Path == "" {
+			p.Path = c.Path
+		}
+		add(p.URL, p.Socket, p.Path)
+	}
+	return paths
 }
 
 // PHPFPMPool is one pool of sensor.phpfpm.pools: the settings of the block

@@ -33,6 +33,9 @@ type Config struct {
 	// it, no -f VCL is loaded: the file loads and uses the boot VCL, as
 	// a VCL that hands requests to a label needs.
 	CLIFile string
+	// Proxy adds a listener speaking PROXY protocol (-a proxy=ADDR,PROXY),
+	// as a TLS terminator such as hitch connects to; see Varnish.ProxyAddr.
+	Proxy bool
 }
 
 // Varnish is a running varnishd owned by one test.
@@ -41,6 +44,7 @@ type Varnish struct {
 	WorkDir    string // varnishd -n directory
 	AdminAddr  string // -T address, host:port
 	HTTPAddr   string // -a address, host:port
+	ProxyAddr  string // the PROXY protocol listener's host:port; "" without Config.Proxy
 	SecretFile string // -S file
 	Secret     []byte // contents of SecretFile, trailing newline included
 
@@ -74,6 +78,9 @@ func Start(tb testing.TB, cfg Config) *Varnish {
 		}
 		os.Remove(filepath.Join(v.Dir, "varnishd.log"))
 		v.AdminAddr, v.HTTPAddr = testenv.FreeAddr(tb), testenv.FreeAddr(tb)
+		if cfg.Proxy {
+			v.ProxyAddr = testenv.FreeAddr(tb)
+		}
 	}
 }
 
@@ -112,6 +119,9 @@ func prepare(tb testing.TB, cfg Config) *Varnish {
 		tb:     tb,
 		cfg:    cfg,
 	}
+	if cfg.Proxy {
+		v.ProxyAddr = testenv.FreeAddr(tb)
+	}
 	if err := os.WriteFile(v.SecretFile, v.Secret, 0o600); err != nil {
 		tb.Fatal(err)
 	}
@@ -143,6 +153,9 @@ func (v *Varnish) tryStart() error {
 	}
 	if v.cfg.CLIFile != "" {
 		args = append(args, "-I", v.cfg.CLIFile)
+	}
+	if v.ProxyAddr != "" {
+		args = append(args, "-a", "proxy="+v.ProxyAddr+",PROXY")
 	}
 	for _, p := range v.cfg.Params {
 		args = append(args, "-p", p)

@@ -5,6 +5,8 @@ vcl 4.1;
 # profiles.light.vcl_file to use your own program), not this text.
 
 import std;
+# proxy: what a TLS terminator told over PROXY protocol v2 (the scheme).
+import proxy;
 # varnish-modules: xkey drops the pages of a tag (a session's, a site's)
 # without a ban; vsthrottle keeps each client's budget.
 import xkey;
@@ -116,6 +118,17 @@ sub gearshift_recv {
             # sent; only a trusted proxy's list is kept.
             set req.http.X-Forwarded-For = client.ip;
             unset req.http.X-Forwarded-Proto;
+        }
+        if (client.ip != remote.ip) {
+            # PROXY protocol (a listener "-a NAME=ADDR,PROXY", as Debian's
+            # hitch speaks it): the terminator told the visitor's address
+            # (client.ip) and, in PROXY v2, whether it came over TLS. The
+            # scheme is part of the cache key and reaches the backend.
+            if (proxy.is_ssl()) {
+                set req.http.X-Forwarded-Proto = "https";
+            } else {
+                set req.http.X-Forwarded-Proto = "http";
+            }
         }
         unset req.http.X-Gs-Cache;
         unset req.http.X-Gs-Session;
@@ -233,15 +246,14 @@ sub gearshift_recv {
     }
     unset req.http.X-Purge-Token;
 
-    # Apache's status pages list other visitors' addresses and URLs: only
-    # for purge_acl, never cached. The path is matched however it is
+    # Apache's status pages, and the PHP-FPM status pages gearshift reads,
+    # list other visitors' addresses and URLs: never answered through
+    # Varnish, whoever asks (behind a TLS terminator on the same host every
+    # visitor comes from loopback). gearshift's sources, and an operator,
+    # ask Apache and PHP-FPM directly. The path is matched however it is
     # written (slashes, dot-segments, percent-encoded letters).
     if (regsub(req.url, "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*", "") ~ {"(?i)^[^?#]*(/|%2f)(?:s|%73)(?:e|%65)(?:r|%72)(?:v|%76)(?:e|%65)(?:r|%72)(?:\-|%2d)(?:(?:s|%73)(?:t|%74)(?:a|%61)(?:t|%74)(?:u|%75)(?:s|%73)|(?:i|%69)(?:n|%6e)(?:f|%66)(?:o|%6f))(?:/|%2f|[?#;]|$)"}) {
-        if (client.ip !~ gearshift_purgers) {
-            return (synth(403, "Forbidden"));
-        }
-        set req.http.X-Gs-Reason = "never_cache";
-        return (pass);
+        return (synth(403, "Status pages are not served through Varnish: ask the server directly"));
     }
 
     # A websocket is piped (a raw connection to the backend) only on the

@@ -1,0 +1,264 @@
+package profiles
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
+)
+
+// selfSigned writes a self-signed certificate for localhost and its key,
+// in one PEM file (hitch's) and apart (nginx's); it returns their paths.
+func selfSigned(t *testing.T, dir string) (both, cert, key string) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "localhost"},
+		DNSNames:     []string{"localhost", "example.org"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	k := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	both, cert, key = filepath.Join(dir, "both.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for f, b := range map[string][]byte{both: append(append([]byte{}, k...), c...), cert: c, key: k} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return both, cert, key
+}
+
+// startTerminator runs a TLS terminator's command until the test ends and
+// returns once its TLS port accepts a connection.
+func startTerminator(t *testing.T, addr string, name string, args ...string) {
+	t.Helper()
+	bin := testenv.Need(t, name, name)
+	cmd := exec.Command(bin, args...)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	testenv.DiesWithTest(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not listen on %s: %v\n%s", name, addr, err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// frontDoor is a TLS terminator in front of the gears' varnishd.
+type frontDoor struct {
+	name string
+	addr string // its TLS listener
+}
+
+// hitchDoor starts Debian's hitch on a free port, speaking PROXY v2 to
+// g's PROXY listener.
+func hitchDoor(t *testing.T, g *gears) frontDoor {
+	dir := t.TempDir()
+	both, _, _ := selfSigned(t, dir)
+	addr := testenv.FreeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	vhost, vport, _ := net.SplitHostPort(g.v.ProxyAddr)
+	conf := filepath.Join(dir, "hitch.conf")
+	text := fmt.Sprintf("frontend = \"[%s]:%s\"\nbackend = \"[%s]:%s\"\npem-file = %q\nwrite-proxy-v2 = on\nworkers = 1\ndaemon = off\nuser = \"root\"\n",
+		host, port, vhost, vport, both)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startTerminator(t, addr, "hitch", "--config="+conf)
+	return frontDoor{"hitch", addr}
+}
+
+// nginxDoor starts Debian's nginx on a free port, terminating TLS and
+// proxying to g's HTTP listener with X-Forwarded-For and -Proto.
+func nginxDoor(t *testing.T, g *gears) frontDoor {
+	dir := t.TempDir()
+	_, cert, key := selfSigned(t, dir)
+	addr := testenv.FreeAddr(t)
+	conf := filepath.Join(dir, "nginx.conf")
+	text := fmt.Sprintf(`daemon off;
+master_process off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    server {
+        listen %[2]s ssl;
+        ssl_certificate %[3]s;
+        ssl_certificate_key %[4]s;
+        location / {
+            proxy_pass http://%[5]s;
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+        }
+    }
+}
+`, dir, addr, cert, key, g.v.HTTPAddr)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startTerminator(t, addr, "nginx", "-p", dir, "-c", conf)
+	return frontDoor{"nginx", addr}
+}
+
+// get sends one request over TLS through the door from the visitor's
+// address ip, routed to gear.
+func (d frontDoor) get(t *testing.T, ip, gear, method, path string) reply {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	conn, err := tls.DialWithDialer(dialer, "tcp", d.addr, &tls.Config{InsecureSkipVerify: true, ServerName: "example.org"})
+	if err != nil {
+		t.Fatalf("%s: %v", d.name, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: example.org\r\nX-Test-Gear: %s\r\nConnection: close\r\n\r\n", method, path, gear)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s through %s: %v", method, path, d.name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// TestFrontDoorsAgainstVarnish puts Debian's hitch (PROXY v2) and nginx
+// (X-Forwarded-For and -Proto) in front of the profiles, with a
+// self-signed certificate, and visitors on loopback addresses of their
+// own: each visitor is known and budgeted as itself, cannot PURGE or read
+// a status page, and the backend learns the scheme, which is part of the
+// cache key (an https visitor never gets the http copy).
+func TestFrontDoorsAgainstVarnish(t *testing.T) {
+	varnishtest.Binary(t)
+	o := newOrigin(t)
+	site := testConfig(o)
+	site.Options.ClientBudget = Budget{Rate: 0.1, Burst: 3}
+	g := loadGearsOn(t, varnishtest.Config{Proxy: true}, map[string]string{
+		"heavy":    render(t, site, state.Heavy),
+		"moderate": render(t, site, state.Moderate),
+	})
+	for i, door := range []frontDoor{hitchDoor(t, g), nginxDoor(t, g)} {
+		visitor, other := fmt.Sprintf("127.0.0.%d", 60+2*i), fmt.Sprintf("127.0.0.%d", 61+2*i)
+		t.Run(door.name, func(t *testing.T) {
+			u := "/g/heavy/" + door.name + "/scheme?cc=max-age%3D600"
+			if r := door.get(t, visitor, "heavy", "GET", u); r.status != http.StatusOK {
+				t.Fatalf("GET %s over https: status %d", u, r.status)
+			}
+			if p := o.header(u, "X-Forwarded-Proto"); p != "https" {
+				t.Errorf("the backend got X-Forwarded-Proto %q, want https", p)
+			}
+			if f := o.header(u, "X-Forwarded-For"); !strings.HasPrefix(f, visitor) {
+				t.Errorf("the backend got X-Forwarded-For %q, want the visitor %s first", f, visitor)
+			}
+			if r := door.get(t, visitor, "heavy", "GET", u); r.header.Get("X-Cache") != "HIT" {
+				t.Errorf("a second https view: X-Cache %s, want HIT", r.header.Get("X-Cache"))
+			}
+			// Plain http, straight to Varnish: another copy.
+			if r := rawFrom(t, g, "127.0.0.2", "heavy", "GET "+u+" HTTP/1.1\r\nHost: example.org\r\n"); r.header.Get("X-Cache") == "HIT" {
+				t.Errorf("an http visitor got the https copy")
+			}
+			wantCount(t, o, u, 2)
+
+			for _, m := range []string{"PURGE", "BAN"} {
+				if r := door.get(t, visitor, "heavy", m, u); r.status < 400 {
+					t.Errorf("%s through %s from a visitor: status %d, want refused", m, door.name, r.status)
+				}
+			}
+			if r := door.get(t, visitor, "heavy", "GET", u); r.header.Get("X-Cache") != "HIT" {
+				t.Errorf("after the refused PURGE: X-Cache %s, want the copy still there", r.header.Get("X-Cache"))
+			}
+			for _, p := range []string{"/server-status", "/server-info?config"} {
+				if r := door.get(t, "127.0.0.1", "heavy", "GET", p); r.status != http.StatusForbidden {
+					t.Errorf("GET %s through %s from loopback: status %d, want 403", p, door.name, r.status)
+				}
+			}
+			// Each visitor has a budget of its own (3 misses at once).
+			spent := 0
+			for n := range 6 {
+				if r := door.get(t, visitor, "moderate", "GET", fmt.Sprintf("/g/moderate/%s/miss/%d", door.name, n)); r.status == http.StatusTooManyRequests {
+					spent++
+				}
+			}
+			if spent == 0 {
+				t.Errorf("6 misses at once from one visitor through %s: none refused, want its budget of 3 to hold", door.name)
+			}
+			if r := door.get(t, other, "moderate", "GET", "/g/moderate/"+door.name+"/other"); r.status != http.StatusOK {
+				t.Errorf("another visitor through %s: status %d, want 200 (a budget of its own)", door.name, r.status)
+			}
+		})
+	}
+}
+
+// TestFPMStatusPathsAgainstVarnish: the status paths of the PHP-FPM pools
+// gearshift reads are never answered through Varnish, however written;
+// a page whose name starts alike is.
+func TestFPMStatusPathsAgainstVarnish(t *testing.T) {
+	varnishtest.Binary(t)
+	o := newOrigin(t)
+	site := testConfig(o)
+	site.StatusPaths = []string{"/fpm-status", "/pools/www/status"}
+	g := loadGears(t, map[string]string{"heavy": render(t, site, state.Heavy)})
+	for _, p := range []string{"/fpm-status", "//fpm-status?json&full", "/x/../fpm-status", "/fpm%2Dstatus", "/FPM-STATUS/",
+		"/pools/www/status", "/pools//www/%73tatus?json"} {
+		if r := rawFrom(t, g, "127.0.0.1", "heavy", "GET "+p+" HTTP/1.1\r\nHost: 127.0.0.1\r\n"); r.status != http.StatusForbidden {
+			t.Errorf("GET %s: status %d, want 403", p, r.status)
+		}
+		if n := o.count(p); n != 0 {
+			t.Errorf("GET %s reached the backend", p)
+		}
+	}
+	for _, p := range []string{"/fpm-status-explained", "/blog/fpm-status", "/pools/www/statusboard"} {
+		if r := rawFrom(t, g, "127.0.0.2", "heavy", "GET "+p+" HTTP/1.1\r\nHost: 127.0.0.1\r\n"); r.status != http.StatusOK {
+			t.Errorf("GET %s, a page of the site: status %d, want 200", p, r.status)
+		}
+	}
+}
