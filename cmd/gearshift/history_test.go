@@ -178,6 +178,45 @@ func TestHistoryRecordsThroughTheDaemon(t *testing.T) {
 	}
 }
 
+// A history.dir that cannot be made (a regular file in its path) costs
+// the history, never the gears: config check warns and passes, the daemon
+// starts and shifts, status says why in history_error, and check WARNs.
+func TestHistoryDirUnderAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "in-the-way")
+	os.WriteFile(file, []byte("a file, not a directory\n"), 0o644)
+	hist := filepath.Join(file, "history")
+	d := launchDaemon(t, func(cfg *config.Config) { cfg.History.Dir = hist })
+	if out, errOut, code := d.gs("config", "check"); code != 0 || !strings.Contains(errOut, "warning: history.dir: ") {
+		t.Fatalf("config check: exit %d, %q %q; want the config OK with a warning on history.dir", code, out, errOut)
+	}
+	d.eventually("daemon in sync on light", 90*time.Second, func() error {
+		s, err := d.status()
+		if err != nil {
+			return err
+		}
+		return inSync(s, "light")
+	})
+	d.eventually("history_error in status", 30*time.Second, func() error {
+		s, err := d.status()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(s.HistoryError, hist) || !strings.Contains(s.HistoryError, "not a directory") {
+			return fmt.Errorf("history_error %q, want it to name %s and why", s.HistoryError, hist)
+		}
+		return nil
+	})
+	if out, _, code := d.gs("check"); code != 1 || !strings.Contains(out, "cannot record its history") {
+		t.Errorf("check: exit %d, %q; want a WARNING naming the history", code, out)
+	}
+	if _, errOut, code := d.gs("force", "heavy"); code != 0 {
+		t.Fatalf("force heavy: exit %d: %s", code, errOut)
+	}
+	if s, err := d.status(); err != nil || inSync(s, "heavy") != nil {
+		t.Fatalf("force heavy without a history: %+v %v", s, err)
+	}
+}
+
 // A history directory that cannot take a record (a full filesystem) is
 // reported in status, check and metrics while the gear still shifts; with
 // room again, recording resumes.

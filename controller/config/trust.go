@@ -180,12 +180,14 @@ func readBounded(f io.Reader, path string) ([]byte, error) {
 
 // validateAll is Validate and the trust of the programs the config has
 // the daemon run (see CheckTrusted): the on_change hook; and of the
-// directories it writes in (see CheckTrustedDir).
+// directories it writes its pid file and log in (see CheckTrustedDir).
+// history.dir is not judged here: the flight recorder judges it before
+// each file it opens and refuses to write there, and Warnings says so; a
+// history it cannot keep never stops the daemon from shifting.
 func (c *Config) validateAll() error {
 	err := c.Validate()
 	var extra []Problem
 	for _, d := range []struct{ key, dir string }{
-		{"history.dir", c.History.Dir},
 		{"pid_file", dirOf(c.PIDFile)},
 		{"log.file", dirOf(c.Log.File)},
 	} {
@@ -218,11 +220,21 @@ func (c *Config) validateAll() error {
 }
 
 // Warnings returns what is risky in a config that works: an admin secret
-// that other users may read, credentials sent over plain http. `config
-// check` prints them, and the daemon logs them at start and at every
-// reload; none stops it.
+// that other users may read, credentials sent over plain http, a
+// history.dir the daemon will not record in (CheckTrustedDir refuses it,
+// or a file stands in its path). `config check` prints them, and the
+// daemon logs them at start and at every reload; none stops it.
 func (c *Config) Warnings() []Problem {
 	var ws []Problem
+	if c.History.Dir != "" && filepath.IsAbs(c.History.Dir) {
+		if err := CheckTrustedDir(c.History.Dir); err != nil {
+			ws = append(ws, Problem{
+				Path: "history.dir",
+				Msg:  err.Error() + ": the daemon runs and shifts, and records no history there (status says why in history_error)",
+				Kind: Machine,
+			})
+		}
+	}
 	for i, t := range c.Varnish.Targets {
 		if t.SecretFile == "" {
 			continue

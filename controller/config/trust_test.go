@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,22 +124,38 @@ func TestPrometheusCredentialsOverHTTPWarn(t *testing.T) {
 // the config's trust check: whoever can write one could swap the pid file
 // (and have stop or logrotate signal a process of their choosing) or plant
 // links. A sticky directory (/tmp) and one not made yet under a trusted
-// parent are fine.
+// parent are fine. The pid file's and the log's are refused; history.dir's
+// is a warning (warns): the recorder refuses to write there, and the
+// daemon runs without a history.
 func TestWrittenDirectoriesMustBeTrusted(t *testing.T) {
 	r := fixture(t)
 	for _, tc := range []struct {
-		key string
-		doc func(dir string) string
+		key   string
+		doc   func(dir string) string
+		warns bool
 	}{
-		{"history.dir", func(dir string) string { return "history: { dir: " + dir + " }\n" }},
-		{"pid_file", func(dir string) string { return "pid_file: " + filepath.Join(dir, "gearshift.pid") + "\n" }},
-		{"log.file", func(dir string) string { return "log: { file: " + filepath.Join(dir, "gearshift.log") + " }\n" }},
+		{"history.dir", func(dir string) string { return "history: { dir: " + dir + " }\n" }, true},
+		{"pid_file", func(dir string) string { return "pid_file: " + filepath.Join(dir, "gearshift.pid") + "\n" }, false},
+		{"log.file", func(dir string) string { return "log: { file: " + filepath.Join(dir, "gearshift.log") + " }\n" }, false},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
 			top := t.TempDir()
 			dir := filepath.Join(top, "run")
 			os.Mkdir(dir, 0o755)
-			parse := func(dir string) error { _, err := Parse([]byte(r.Replace(base) + tc.doc(dir))); return err }
+			// parse is the config's refusal, or its warning about tc.key
+			// for a key it warns about.
+			parse := func(dir string) error {
+				cfg, err := Parse([]byte(r.Replace(base) + tc.doc(dir)))
+				if err != nil || !tc.warns {
+					return err
+				}
+				for _, w := range cfg.Warnings() {
+					if w.Path == tc.key {
+						return errors.New(w.String())
+					}
+				}
+				return nil
+			}
 			if err := parse(dir); err != nil {
 				t.Fatalf("a trusted directory: %v", err)
 			}
@@ -177,7 +194,7 @@ func TestWrittenDirectoriesMustBeTrusted(t *testing.T) {
 				}
 			}
 			// Offline commands may still read the config.
-			if cfg, err := Offline(parse(dir)); err != nil || cfg == nil {
+			if cfg, err := Offline(parse(dir)); !tc.warns && (err != nil || cfg == nil) {
 				t.Errorf("Offline of an untrusted directory = %v", err)
 			}
 		})

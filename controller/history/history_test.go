@@ -346,3 +346,29 @@ func TestRecorderRefusesLinks(t *testing.T) {
 		t.Errorf("the link's target was written: %q", b)
 	}
 }
+
+// The recorder writes in no directory the config's trust check refuses
+// (config check only warns about it): not in one every user may write,
+// nor under one; it says why, and records once the directory is fixed.
+func TestRecorderRefusesUntrustedDirectory(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(open, 0o750)
+	os.Chmod(open, 0o777)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, dir := range []string{open, filepath.Join(open, "history")} {
+		r := NewRecorder(Options{Dir: dir, Keep: 14 * 24 * time.Hour, Signals: testSet})
+		if err := r.Write(sample(t0, state.Light, 1, 1)); err == nil || !strings.Contains(err.Error(), "history directory "+dir+" not written: ") ||
+			!strings.Contains(err.Error(), "is writable by every user") {
+			t.Errorf("Write into %s = %v, want it refused", dir, err)
+		}
+		if files, _ := List(dir); len(files) != 0 {
+			t.Errorf("files written in %s: %v", dir, files)
+		}
+		os.Chmod(open, 0o750)
+		if err := r.Write(sample(t0.Add(time.Second), state.Light, 1, 1)); err != nil {
+			t.Errorf("Write into %s once trusted: %v", dir, err)
+		}
+		r.Close()
+		os.Chmod(open, 0o777)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
@@ -170,6 +171,12 @@ func (r *Recorder) open(day string) error {
 		r.maintaining.Wait()
 	}
 	r.closeFile()
+	// The daemon runs as root: a directory someone else could write is
+	// not written in (config.CheckTrustedDir's rules, which config check
+	// reports as a warning), and the gears shift on without a history.
+	if err := config.CheckTrustedDir(r.opts.Dir); err != nil {
+		return fmt.Errorf("history directory %s not written: %w", r.opts.Dir, err)
+	}
 	if err := os.MkdirAll(r.opts.Dir, 0o750); err != nil {
 		return fmt.Errorf("create history directory: %w", err)
 	}
