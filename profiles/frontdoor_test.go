@@ -262,3 +262,70 @@ func TestFPMStatusPathsAgainstVarnish(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontDoorBadInput: what a visitor may send at the front door is
+// refused or ignored, and nothing the backend would trust reaches it: a
+// PROXY header on the plain listener, a malformed one on the PROXY
+// listener, an X-Forwarded-Proto that is no scheme, an X-Forwarded-For
+// of 200 entries. Every request's door is logged.
+func TestFrontDoorBadInput(t *testing.T) {
+	varnishtest.Binary(t)
+	o := newOrigin(t)
+	g := loadGearsOn(t, varnishtest.Config{Proxy: true}, map[string]string{"heavy": render(t, testConfig(o), state.Heavy)})
+
+	if r := rawFrom(t, g, "127.0.0.2", "heavy", "PROXY TCP4 192.0.2.1 127.0.0.1 1234 80\r\nGET /g/heavy/fd/plain HTTP/1.1\r\nHost: 127.0.0.1\r\n"); r.status != http.StatusBadRequest {
+		t.Errorf("a PROXY header on the plain listener: status %d, want 400", r.status)
+	}
+	for _, bad := range []string{"PROXY TCP4 not-an-address 127.0.0.1 1 80\r\n", "PROXY UNKNOWN-ish\r\n", "\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n"} {
+		conn, err := net.DialTimeout("tcp", g.v.ProxyAddr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, bad+"GET /g/heavy/fd/malformed HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Test-Gear: heavy\r\nConnection: close\r\n\r\n")
+		io.Copy(io.Discard, conn)
+		conn.Close()
+	}
+	for _, u := range []string{"/g/heavy/fd/plain", "/g/heavy/fd/malformed"} {
+		if n := o.count(u); n != 0 {
+			t.Errorf("%s reached the backend %d times", u, n)
+		}
+	}
+
+	// From a trusted proxy (loopback): a scheme or nothing; the list as
+	// the proxy sent it, the client its last hops.
+	u := "/g/heavy/fd/xfp?cc=max-age%3D600"
+	long := strings.TrimSuffix(strings.Repeat("198.51.100.7, ", 200), ", ")
+	rawFrom(t, g, "127.0.0.1", "heavy", "GET "+u+" HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-Proto: javascript\r\nX-Forwarded-For: "+long+"\r\n")
+	if p := o.header(u, "X-Forwarded-Proto"); p != "" {
+		t.Errorf("X-Forwarded-Proto javascript reached the backend as %q", p)
+	}
+	u2 := "/g/heavy/fd/xfp-list?cc=max-age%3D600"
+	rawFrom(t, g, "127.0.0.1", "heavy", "GET "+u2+" HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-Proto: HTTPS, http\r\nX-Forwarded-For: 192.0.2.9\r\n")
+	if p := o.header(u2, "X-Forwarded-Proto"); p != "https" {
+		t.Errorf("X-Forwarded-Proto \"HTTPS, http\" reached the backend as %q, want https (the first, lower case)", p)
+	}
+
+	// Every way in is logged: the daemon counts them (status front_door).
+	conn, err := net.DialTimeout("tcp", g.v.ProxyAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(conn, "PROXY TCP4 192.0.2.44 127.0.0.1 5555 443\r\nGET /g/heavy/fd/door HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Test-Gear: heavy\r\nConnection: close\r\n\r\n")
+	io.Copy(io.Discard, conn)
+	conn.Close()
+	rawFrom(t, g, "127.0.0.1", "heavy", "GET /g/heavy/fd/local HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	rawFrom(t, g, "127.0.0.2", "heavy", "GET /g/heavy/fd/direct HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	out, err := exec.Command("varnishlog", "-n", g.v.WorkDir, "-d", "-g", "raw", "-i", "VCL_Log").CombinedOutput()
+	if err != nil {
+		t.Fatalf("varnishlog: %v\n%s", err, out)
+	}
+	for _, door := range Doors {
+		if !strings.Contains(string(out), DoorLog+door) {
+			t.Errorf("no request logged %q:\n%s", DoorLog+door, out)
+		}
+	}
+	if f := o.header("/g/heavy/fd/door", "X-Forwarded-For"); f != "192.0.2.44" {
+		t.Errorf("through PROXY: the backend got X-Forwarded-For %q, want the address the header told", f)
+	}
+}

@@ -191,6 +191,7 @@ type vclData struct {
 	Hops       []int      // one per proxy gearshift_client looks through
 	// StatusPaths are the PHP-FPM status paths of Site.StatusPaths.
 	StatusPaths []string
+	Doors       doorWords // the front door's log record and words
 	// ExpandSteps: one per "::" expansion gearshift_client may need to
 	// write an IPv6 address out in full (six, for "::").
 	ExpandSteps []int
@@ -415,6 +416,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 	}
 	d.TagRE = tagListRE
 	d.StatusPaths = site.StatusPaths
+	d.Doors = doorWords{Log: DoorLog, Direct: DoorDirect, ProxyProtocol: DoorProxyProtocol, Forwarded: DoorForwarded, Unidentified: DoorUnidentified}
 
 	if d.ModerateHeuristicTTL == "0s" {
 		d.ModerateHeuristicTTL = ""

@@ -45,18 +45,36 @@ sub gearshift_recv {
         unset req.http.X-Client-IP;
         unset req.http.True-Client-IP;
         unset req.http.CF-Connecting-IP;
+        # How the visitor is known (the front door, counted by the daemon
+        # from this log record): straight, told by PROXY protocol, forwarded
+        # by a trusted proxy, or not at all (a trusted peer that told
+        # nothing: a local tool, or a terminator every visitor would pass
+        # through as trusted).
+        set req.http.X-Gs-Door = "{{.Doors.Direct}}";
 {{- if .TrustedProxies}}
         if (client.ip !~ gearshift_trusted) {
             # Varnish has appended the peer's address to what the client
             # sent; only a trusted proxy's list is kept.
             set req.http.X-Forwarded-For = client.ip;
             unset req.http.X-Forwarded-Proto;
+        } else if (req.http.X-Forwarded-For ~ ",") {
+            set req.http.X-Gs-Door = "{{.Doors.Forwarded}}";
+        } else {
+            set req.http.X-Gs-Door = "{{.Doors.Unidentified}}";
         }
 {{- else}}
         set req.http.X-Forwarded-For = client.ip;
         unset req.http.X-Forwarded-Proto;
 {{- end}}
+        # A scheme, or nothing: the first of a proxies' list, lower case.
+        if (req.http.X-Forwarded-Proto) {
+            set req.http.X-Forwarded-Proto = std.tolower(regsub(req.http.X-Forwarded-Proto, "^\s*([^,\s]*).*$", "\1"));
+            if (req.http.X-Forwarded-Proto !~ "^https?$") {
+                unset req.http.X-Forwarded-Proto;
+            }
+        }
         if (client.ip != remote.ip) {
+            set req.http.X-Gs-Door = "{{.Doors.ProxyProtocol}}";
             # PROXY protocol (a listener "-a NAME=ADDR,PROXY", as Debian's
             # hitch speaks it): the terminator told the visitor's address
             # (client.ip) and, in PROXY v2, whether it came over TLS. The
@@ -67,6 +85,8 @@ sub gearshift_recv {
                 set req.http.X-Forwarded-Proto = "http";
             }
         }
+        std.log("{{.Doors.Log}}" + req.http.X-Gs-Door);
+        unset req.http.X-Gs-Door;
         unset req.http.X-Gs-Cache;
         unset req.http.X-Gs-Session;
         unset req.http.X-Gs-Host;
