@@ -116,7 +116,7 @@ func (a *adviser) done(now time.Time, r adviceResult) {
 	a.running, a.lastRead = false, now
 	if r.err != nil {
 		a.fails++
-		if logWorthy(a.fails) {
+		if logging.Worthy(a.fails) {
 			a.log.Warn("read the Varnish log for advice", zap.String(logging.FieldSource, a.target), zap.Error(r.err),
 				zap.Int(logging.FieldFailures, a.fails))
 		}

@@ -22,6 +22,8 @@ import (
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/top"
+	"github.com/gearshift/gearshift/controller/varnish"
+	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -35,52 +37,18 @@ var (
 	_ api.API = (*Controller)(nil)
 )
 
-// Target is one Varnish admin port, as the controller drives it. It owns
-// its connection: it dials when a command needs one, and after a lost
-// connection dials again by itself. A command on a connection the peer
-// closed before answering (a restarted manager) is sent once more on a
-// fresh one; a command that timed out is not. The controller asks for a
-// Target once per admin port and never re-dials: it only decides when to
-// try again, with backoff. An error Varnish answered (a rejected command,
-// a VCL that does not compile) is, or wraps, a *varnishadm.CLIError: the
-// controller keeps the connection; any other error counts as a broken one.
-type Target interface {
-	VCLInline(ctx context.Context, name, src, state string) error
-	VCLUse(ctx context.Context, name string) error
-	VCLLabel(ctx context.Context, label, vcl string) error
-	VCLDiscard(ctx context.Context, name string) error
-	VCLList(ctx context.Context) ([]VCL, error)
-	// ChildState is the cache child's state as the manager reports it:
-	// "running", or "stopped" when nothing is served.
-	ChildState(ctx context.Context) (string, error)
-	// Sessions counts the admin sessions opened so far: a new one means
-	// the connection was lost and re-dialled (a manager restart, say).
-	Sessions() int64
-	Close() error
-}
-
-// VCL is one entry of `vcl.list`: a VCL program, or a label.
-type VCL struct {
-	Name   string
-	Active bool
-	Label  string // for a label: the VCL it points to; "" for a program
-	Refs   int    // for a label: the VCLs that hand requests to it
-}
-
-// DialFunc returns the Target of the admin port addr, authenticating with
-// the secret in secretFile. It is called once per target, until it
-// succeeds; the Target dials (and re-dials) itself.
-type DialFunc func(addr, secretFile string) (Target, error)
-
 // BuildFunc renders the profiles of a config.
 type BuildFunc func(cfg *config.Config) (profiles.Set, error)
 
+// BuildProfiles is the BuildFunc of the daemon: the config's profiles.
+func BuildProfiles(cfg *config.Config) (profiles.Set, error) { return profiles.Build(cfg.Site()) }
+
 // Options configure a Controller.
 type Options struct {
-	Config *config.Config // validated; required
-	Sensor Sensor         // required
-	Dial   DialFunc       // required
-	Build  BuildFunc      // required: renders the profiles of Config and of every reload
+	Config *config.Config   // validated; required
+	Sensor Sensor           // required
+	Dial   varnish.DialFunc // required
+	Build  BuildFunc        // required: renders the profiles of Config and of every reload
 	// LoadConfig re-reads the config for a reload; nil refuses reloads.
 	LoadConfig func() (*config.Config, error)
 	Logger     *zap.Logger // zap.NewNop() when nil
@@ -154,7 +122,7 @@ type Controller struct {
 	cfg         *config.Config
 	set         profiles.Set
 	machine     *state.Machine
-	targets     []*target
+	targets     []*slot
 	lastSample  *sensor.Sample
 	sensorFails int
 	sourceFails map[string]int // optional sources failing, by source: failures in a row
@@ -175,7 +143,7 @@ type Controller struct {
 
 	// synced receives each target whose background sync ended; until the
 	// loop receives it the target is busy and the loop leaves it alone.
-	synced chan *target
+	synced chan *slot
 
 	// reloading holds a token while a Reload reads the config, so that a
 	// storm of SIGHUPs reads it one at a time, in order.
@@ -225,7 +193,7 @@ func New(opts Options) (*Controller, error) {
 		ready:   make(chan struct{}),
 		// One sync per target is in flight at most; the room lets a
 		// sync that outlived its poll end even when no loop receives.
-		synced:    make(chan *target, 1024),
+		synced:    make(chan *slot, 1024),
 		reloading: make(chan struct{}, 1),
 	}
 	c.hooks = hooks.New(c.log)
@@ -323,7 +291,7 @@ func (c *Controller) Tick(ctx context.Context) {
 	s, err := c.opts.Sensor.Sample(ctx)
 	if err != nil {
 		c.sensorFails++
-		if logWorthy(c.sensorFails) {
+		if logging.Worthy(c.sensorFails) {
 			c.log.Warn("read sensors", zap.Error(err), zap.Int(logging.FieldFailures, c.sensorFails))
 		}
 		d = c.machine.Expire(now)
@@ -352,7 +320,7 @@ func (c *Controller) sourceProblems(problems []sensor.Problem) {
 			c.sourceFails = map[string]int{}
 		}
 		c.sourceFails[p.Source]++
-		if n := c.sourceFails[p.Source]; logWorthy(n) {
+		if n := c.sourceFails[p.Source]; logging.Worthy(n) {
 			c.log.Warn("read source", zap.String(logging.FieldSource, p.Source), zap.Error(p.Err),
 				zap.Int(logging.FieldFailures, n))
 		}
@@ -378,13 +346,13 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 		c.metrics.transition(d)
 		fields := append(signalFields(c.signals(), d.Signals), zap.Bool(logging.FieldForced, d.Forced))
 		if switchMS >= 0 {
-			fields = append(fields, zap.Float64(logging.FieldSwitchMS, round(switchMS, 3)))
+			fields = append(fields, zap.Float64(logging.FieldSwitchMS, numfmt.Round(switchMS, 3)))
 		}
 		logging.StateChange(c.log, d.From.String(), d.State.String(), d.Reason, fields...)
 	} else {
 		fields := []zap.Field{zap.String(logging.FieldState, d.State.String()), zap.String(logging.FieldReason, d.Reason)}
 		if s := c.lastSample; s != nil {
-			fields = append(fields, zap.Float64(logging.FieldRunnable, round(s.Runnable, 2)), zap.Float64(logging.FieldLoad1, s.Load1))
+			fields = append(fields, zap.Float64(logging.FieldRunnable, numfmt.Round(s.Runnable, 2)), zap.Float64(logging.FieldLoad1, s.Load1))
 		}
 		c.log.Debug("no state change", append(fields, signalFields(c.signals(), d.Signals)...)...)
 	}
@@ -418,7 +386,7 @@ func (c *Controller) stop() {
 			c.log.Warn("on_exit: not switching", zap.Error(err))
 		} else {
 			for _, t := range c.targets {
-				t.retryAt = time.Time{} // one last try, backoff or not
+				t.Retry() // one last try, backoff or not
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			ms := c.syncAll(ctx, st, -1)
@@ -431,28 +399,10 @@ func (c *Controller) stop() {
 		}
 	}
 	for _, t := range c.targets {
-		t.close()
+		t.Close()
 	}
 	c.hooks.Close(hooks.StopGrace)
 	c.history.close()
 	c.log.Info("stopped", zap.String(logging.FieldState, c.machine.Current().State.String()),
 		zap.String(logging.FieldOnExit, onExit))
-}
-
-// logWorthy reports whether the n-th consecutive failure is logged: the
-// first ones, then at every power of two, so a long outage does not flood
-// the log.
-func logWorthy(n int) bool {
-	return n <= 3 || n&(n-1) == 0
-}
-
-func round(v float64, places int) float64 {
-	p := 1.0
-	for i := 0; i < places; i++ {
-		p *= 10
-	}
-	if v < 0 {
-		return -float64(int64(-v*p+0.5)) / p
-	}
-	return float64(int64(v*p+0.5)) / p
 }

@@ -3,27 +3,17 @@ package controller
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
-	"github.com/gearshift/gearshift/internal/testsupport/testenv"
+	"github.com/gearshift/gearshift/controller/varnish"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
-	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // stallingAdmin is an in-process fake of a Varnish admin port, for what a
@@ -127,8 +117,10 @@ func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
 	}
 
 	t.Run("timeout not retried", func(t *testing.T) {
-		r.c.targets[0].loadTimeout = 300 * time.Millisecond
-		r.clock.add(maxBackoff)
+		slowest := r.c.targets[0].Settings()
+		slowest.LoadTimeout = 300 * time.Millisecond
+		r.c.targets[0].Configure(slowest)
+		r.clock.add(varnish.MaxBackoff)
 		before := slow.inlines.Load()
 		start := time.Now()
 		r.tick(t)
@@ -146,113 +138,6 @@ func TestSlowTargetDoesNotHoldUpOthers(t *testing.T) {
 			t.Errorf("healthy target = %+v, want in sync", s.Targets[1])
 		}
 	})
-}
-
-// droppingAdmin is a fake admin port that serves a sync (vcl.list, and
-// 200 to every other command) until drop is set; then it closes each
-// connection on the next command it reads, unanswered (a manager that
-// goes away mid-session, again and again).
-type droppingAdmin struct {
-	*varnishtest.FakeAdmin
-	drop atomic.Bool
-}
-
-func startDroppingAdmin(tb testing.TB) *droppingAdmin {
-	tb.Helper()
-	f := &droppingAdmin{}
-	f.FakeAdmin = varnishtest.StartFakeAdmin(tb, func(_ int, conn net.Conn) {
-		io.WriteString(conn, varnishtest.Frame(200, "fake varnish\n"))
-		rd := bufio.NewReader(conn)
-		for {
-			line, err := rd.ReadString('\n')
-			if err != nil || f.drop.Load() {
-				return
-			}
-			if strings.HasPrefix(line, "vcl.list") {
-				io.WriteString(conn, varnishtest.Frame(200, `[2, ["vcl.list", "-j"], 1700000000.000,
-{"status": "active", "state": "auto", "temperature": "warm", "busy": 0, "name": "boot"}]`))
-				continue
-			}
-			io.WriteString(conn, varnishtest.Frame(200, ""))
-		}
-	})
-	return f
-}
-
-// Reconnecting lives in one layer: a connection the peer closed is dialled
-// again once, by the admin client, and a target that keeps failing costs
-// one dial per retry, never one per layer.
-func TestOneDialPerRetry(t *testing.T) {
-	fake := startDroppingAdmin(t)
-	secret := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(secret, []byte("unused by the fake\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.History.Dir = "" // tests record nothing unless they say so
-	cfg.Varnish.Targets = []config.Target{{Admin: fake.Addr, SecretFile: secret}}
-	cfg.PollInterval = 0
-	clk := &clock{t: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
-	core, logs := observer.New(zapcore.InfoLevel)
-	c, err := New(Options{
-		Config: cfg, Sensor: &fakeSensor{now: clk.now}, Dial: DialAdmin(5 * time.Second), Build: BuildProfiles,
-		Logger: zap.New(core), Now: clk.now, SyncWait: -1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.waitIdle()
-		for _, tg := range c.targets {
-			tg.close()
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tick := func() api.TargetStatus {
-		t.Helper()
-		c.Tick(ctx)
-		return c.Status().Targets[0]
-	}
-
-	if st := tick(); !st.InSync {
-		t.Fatalf("first contact: %+v, want in sync", st)
-	}
-	if n := fake.Accepted(); n != 1 {
-		t.Fatalf("first contact dialled %d times, want once", n)
-	}
-
-	fake.drop.Store(true)
-	clk.add(time.Second)
-	if st := tick(); st.Reachable || st.InSync {
-		t.Fatalf("after the drop: %+v, want unreachable", st)
-	}
-	// The session the peer closed is dialled again once (the client's
-	// retry); that one is closed too, and nothing dials a third.
-	if n := fake.Accepted(); n != 2 {
-		t.Errorf("the poll after the drop dialled %d times, want once", n-1)
-	}
-	for i := 0; i < 3; i++ {
-		before := fake.Accepted()
-		clk.add(maxBackoff)
-		tick()
-		if n := fake.Accepted() - before; n != 1 {
-			t.Errorf("retry %d dialled %d times, want once", i+1, n)
-		}
-	}
-
-	fake.drop.Store(false)
-	clk.add(maxBackoff)
-	if st := tick(); !st.Reachable || !st.InSync {
-		t.Fatalf("after the port came back: %+v, want in sync", st)
-	}
-	again := logs.FilterMessage("varnish reachable again").All()
-	if len(again) != 1 || again[0].ContextMap()["failures"] != int64(4) {
-		t.Errorf("want one %q with failures 4, got %v", "varnish reachable again", again)
-	}
-	if n := logs.FilterMessage("active VCL changed outside gearshift").Len(); n != 0 {
-		t.Errorf("a re-dialled session was reported as a foreign change %d times", n)
-	}
 }
 
 // While one target stalls on a profile load, the loop goes on: the healthy
@@ -316,33 +201,5 @@ func TestLoopServesWhileTargetStalls(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A port that refuses connections (a manager being restarted) is retried
-// once a poll, not after a backoff grown to maxBackoff.
-func TestBackoffCappedForRefusedConnections(t *testing.T) {
-	cfg := config.Default()
-	cfg.History.Dir = "" // tests record nothing unless they say so
-	cfg.PollInterval = timefmt.Duration(2 * time.Second)
-	cfg.Varnish.Targets = []config.Target{{Admin: testenv.FreeAddr(t), SecretFile: "/nonexistent"}}
-	c := &Controller{log: zap.NewNop(), opts: Options{Dial: func(string, string) (Target, error) { return nil, nil }}}
-	tgs, _ := c.makeTargets(cfg, nil)
-	tg := tgs[0]
-	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	refused := fmt.Errorf("connect: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
-	for i := 0; i < 10; i++ {
-		tg.fail(now, refused)
-	}
-	if tg.backoff != 2*time.Second {
-		t.Errorf("backoff after 10 refused connections = %s, want the poll interval 2s", tg.backoff)
-	}
-	// Anything else (a timeout, a hung port) still backs off to the cap.
-	timeout := fmt.Errorf("connect: %w", os.ErrDeadlineExceeded)
-	for i := 0; i < 10; i++ {
-		tg.fail(now, timeout)
-	}
-	if tg.backoff != maxBackoff {
-		t.Errorf("backoff after 10 timeouts = %s, want %s", tg.backoff, maxBackoff)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnish"
 )
 
 // SwitchBuckets are the upper bounds, in seconds, of
@@ -149,19 +150,13 @@ func (m *Metrics) reloaded(ok bool, now time.Time) {
 	m.reloadAt.Set(float64(now.UnixNano()) / 1e9)
 }
 
-// targetMetrics are the event metrics of one target.
-type targetMetrics struct {
-	errors   prometheus.Counter
-	switches prometheus.Observer
-}
-
 // target returns the event metrics of the target addr, creating its series
 // (at 0) when new. Without metrics (a nil m) they count for no one.
-func (m *Metrics) target(addr string) targetMetrics {
+func (m *Metrics) target(addr string) varnish.Metrics {
 	if m == nil {
-		return targetMetrics{errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported"}), switches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unexported"})}
+		return varnish.Metrics{Errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported"}), Switches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unexported"})}
 	}
-	return targetMetrics{errors: m.targetErrors.WithLabelValues(addr), switches: m.switches.WithLabelValues(addr)}
+	return varnish.Metrics{Errors: m.targetErrors.WithLabelValues(addr), Switches: m.switches.WithLabelValues(addr)}
 }
 
 // forget drops the series of a target that is no longer configured.

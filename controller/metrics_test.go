@@ -62,8 +62,8 @@ func TestMetricsFromStatus(t *testing.T) {
 	m.watch(func() api.Status { return st }, func() state.Config { return rules })
 	m.reloaded(true, since)
 	m.reloaded(false, since.Add(time.Minute))
-	m.target("127.0.0.1:6082").switches.Observe(0.0004)
-	m.target("127.0.0.1:6082").errors.Inc()
+	m.target("127.0.0.1:6082").Switches.Observe(0.0004)
+	m.target("127.0.0.1:6082").Errors.Inc()
 	m.transition(state.Decision{From: state.Light, State: state.Moderate, Changed: true, Cause: state.CauseForced})
 	out := scrape(t, m.Handler())
 

@@ -81,7 +81,7 @@ func (w *historyWriter) failed(err error) {
 	n := w.fails
 	w.problem = err.Error()
 	w.mu.Unlock()
-	if logWorthy(n) {
+	if logging.Worthy(n) {
 		w.log.Warn("record history (gears still shift)", zap.String(logging.FieldPath, w.rec.Dir()), zap.Error(err),
 			zap.Int(logging.FieldFailures, n))
 	}

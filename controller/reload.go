@@ -12,6 +12,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnish"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -86,11 +87,11 @@ func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set prof
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			names[i], errs[i] = t.preload(ctx, &set)
+			names[i], errs[i] = t.Preload(ctx, &set)
 		}()
 	}
 	wg.Wait()
-	loaded := map[*target][]string{}
+	loaded := map[*slot][]string{}
 	var loadErr error
 	for i, t := range targets {
 		loaded[t] = names[i]
@@ -98,7 +99,7 @@ func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set prof
 		if err == nil {
 			continue
 		}
-		if isCommandError(err) {
+		if varnish.IsCommandError(err) {
 			if loadErr == nil {
 				loadErr = err
 			}
@@ -106,11 +107,11 @@ func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set prof
 		}
 		// An unreachable target is a runtime fault, not a bad config: it
 		// gets the new profiles when it comes back, like on first contact.
-		t.fail(c.clock(), err)
+		t.Fail(c.clock(), err)
 	}
 	if loadErr != nil {
 		for t, names := range loaded {
-			t.unload(ctx, names)
+			t.Unload(ctx, names)
 		}
 		// The targets only the refused config named go, and their series
 		// with them (unless a running target shares the address).
@@ -143,34 +144,6 @@ func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set prof
 	return nil
 }
 
-// drop closes the targets of from that are not in keep and forgets their
-// metric series, but not those of an address a kept target still uses
-// (the same admin address with another secret file).
-func (c *Controller) drop(from, keep []*target) {
-	for _, t := range from {
-		if contains(keep, t) {
-			continue
-		}
-		t.close()
-		shared := false
-		for _, k := range keep {
-			shared = shared || k.addr == t.addr
-		}
-		if !shared {
-			c.metrics.forget(t.addr)
-		}
-	}
-}
-
-func contains(ts []*target, t *target) bool {
-	for _, x := range ts {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
 // WarnNarrowSessions says, at start and on each reload, that a config
 // listing profiles.session_cookies keeps 0.2's behaviour: a cookie not
 // listed is no session, and is stripped in moderate and heavy, which logs
@@ -183,54 +156,4 @@ func WarnNarrowSessions(log *zap.Logger, cfg *config.Config) {
 		"a request with any other cookie is anonymous, and moderate and heavy strip that cookie; "+
 		"remove the key to make every cookie not in profiles.ignore_cookies a session",
 		zap.Strings(logging.FieldSessionCookies, cfg.Profiles.SessionCookies))
-}
-
-// preload loads the profiles of set into a connected, healthy target, and
-// returns the names it loaded (to be discarded if the reload is abandoned).
-func (t *target) preload(ctx context.Context, set *profiles.Set) ([]string, error) {
-	loaded, err := t.preloadSet(ctx, t.profiles(set))
-	if err != nil && t.learnPlain(err) {
-		t.unload(ctx, loaded)
-		return t.preloadSet(ctx, t.profiles(set))
-	}
-	return loaded, err
-}
-
-func (t *target) preloadSet(ctx context.Context, set *profiles.Set) ([]string, error) {
-	if t.conn == nil || t.failures > 0 {
-		return nil, nil
-	}
-	vcls, err := t.list(ctx)
-	if err != nil {
-		return nil, err
-	}
-	present := map[string]bool{}
-	for _, v := range vcls {
-		present[v.Name] = true
-	}
-	var loaded []string
-	for _, p := range set {
-		if present[p.Name] {
-			continue
-		}
-		if err := t.load(ctx, p); err != nil {
-			return loaded, err
-		}
-		loaded = append(loaded, p.Name)
-	}
-	return loaded, nil
-}
-
-// unload discards names, best effort (rolling back an abandoned reload).
-func (t *target) unload(ctx context.Context, names []string) {
-	if t.conn == nil {
-		return
-	}
-	for _, n := range names {
-		cctx, cancel := t.cmdCtx(ctx, false)
-		if err := t.conn.VCLDiscard(cctx, n); err != nil {
-			t.log.Warn("discard abandoned profile", zap.String(logging.FieldVCL, n), zap.Error(err))
-		}
-		cancel()
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,8 +14,10 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnish"
 	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // countingSensor counts its samples and tells each one on polled.
@@ -49,7 +52,7 @@ func TestReloadDoesNotBlockTheLoop(t *testing.T) {
 	c, err := New(Options{
 		Config: cfg,
 		Sensor: cs,
-		Dial: func(string, string) (Target, error) {
+		Dial: func(string, string) (varnish.Admin, error) {
 			return nil, errors.New("connect: nothing listens")
 		},
 		Build: BuildProfiles,
@@ -112,7 +115,7 @@ func TestReload(t *testing.T) {
 	t.Run("broken profile keeps the old set", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "bad.vcl")
 		os.WriteFile(bad, []byte("vcl 4.1;\nthis does not compile;\n"), 0o644)
-		timeout, loadTimeout := r.c.targets[0].timeout, r.c.targets[0].loadTimeout
+		before := r.c.targets[0].Settings()
 		r.next = func() (*config.Config, error) {
 			cfg := testConfig(r.v)
 			cfg.Profiles.Heavy.VCLFile = bad
@@ -127,13 +130,13 @@ func TestReload(t *testing.T) {
 			t.Fatal("profile set replaced by a broken one")
 		}
 		// On any error the old config stays, the targets' timeouts included.
-		if tg := r.c.targets[0]; tg.timeout != timeout || tg.loadTimeout != loadTimeout {
-			t.Errorf("a failed reload changed the target's timeouts to %s and %s, want %s and %s", tg.timeout, tg.loadTimeout, timeout, loadTimeout)
+		if after := r.c.targets[0].Settings(); after != before {
+			t.Errorf("a failed reload changed the target's settings to %+v, want %+v", after, before)
 		}
 		r.wantActive(t, state.Moderate)
 		names, _ := r.vcls(t)
 		for n := range names {
-			if ownName.MatchString(n) && n != old[0].Name && n != old[1].Name && n != old[2].Name {
+			if strings.HasPrefix(n, profiles.NamePrefix) && n != old[0].Name && n != old[1].Name && n != old[2].Name {
 				t.Errorf("abandoned profile %s left loaded", n)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/logging"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnish"
 )
 
 // resume starts the machine in the heaviest gear that a reachable target
@@ -19,28 +20,15 @@ import (
 // late answer brings is closed.
 func (c *Controller) resume(ctx context.Context, now time.Time) {
 	type answer struct {
-		t    *target
-		conn Target
-		vcls []VCL
+		t     *slot
+		found varnish.Found
+		ok    bool
 	}
 	answers := make(chan answer, len(c.targets))
 	for _, t := range c.targets {
-		dial, addr, secret, timeout := t.dial, t.addr, t.secretFile, t.timeout
 		go func() {
-			conn, err := dial(addr, secret)
-			if err != nil {
-				answers <- answer{t: t}
-				return
-			}
-			lctx, cancel := context.WithTimeout(ctx, timeout)
-			vcls, err := conn.VCLList(lctx)
-			cancel()
-			if err != nil {
-				conn.Close()
-				answers <- answer{t: t}
-				return
-			}
-			answers <- answer{t, conn, vcls}
+			found, err := t.Running(ctx)
+			answers <- answer{t, found, err == nil}
 		}()
 	}
 	var deadline <-chan time.Time
@@ -51,7 +39,7 @@ func (c *Controller) resume(ctx context.Context, now time.Time) {
 	}
 	found, from := state.Lightest, ""
 	pending := len(c.targets)
-	order := map[*target]int{}
+	order := map[*slot]int{}
 	for i, t := range c.targets {
 		order[t] = i
 	}
@@ -64,26 +52,21 @@ collect:
 		case <-deadline:
 			break collect
 		}
-		if a.conn == nil {
+		if !a.ok {
 			continue
 		}
-		if a.t.conn == nil {
-			a.t.conn = a.conn // the first sync goes on with it
-		} else {
-			a.conn.Close()
-		}
+		a.t.Keep(a.found) // the first sync goes on with its connection
 		// The heaviest gear wins; between targets on the same one, the
 		// first in the config names it.
-		if st, err := state.Parse(gearOf(a.t.mode, a.vcls)); err == nil && (from == "" || st > found || (st == found && order[a.t] < fromIndex)) {
+		if st, err := state.Parse(a.found.Gear); err == nil && (from == "" || st > found || (st == found && order[a.t] < fromIndex)) {
 			found, from, fromIndex = st, a.t.addr, order[a.t]
 		}
 	}
 	if pending > 0 {
 		go func(n int) { // late answers: their connections are not used
 			for ; n > 0; n-- {
-				if a := <-answers; a.conn != nil {
-					a.conn.Close()
-				}
+				a := <-answers
+				a.found.Close()
 			}
 		}(pending)
 	}
@@ -93,16 +76,4 @@ collect:
 	reason := fmt.Sprintf("resumed %s, the gear varnish %s was running at start", found, from)
 	c.machine.Resume(now, found, reason)
 	c.log.Info("resuming gear", zap.String(logging.FieldTo, found.String()), zap.String(logging.FieldReason, reason))
-}
-
-// signalFields are the log fields of the available signals, in the order of
-// set, each rounded to its precision.
-func signalFields(set *state.Set, sig state.Signals) []zap.Field {
-	var fs []zap.Field
-	for _, s := range set.All() {
-		if v, ok := sig.Get(s.Name); ok {
-			fs = append(fs, zap.Float64(s.Name, round(v, s.Precision)))
-		}
-	}
-	return fs
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnish"
 )
 
 func TestResumesGearVarnishRuns(t *testing.T) {
@@ -21,7 +22,7 @@ func TestResumesGearVarnishRuns(t *testing.T) {
 	}
 	first.wantActive(t, state.Heavy)
 	for _, tg := range first.c.targets {
-		tg.close() // the daemon stops with on_exit: keep
+		tg.Close() // the daemon stops with on_exit: keep
 	}
 
 	// A new daemon on the same Varnish, no load: it resumes heavy rather
@@ -58,7 +59,7 @@ func TestResumeDoesNotWaitForAHangingTarget(t *testing.T) {
 	}
 	first.wantActive(t, state.Heavy)
 	for _, tg := range first.c.targets {
-		tg.close()
+		tg.Close()
 	}
 
 	const hung = "192.0.2.1:6082" // never dialled: the fake dial below hangs on it
@@ -67,11 +68,11 @@ func TestResumeDoesNotWaitForAHangingTarget(t *testing.T) {
 	cfg := testConfig(first.v)
 	cfg.Varnish.Targets = []config.Target{{Admin: hung, SecretFile: first.v.SecretFile}, cfg.Varnish.Targets[0]}
 	clk := &clock{t: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
-	dial := DialAdmin(30 * time.Second)
+	dial := varnish.DialAdmin(30 * time.Second)
 	c, err := New(Options{
 		Config: cfg,
 		Sensor: &fakeSensor{now: clk.now},
-		Dial: func(addr, secret string) (Target, error) {
+		Dial: func(addr, secret string) (varnish.Admin, error) {
 			if addr == hung {
 				<-release
 				return nil, errors.New("released")
@@ -89,7 +90,7 @@ func TestResumeDoesNotWaitForAHangingTarget(t *testing.T) {
 	t.Cleanup(func() {
 		c.waitIdle()
 		for _, tg := range c.targets {
-			tg.close()
+			tg.Close()
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

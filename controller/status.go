@@ -6,22 +6,8 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/numfmt"
 )
-
-// clock is the loop's time: the monotonic clock, read as a time.Time
-// that starts at the wall time of New. The state machine and the targets
-// run on it; wall tells the time it shows.
-func (c *Controller) clock() time.Time { return c.epoch.Add(c.opts.Mono()) }
-
-// wall turns a time of the loop's clock into the wall clock's time for
-// display: as long before (or after) the wall clock's now as it is before
-// the loop's now.
-func (c *Controller) wall(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return c.now().Round(0).Add(t.Sub(c.clock()))
-}
 
 // Status returns the status as of the last tick or request.
 func (c *Controller) Status() api.Status {
@@ -85,7 +71,7 @@ func (c *Controller) publish() api.Status {
 			Load1:    ls.Load1,
 			Load5:    ls.Load5,
 			Load15:   ls.Load15,
-			Runnable: round(ls.Runnable, 2),
+			Runnable: numfmt.Round(ls.Runnable, 2),
 			CPUs:     ls.CPUs,
 			Signals:  map[string]*float64{},
 			Order:    c.signals().Names(),
@@ -93,7 +79,7 @@ func (c *Controller) publish() api.Status {
 		for _, sig := range c.signals().All() {
 			var p *float64
 			if v, ok := d.Signals.Get(sig.Name); ok {
-				v = round(v, sig.Precision+1)
+				v = numfmt.Round(v, sig.Precision+1)
 				p = &v
 			}
 			s.Sample.Signals[sig.Name] = p
@@ -103,7 +89,7 @@ func (c *Controller) publish() api.Status {
 		}
 	}
 	for _, t := range c.targets {
-		ts := t.status(c.set[d.State])
+		ts := t.status(c.set[d.State], c.cfg.Varnish.Mode)
 		if at := ts.ForeignVCLAt; at != nil {
 			w := c.wall(*at)
 			ts.ForeignVCLAt = &w

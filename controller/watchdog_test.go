@@ -9,6 +9,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/varnish"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -42,7 +43,7 @@ func TestLoopSendsWatchdog(t *testing.T) {
 	c, err := New(Options{
 		Config: cfg,
 		Sensor: hs,
-		Dial: func(string, string) (Target, error) {
+		Dial: func(string, string) (varnish.Admin, error) {
 			return nil, errors.New("connect: nothing listens")
 		},
 		Build: BuildProfiles,

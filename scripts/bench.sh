@@ -167,7 +167,7 @@ if [ "$BENCH_GO" = 1 ]; then
 		cd "$ROOT"
 		go test -run '^$' -bench 'VCLUse|VCLLabel' -benchtime "${BENCH_GO_N}x" ./controller/varnishadm/
 		go test -run '^$' -bench 'SyncAll' -benchtime "${BENCH_GO_N}x" ./controller/
-		go test -run '^$' -bench 'CompileAtSwitch' -benchtime "${BENCH_COMPILE_N}x" -timeout 30m ./controller/
+		go test -run '^$' -bench 'CompileAtSwitch' -benchtime "${BENCH_COMPILE_N}x" -timeout 30m ./controller/varnish/
 	) >"$GO_OUT" 2>&1 || say "bench: a Go benchmark failed (see $GO_OUT)"
 fi
 ELAPSED=$((SECONDS - started))

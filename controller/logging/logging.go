@@ -178,3 +178,10 @@ func New(file zapcore.WriteSyncer, console io.Writer, level zap.AtomicLevel) *za
 	}
 	return zap.New(zapcore.NewTee(cores...))
 }
+
+// Worthy reports whether the n-th consecutive failure is logged: the
+// first ones, then at every power of two, so a long outage does not flood
+// the log.
+func Worthy(n int) bool {
+	return n <= 3 || n&(n-1) == 0
+}

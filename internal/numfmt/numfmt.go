@@ -60,3 +60,16 @@ func Count(v float64) string {
 	}
 	return fmt.Sprintf("%.0f%s", n, unit)
 }
+
+// Round rounds v half away from zero to places decimals, for what is
+// logged and shown (a switch time, a signal's value).
+func Round(v float64, places int) float64 {
+	p := 1.0
+	for i := 0; i < places; i++ {
+		p *= 10
+	}
+	if v < 0 {
+		return -float64(int64(-v*p+0.5)) / p
+	}
+	return float64(int64(v*p+0.5)) / p
+}

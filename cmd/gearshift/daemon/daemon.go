@@ -24,6 +24,7 @@ import (
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/varnish"
 )
 
 // Options are what Run needs besides the config.
@@ -129,7 +130,7 @@ func Run(cfg *config.Config, opts Options) error {
 		Metrics:          metrics,
 		Config:           cfg,
 		Sensor:           sens,
-		Dial:             controller.DialAdmin(time.Duration(cfg.Varnish.Timeout)),
+		Dial:             varnish.DialAdmin(time.Duration(cfg.Varnish.Timeout)),
 		Build:            controller.BuildProfiles,
 		LoadConfig:       loadConfig,
 		Logger:           log,

@@ -1,4 +1,4 @@
-package controller
+package varnish
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func newLabelSite(t *testing.T) *labelSite {
 		io.WriteString(w, "origin "+r.URL.Path)
 	}))
 	t.Cleanup(origin.Close)
-	snippet, err := filepath.Abs(filepath.Join("..", "scripts", "varnish", "gearshift-label.vcl"))
+	snippet, err := filepath.Abs(filepath.Join("..", "..", "scripts", "varnish", "gearshift-label.vcl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func searchableDir(t *testing.T) string {
 
 // varnishreload runs Debian's varnishreload (what `systemctl reload
 // varnish` runs) against r's varnishd: vcl.load of the file, vcl.use.
-func (r *rig) varnishreload(t *testing.T, file string) {
+func (r *rig) varnishreload(t testing.TB, file string) {
 	t.Helper()
 	const script = "/usr/share/varnish/varnishreload"
 	if _, err := os.Stat(script); err != nil {
@@ -91,7 +91,7 @@ func (r *rig) varnishreload(t *testing.T, file string) {
 
 // gear returns the gear whose profile served path through Varnish, or ""
 // for the site's own answer.
-func (r *rig) gear(t *testing.T, path string) string {
+func (r *rig) gear(t testing.TB, path string) string {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(r.v.URL(path))
 	if err != nil {
@@ -104,9 +104,9 @@ func (r *rig) gear(t *testing.T, path string) string {
 
 // wantLabel checks that the label points at st's profile, that Varnish
 // serves the site's requests with it, and that the site's VCL is active.
-func (r *rig) wantLabel(t *testing.T, st state.State) {
+func (r *rig) wantLabel(t testing.TB, st state.State) {
 	t.Helper()
-	want := r.c.set[st].Name
+	want := r.set[st].Name
 	out, err := r.v.Adm("vcl.list")
 	if err != nil {
 		t.Fatal(err)
@@ -120,9 +120,8 @@ func (r *rig) wantLabel(t *testing.T, st state.State) {
 	if got := r.gear(t, "/gs/page"); got != st.String() {
 		t.Fatalf("request served by gear %q, want %s", got, st)
 	}
-	s := r.c.Status()
-	if ts := s.Targets[0]; s.State != st.String() || s.VarnishMode != "label" || !ts.InSync || ts.LabelVCL != want {
-		t.Fatalf("status = %+v, want %s in sync with the label on %s", s, st, want)
+	if ts := r.status(st); !ts.InSync || ts.LabelVCL != want {
+		t.Fatalf("status = %+v, want %s in sync with the label on %s", ts, st, want)
 	}
 }
 
@@ -147,51 +146,37 @@ func sentUse(cmds []string) bool {
 	return false
 }
 
-func TestLabelModeFollowsForceAndAuto(t *testing.T) {
+func TestLabelModeFollowsTheGear(t *testing.T) {
 	site := newLabelSite(t)
 	r := newRig(t, site.configure)
 
-	r.tick(t)
+	r.sync(t, state.Light)
 	cmds := r.cmds.take()
 	// The wanted gear first and the label on it, then the other two.
-	if len(cmds) != 4 || cmds[0] != "inline "+r.c.set[state.Light].Name || cmds[1] != "label gearshift "+r.c.set[state.Light].Name {
+	if len(cmds) != 4 || cmds[0] != "inline "+r.set[state.Light].Name || cmds[1] != "label gearshift "+r.set[state.Light].Name {
 		t.Fatalf("first contact sent %v, want light's vcl.inline, the label, then 2 vcl.inline", cmds)
 	}
 	// The label exists, but the boot VCL does not use it yet: said once.
-	r.tick(t)
-	r.tick(t)
+	r.sync(t, state.Light)
+	r.sync(t, state.Light)
 	if n := r.logged("no VCL hands requests to the label: every gear serves the same"); n != 1 {
 		t.Errorf("%d warnings about the unused label, want 1", n)
 	}
 
 	r.varnishreload(t, site.siteVCL) // the admin installs the snippet
-	r.tick(t)
+	r.sync(t, state.Light)
 	r.wantLabel(t, state.Light)
 	if got := r.gear(t, "/own"); got != "" {
 		t.Errorf("the site's own /own was served by gear %q", got)
 	}
 
-	ctx := context.Background()
-	if resp := r.c.handle(ctx, request{kind: reqForce, state: state.Heavy}); resp.err != nil {
-		t.Fatal(resp.err)
+	for _, st := range []state.State{state.Heavy, state.Moderate, state.Light, state.Heavy} {
+		r.sync(t, st)
+		r.wantLabel(t, st)
+		if ts := r.status(st); ts.LastSwitchMS <= 0 {
+			t.Errorf("last_switch_ms = %v after a relabel", ts.LastSwitchMS)
+		}
 	}
-	r.wantLabel(t, state.Heavy)
-	if s := r.c.Status(); s.Targets[0].LastSwitchMS <= 0 {
-		t.Errorf("last_switch_ms = %v after a relabel", s.Targets[0].LastSwitchMS)
-	}
-
-	r.c.handle(ctx, request{kind: reqAuto}) // no load: down one gear at a time
-	r.clock.add(5 * time.Second)
-	r.tick(t)
-	r.wantLabel(t, state.Moderate)
-	r.clock.add(5 * time.Second)
-	r.tick(t)
-	r.wantLabel(t, state.Light)
-
-	r.sensor.set(3) // a surge: straight up
-	r.tick(t)
-	r.wantLabel(t, state.Heavy)
-
 	if cmds := r.cmds.take(); sentUse(cmds) {
 		t.Errorf("label mode sent vcl.use: %v", cmds)
 	}
@@ -203,12 +188,9 @@ func TestLabelModeFollowsForceAndAuto(t *testing.T) {
 func TestLabelModeKeepsRoutingThroughVarnishreload(t *testing.T) {
 	site := newLabelSite(t)
 	r := newRig(t, site.configure)
-	r.tick(t)
+	r.sync(t, state.Light)
 	r.varnishreload(t, site.siteVCL)
-	ctx := context.Background()
-	if resp := r.c.handle(ctx, request{kind: reqForce, state: state.Moderate}); resp.err != nil {
-		t.Fatal(resp.err)
-	}
+	r.sync(t, state.Moderate)
 	r.wantLabel(t, state.Moderate)
 	_, before := r.vcls(t)
 
@@ -217,48 +199,50 @@ func TestLabelModeKeepsRoutingThroughVarnishreload(t *testing.T) {
 	r.cmds.take()
 	for i := 0; i < 2; i++ {
 		r.varnishreload(t, site.siteVCL)
-		r.tick(t)
+		r.sync(t, state.Moderate)
 		r.wantLabel(t, state.Moderate)
 	}
 	if _, after := r.vcls(t); after == before || !strings.HasPrefix(after, "reload_") {
 		t.Errorf("active VCL %q after varnishreload (was %q), want a new reload_*", after, before)
 	}
 	if cmds := r.cmds.take(); len(cmds) != 0 {
-		t.Errorf("ticks after varnishreload sent %v, want nothing", cmds)
+		t.Errorf("syncs after varnishreload sent %v, want nothing", cmds)
 	}
-	if s := r.c.Status(); s.Targets[0].ForeignVCLAt != nil {
-		t.Errorf("a varnishreload in label mode was reported foreign: %+v", s.Targets[0])
+	if ts := r.status(state.Moderate); ts.ForeignVCLAt != nil {
+		t.Errorf("a varnishreload in label mode was reported foreign: %+v", ts)
 	}
 
 	// Someone moves the label: put back, said, and shown in status.
-	if _, err := r.v.Adm("vcl.label", profiles.Label, r.c.set[state.Light].Name); err != nil {
+	if _, err := r.v.Adm("vcl.label", profiles.Label, r.set[state.Light].Name); err != nil {
 		t.Fatal(err)
 	}
-	when := r.clock.now()
-	r.tick(t)
+	when := r.now
+	r.sync(t, state.Moderate)
 	r.wantLabel(t, state.Moderate)
 	if n := r.logged("label changed outside gearshift"); n != 1 {
 		t.Errorf("%d warnings about the moved label, want 1", n)
 	}
-	if at := r.c.Status().Targets[0].ForeignVCLAt; at == nil || !at.Equal(when) {
+	if at := r.status(state.Moderate).ForeignVCLAt; at == nil || !at.Equal(when) {
 		t.Errorf("foreign_vcl_at = %v, want %v", at, when)
 	}
 
-	// A reload with new profiles relabels and discards the old profiles,
-	// but not one that another label still points at.
-	old := r.c.set
+	// New profiles (a reload) preloaded, then synced: relabelled, and the
+	// old profiles discarded, but not one that another label still
+	// points at.
+	old := r.set
 	if _, err := r.v.Adm("vcl.label", "mine", old[state.Heavy].Name); err != nil {
 		t.Fatal(err)
 	}
-	r.next = func() (*config.Config, error) {
-		cfg := testConfig(r.v)
-		site.configure(cfg)
-		cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
-		return cfg, nil
+	r.cfg.Profiles.StaticTTL = timefmt.Duration(2 * time.Hour)
+	next, err := profiles.Build(r.cfg.Site())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if resp := r.c.handle(ctx, request{kind: reqReload}); resp.err != nil {
-		t.Fatal(resp.err)
+	if loaded, err := r.t.Preload(context.Background(), &next); err != nil || len(loaded) != 3 {
+		t.Fatalf("preload loaded %v, %v; want the 3 new profiles", loaded, err)
 	}
+	r.set = next
+	r.sync(t, state.Moderate)
 	r.wantLabel(t, state.Moderate)
 	names, _ := r.vcls(t)
 	for _, st := range []state.State{state.Light, state.Moderate} {
@@ -292,19 +276,17 @@ func TestLabelModeRecoversManagerRestart(t *testing.T) {
 	v := varnishtest.Start(t, varnishtest.Config{CLIFile: paths[len(paths)-1]})
 	r := newRigOn(t, v, site.configure)
 
-	r.tick(t)
+	r.sync(t, state.Light)
 	r.wantLabel(t, state.Light)
 	if cmds := r.cmds.take(); len(cmds) != 0 {
 		t.Errorf("first contact with an exported boot sent %v, want nothing", cmds)
 	}
-	if resp := r.c.handle(context.Background(), request{kind: reqForce, state: state.Heavy}); resp.err != nil {
-		t.Fatal(resp.err)
-	}
+	r.sync(t, state.Heavy)
 	r.wantLabel(t, state.Heavy)
 
 	// The manager restarts: -I labels light again; gearshift puts heavy back.
 	r.v.Restart()
-	r.tick(t)
+	r.sync(t, state.Heavy)
 	r.wantLabel(t, state.Heavy)
 	if n := r.logged("label changed outside gearshift"); n != 0 {
 		t.Errorf("a manager restart was reported as a foreign relabel")
@@ -312,28 +294,29 @@ func TestLabelModeRecoversManagerRestart(t *testing.T) {
 	if n := r.logged("label not on the current gear after reconnecting (manager restarted?): labelling again"); n != 1 {
 		t.Errorf("%d entries about relabelling after a restart, want 1", n)
 	}
-
 }
 
-// A daemon restarted in label mode resumes the gear the label is on.
-func TestLabelModeResumesLabelledGear(t *testing.T) {
+// Running says which gear the label is on, as a restarted daemon asks it
+// before resuming that gear; the connection it asked on is kept, so the
+// first sync dials nothing more and sends nothing.
+func TestLabelModeRunningIsTheLabelledGear(t *testing.T) {
 	site := newLabelSite(t)
 	first := newRig(t, site.configure)
-	first.tick(t)
+	first.sync(t, state.Light)
 	first.varnishreload(t, site.siteVCL)
-	if resp := first.c.handle(context.Background(), request{kind: reqForce, state: state.Heavy}); resp.err != nil {
-		t.Fatal(resp.err)
-	}
+	first.sync(t, state.Heavy)
 	first.wantLabel(t, state.Heavy)
-	for _, tg := range first.c.targets {
-		tg.close()
-	}
+	first.t.Close()
+
 	again := newRigOn(t, first.v, site.configure)
-	if s := again.tick(t); s.State != "heavy" || s.Mode != "auto" {
-		t.Fatalf("first status of the new daemon = %+v, want heavy resumed", s)
+	found, err := again.t.Running(context.Background())
+	if err != nil || found.Gear != state.Heavy.String() {
+		t.Fatalf("Running = %+v, %v; want heavy", found, err)
 	}
+	again.t.Keep(found)
+	again.sync(t, state.Heavy)
 	again.wantLabel(t, state.Heavy)
 	if cmds := again.cmds.take(); len(cmds) != 0 {
-		t.Errorf("resuming sent %v, want nothing", cmds)
+		t.Errorf("syncing the gear found sent %v, want nothing", cmds)
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package varnish
 
 import (
 	"context"
@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
-	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
 // childLosing kills the real cache child when an armed vcl.use comes, and
@@ -22,7 +20,7 @@ import (
 // too short to hit on demand; what follows (the manager's new child) is
 // real.
 type childLosing struct {
-	Target
+	Admin
 	v      *varnishtest.Varnish
 	armed  atomic.Bool
 	killed atomic.Int64 // the pid of the child it killed
@@ -36,7 +34,7 @@ func (c *childLosing) VCLUse(ctx context.Context, name string) error {
 		}
 		return &varnishadm.CLIError{Status: 400, Text: "CLI communication error (hdr)"}
 	}
-	return c.Target.VCLUse(ctx, name)
+	return c.Admin.VCLUse(ctx, name)
 }
 
 // TestShiftAfterChildLost: a shift whose vcl.use met a dying cache child
@@ -46,27 +44,17 @@ func TestShiftAfterChildLost(t *testing.T) {
 	const poll = 100 * time.Millisecond
 	v := varnishtest.Start(t, varnishtest.Config{})
 	var losing *childLosing
-	r := newRigOn(t, v, func(cfg *config.Config) { cfg.PollInterval = timefmt.Duration(poll) },
-		func(o *Options) {
-			dial := o.Dial
-			o.Dial = func(addr, secret string) (Target, error) {
-				tg, err := dial(addr, secret)
-				if err != nil {
-					return nil, err
-				}
-				losing = &childLosing{Target: tg, v: v}
-				return losing, nil
-			}
-		})
-	r.tick(t)
+	r := newRigOn(t, v, nil)
+	r.wrap = func(a Admin) Admin {
+		losing = &childLosing{Admin: a, v: v}
+		return losing
+	}
+	r.sync(t, state.Light)
 	r.wantActive(t, state.Light)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	losing.armed.Store(true)
-	r.sensor.set(3) // heavy at once
-	r.c.Tick(ctx)
-	if ts := r.c.Status().Targets[0]; ts.InSync || losing.armed.Load() {
+	r.sync(t, state.Heavy)
+	if ts := r.status(state.Heavy); ts.InSync || losing.armed.Load() {
 		t.Fatalf("the vcl.use that lost the child did not fail the target: %+v", ts)
 	}
 	// The manager starts a new child: the shift waits for it.
@@ -84,10 +72,10 @@ func TestShiftAfterChildLost(t *testing.T) {
 		}
 	}
 
-	r.clock.add(poll)
-	r.c.Tick(ctx)
+	r.now = r.now.Add(poll - time.Second) // the next poll: sync moved the time on by a second
+	r.sync(t, state.Heavy)
 	r.wantActive(t, state.Heavy)
-	if ts := r.c.Status().Targets[0]; !ts.InSync || ts.Error != "" {
+	if ts := r.status(state.Heavy); !ts.InSync || ts.Error != "" {
 		t.Errorf("target one poll after the child came back = %+v, want in sync", ts)
 	}
 }

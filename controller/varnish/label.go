@@ -1,4 +1,4 @@
-package controller
+package varnish
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // errLabelIsVCL is why label mode cannot label: the label's name is taken
 // by a VCL program. Varnish answered; the connection is fine (see
-// isCommandError).
+// IsCommandError).
 var errLabelIsVCL = fmt.Errorf("a VCL program named %q is loaded, not a label", profiles.Label)
 
 // syncLabel points the label gearshift at desired (label mode). The active
@@ -23,7 +23,7 @@ var errLabelIsVCL = fmt.Errorf("a VCL program named %q is loaded, not a label", 
 // to gearshift with return (vcl(gearshift)), so a relabel moves them to
 // another gear at once, and a varnishreload of the site's VCL keeps them
 // on the current one.
-func (t *target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desired string, want state.State) (float64, bool, error) {
+func (t *Target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desired string, want state.State) (float64, bool, error) {
 	current, found := "", false
 	for _, v := range vcls {
 		if v.Name != profiles.Label {
