@@ -103,6 +103,7 @@ func TestLayerProblem(t *testing.T) {
 		{"controller", "internal/testsupport/varnishtest", true, false},
 		{"controller", "internal/testsupport/varnishtest", false, true},
 		{"controller/ban", "controller", false, true},
+		{"controller/varnish", "controller", false, true}, // the reconciler never imports the loop
 		{"profiles/apps", "profiles", true, false},
 		{"cmd/gearshift/daemon", "controller", false, false},
 		{"controller", "internal/timefmt", false, false},
