@@ -13,6 +13,36 @@ import (
 	"time"
 )
 
+// FrontDoor is status front_door: the last minute's requests that came
+// straight, told by PROXY protocol, forwarded by a trusted proxy, or
+// from a trusted proxy that told nothing (docs/hostile.md).
+type FrontDoor struct {
+	Direct        int `json:"direct"`
+	ProxyProtocol int `json:"proxy_protocol"`
+	Forwarded     int `json:"forwarded"`
+	Unidentified  int `json:"unidentified"`
+}
+
+// UnidentifiedBusy is the least of a minute's requests at which most of
+// them unidentified is a warning: fewer are a local tool's.
+const UnidentifiedBusy = 60
+
+// MostlyUnidentified tells whether most of a busy minute's requests came
+// from a trusted proxy that told nothing of their visitor: behind such a
+// terminator every visitor is trusted as local.
+func (f *FrontDoor) MostlyUnidentified() bool {
+	if f == nil {
+		return false
+	}
+	total := f.Direct + f.ProxyProtocol + f.Forwarded + f.Unidentified
+	return total >= UnidentifiedBusy && 2*f.Unidentified > total
+}
+
+// UnidentifiedAdvice is what to change when MostlyUnidentified holds.
+const UnidentifiedAdvice = "most requests come from a trusted proxy that does not say who the visitor is, so every visitor is trusted as local " +
+	"(purges, no client budget): have the TLS terminator speak PROXY protocol to a varnishd -a NAME=ADDR,PROXY listener (hitch), " +
+	"or set X-Forwarded-For (nginx, Apache mod_proxy), and set profiles.purge_token_file"
+
 // Status is the body of GET /v1/status and of `gearshift status --json`
 // (docs/operating.md#commands). Field names are a public contract.
 type Status struct {
@@ -50,6 +80,9 @@ type Status struct {
 	OverBudgetClients []string `json:"over_budget_clients"`
 	VarnishMode       string   `json:"varnish_mode"` // varnish.mode: "active" or "label"
 	UptimeSeconds     int64    `json:"uptime_seconds"`
+	// FrontDoor counts the requests of the last minute by how their
+	// visitor was known; nil while the Varnish log cannot be read.
+	FrontDoor *FrontDoor `json:"front_door"`
 
 	// LogWriteErrors counts the log lines that could not be written
 	// (metrics; not part of the JSON contract).

@@ -317,6 +317,11 @@ func judge(pre []Problem, st *api.Status, c *Checker) Result {
 		if st.Advice != "" {
 			add(Warning, "%s", st.Advice)
 		}
+		if st.FrontDoor.MostlyUnidentified() {
+			f := st.FrontDoor
+			add(Warning, "%d of the last minute's %d requests unidentified: %s", f.Unidentified,
+				f.Direct+f.ProxyProtocol+f.Forwarded+f.Unidentified, api.UnidentifiedAdvice)
+		}
 		if st.GuestError != "" {
 			add(Warning, "guest pages off (heavy fetches them from the backend): %s", st.GuestError)
 		}

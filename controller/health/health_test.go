@@ -134,6 +134,18 @@ func TestCheckGolden(t *testing.T) {
 			at := apitest.Now.Add(-12 * time.Minute)
 			st.Targets[0].ForeignVCLAt = &at
 		}, code: 1, golden: "warning-foreign-vcl"},
+		{name: "warning front door mostly unidentified", edit: func(st *api.Status) {
+			st.FrontDoor = &api.FrontDoor{Direct: 10, Unidentified: 50}
+		}, code: 1, golden: "warning-front-door"},
+		{name: "ok front door unidentified under a busy minute", edit: func(st *api.Status) {
+			st.FrontDoor = &api.FrontDoor{Unidentified: 59}
+		}, code: 0, golden: "ok"},
+		{name: "ok front door half unidentified", edit: func(st *api.Status) {
+			st.FrontDoor = &api.FrontDoor{ProxyProtocol: 50, Unidentified: 50}
+		}, code: 0, golden: "ok"},
+		{name: "warning guest pages cannot listen", edit: func(st *api.Status) {
+			st.GuestError = "cannot listen at profiles.guest_listen 127.0.0.1:6089 (bind: address already in use): heavy fetches guest pages from the backend until it can"
+		}, code: 1, golden: "warning-guest-listen"},
 		{name: "ok foreign vcl.use over an hour ago", edit: func(st *api.Status) {
 			at := apitest.Now.Add(-61 * time.Minute)
 			st.Targets[0].ForeignVCLAt = &at

@@ -1,0 +1,128 @@
+package top
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// Doors counts the requests of the last minute by how their visitor was
+// known (the profiles' front door records, profiles.Doors), in fixed
+// memory. Safe for concurrent use.
+type Doors struct {
+	mu      sync.Mutex
+	buckets [refusalWindow]doorBucket
+	read    time.Time // when a record was last read, or the reader started; zero: never
+}
+
+type doorBucket struct {
+	sec    int64
+	counts [len(profiles.Doors)]int
+}
+
+// Add counts one request of door at now; a word that is no door is not
+// counted.
+func (d *Doors) Add(now time.Time, door string) {
+	i := doorIndex(door)
+	if i < 0 {
+		return
+	}
+	sec := now.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := &d.buckets[sec%refusalWindow]
+	if b.sec != sec {
+		*b = doorBucket{sec: sec}
+	}
+	b.counts[i]++
+}
+
+// Reading marks the log as read at now (the reader runs), so that Stats
+// has counts to give even before a request comes.
+func (d *Doors) Reading(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.read = now
+}
+
+// Stopped marks the log as not read: Stats gives nothing until Reading.
+func (d *Doors) Stopped() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.read = time.Time{}
+}
+
+// Stats sums the minute before now, by door in the order of
+// profiles.Doors; ok is false while the log is not read.
+func (d *Doors) Stats(now time.Time) (counts [len(profiles.Doors)]int, ok bool) {
+	sec := now.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.read.IsZero() {
+		return counts, false
+	}
+	for _, b := range d.buckets {
+		if b.sec <= sec-refusalWindow || b.sec > sec {
+			continue
+		}
+		for i, n := range b.counts {
+			counts[i] += n
+		}
+	}
+	return counts, true
+}
+
+func doorIndex(door string) int {
+	for i, w := range profiles.Doors {
+		if w == door {
+			return i
+		}
+	}
+	return -1
+}
+
+// DoorArgs are varnishlog's arguments for WatchDoors: the raw front door
+// records only. Without a name, the default instance's log (a stock
+// Varnish's).
+func (l Log) DoorArgs() []string {
+	args := []string{"-t", "0", "-g", "raw", "-i", "VCL_Log", "-I", "VCL_Log:^" + profiles.DoorLog}
+	if l.Name != "" {
+		args = append([]string{"-n", l.Name}, args...)
+	}
+	return args
+}
+
+// WatchDoors runs varnishlog until ctx ends and counts every front door
+// record it reports into d, at the time it is read. Its errors are
+// Watch's.
+func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) error {
+	d.Reading(now())
+	defer d.Stopped()
+	return l.run(ctx, l.DoorArgs(), func(rd io.Reader) error {
+		return parseDoors(rd, func(door string) { d.Add(now(), door) })
+	})
+}
+
+// parseDoors reads varnishlog's raw records ("  32770 VCL_Log  c
+// gearshift-door: proxy_protocol") and calls emit with each door word.
+func parseDoors(rd io.Reader, emit func(door string)) error {
+	br := bufio.NewReaderSize(rd, maxLine)
+	for {
+		line, err := readLine(br)
+		if _, rest, ok := strings.Cut(string(line), profiles.DoorLog); ok {
+			emit(strings.TrimSpace(rest))
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package top
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// TestDoorsCountTheLastMinute: records read from varnishlog are counted
+// by door for a minute; a word that is no door, and an older second, are
+// not; nothing is given while the log is not read.
+func TestDoorsCountTheLastMinute(t *testing.T) {
+	var d Doors
+	now := time.Unix(1_000_000, 0)
+	if _, ok := d.Stats(now); ok {
+		t.Fatal("Stats before the log is read: ok, want none")
+	}
+	d.Reading(now)
+	raw := "    32770 VCL_Log        c gearshift-door: proxy_protocol\n" +
+		"    32771 VCL_Log        c gearshift-door: unidentified\n" +
+		"    32772 VCL_Log        c gearshift-door: unidentified\n" +
+		"    32773 VCL_Log        c gearshift-door: backdoor\n" +
+		"    32774 VCL_Log        c gearshift-reason: miss\n"
+	if err := parseDoors(strings.NewReader(raw), func(door string) { d.Add(now, door) }); err != nil {
+		t.Fatal(err)
+	}
+	d.Add(now.Add(-61*time.Second), profiles.DoorDirect)
+	d.Add(now.Add(-30*time.Second), profiles.DoorForwarded)
+	counts, ok := d.Stats(now)
+	if want := [len(profiles.Doors)]int{0, 1, 1, 2}; !ok || counts != want {
+		t.Errorf("Stats = %v %v, want %v (direct, proxy_protocol, forwarded, unidentified)", counts, ok, want)
+	}
+	if counts, _ := d.Stats(now.Add(time.Minute)); counts != [len(profiles.Doors)]int{} {
+		t.Errorf("a minute later: %v, want nothing", counts)
+	}
+	d.Stopped()
+	if _, ok := d.Stats(now); ok {
+		t.Error("Stats after the reader stopped: ok, want none")
+	}
+}
