@@ -91,6 +91,13 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 		fmt.Fprintf(tw, "over budget\t%d requests refused in the last minute (%s): profiles.client_budget\n",
 			s.OverBudget, oneLine(strings.Join(s.OverBudgetClients, ", ")))
 	}
+	if s.GuestError != "" {
+		fmt.Fprintf(tw, "guest pages\tOFF: %s\n", oneLine(s.GuestError))
+	}
+	if f := s.FrontDoor; f != nil {
+		fmt.Fprintf(tw, "front door\t%d direct, %d by PROXY protocol, %d forwarded, %d unidentified in the last minute\n",
+			f.Direct, f.ProxyProtocol, f.Forwarded, f.Unidentified)
+	}
 	if s.HistoryError != "" {
 		fmt.Fprintf(tw, "history\tNOT RECORDING (gears still shift): %s\n", oneLine(s.HistoryError))
 	}

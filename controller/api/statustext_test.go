@@ -81,6 +81,12 @@ func TestStatusGolden(t *testing.T) {
 				LabelVCL: "gearshift-light-5e6f7a8b", LastSwitchMS: 0.03})
 			return s
 		}, true},
+		{"front-door", func() Status {
+			s := base()
+			s.FrontDoor = &FrontDoor{Direct: 3, ProxyProtocol: 1200, Forwarded: 40, Unidentified: 2}
+			s.GuestError = "cannot listen at profiles.guest_listen 127.0.0.1:6089 (bind: address already in use): heavy fetches guest pages from the backend until it can"
+			return s
+		}, true},
 		{"starting", func() Status {
 			s := base()
 			s.State, s.Reason, s.Transitions, s.Sample = "light", "starting in light", 0, nil
