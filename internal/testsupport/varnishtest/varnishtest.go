@@ -285,8 +285,8 @@ func (v *Varnish) Adm(args ...string) (string, error) {
 }
 
 // WithoutModules returns the runtime parameter of a Varnish that has no
-// vmod but std: a vmod_path of its own holding a copy of std alone, as on
-// a host without varnish-modules.
+// vmod but Varnish's own std and proxy: a vmod_path of its own holding
+// copies of them alone, as on a host without varnish-modules.
 func WithoutModules(tb testing.TB) string {
 	tb.Helper()
 	for _, d := range []string{"/usr/lib/x86_64-linux-gnu/varnish/vmods", "/usr/lib/aarch64-linux-gnu/varnish/vmods",
@@ -297,6 +297,14 @@ func WithoutModules(tb testing.TB) string {
 		}
 		dir := tb.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "libvmod_std.so"), b, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		// proxy ships with Varnish itself, as std does.
+		p, err := os.ReadFile(filepath.Join(d, "libvmod_proxy.so"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "libvmod_proxy.so"), p, 0o644); err != nil {
 			tb.Fatal(err)
 		}
 		return "vmod_path=" + dir
