@@ -98,6 +98,9 @@ type Options struct {
 	// budget (profiles.client_budget), read from a Varnish log; nil: none
 	// are shown.
 	Refusals *top.Refusals
+	// Doors counts the requests of the last minute by how their visitor
+	// was known, read from a Varnish log; nil: status front_door is null.
+	Doors *top.Doors
 	// WatchdogInterval is how often the loop sends WATCHDOG=1 (0: never).
 	// A loop stuck anywhere stops sending, and systemd restarts it.
 	WatchdogInterval time.Duration

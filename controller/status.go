@@ -38,6 +38,9 @@ func (c *Controller) publish() api.Status {
 		VarnishMode: c.cfg.Varnish.Mode,
 		Advice:      c.advice.line,
 	}
+	if c.opts.Doors != nil {
+		s.FrontDoor = c.opts.Doors.FrontDoor(time.Now()) // the reader counts on the wall clock
+	}
 	if c.opts.Refusals != nil {
 		rs := c.opts.Refusals.Stats(time.Now()) // the reader counts on the wall clock
 		s.OverBudget, s.OverBudgetClients = rs.Requests, rs.Clients

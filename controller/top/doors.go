@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -48,7 +49,9 @@ func (d *Doors) Add(now time.Time, door string) {
 func (d *Doors) Reading(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.read = now
+	if d.read.IsZero() {
+		d.read = now
+	}
 }
 
 // Stopped marks the log as not read: Stats gives nothing until Reading.
@@ -78,6 +81,19 @@ func (d *Doors) Stats(now time.Time) (counts [len(profiles.Doors)]int, ok bool) 
 	return counts, true
 }
 
+// FrontDoor is Stats as status front_door: nil while the log is not
+// read.
+func (d *Doors) FrontDoor(now time.Time) *api.FrontDoor {
+	n, ok := d.Stats(now)
+	if !ok {
+		return nil
+	}
+	// A door added to profiles.Doors must be given a field here: the
+	// array's length no longer matches, and this fails to compile.
+	var by [4]int = n
+	return &api.FrontDoor{Direct: by[0], ProxyProtocol: by[1], Forwarded: by[2], Unidentified: by[3]}
+}
+
 func doorIndex(door string) int {
 	for i, w := range profiles.Doors {
 		if w == door {
@@ -102,12 +118,33 @@ func (l Log) DoorArgs() []string {
 // record it reports into d, at the time it is read. Its errors are
 // Watch's.
 func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) error {
-	d.Reading(now())
-	defer d.Stopped()
-	return l.run(ctx, l.DoorArgs(), func(rd io.Reader) error {
-		return parseDoors(rd, func(door string) { d.Add(now(), door) })
+	// The log counts as read once varnishlog has run a moment (one that
+	// cannot attach exits at once), or gave a record.
+	running, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-running.Done():
+		case <-time.After(doorsSettle):
+			d.Reading(now())
+		}
+	}()
+	err := l.run(ctx, l.DoorArgs(), func(rd io.Reader) error {
+		return parseDoors(rd, func(door string) {
+			d.Reading(now())
+			d.Add(now(), door)
+		})
 	})
+	cancel()
+	<-done
+	d.Stopped()
+	return err
 }
+
+// doorsSettle is how long varnishlog runs before its silence means no
+// request rather than no log.
+const doorsSettle = 2 * time.Second
 
 // parseDoors reads varnishlog's raw records ("  32770 VCL_Log  c
 // gearshift-door: proxy_protocol") and calls emit with each door word.

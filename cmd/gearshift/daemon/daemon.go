@@ -24,6 +24,7 @@ import (
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/top"
 	"github.com/gearshift/gearshift/controller/varnish"
 )
 
@@ -123,10 +124,12 @@ func Run(cfg *config.Config, opts Options) error {
 		return next, err
 	}
 	refusals, refusalsFrom := newRefusals(cfg)
+	doors := &top.Doors{}
 	ctrl, err := controller.New(controller.Options{
 		Guest:            guests.Server(),
 		GuestError:       guests.Error,
 		Refusals:         refusals,
+		Doors:            doors,
 		Metrics:          metrics,
 		Config:           cfg,
 		Sensor:           sens,
@@ -176,6 +179,7 @@ func Run(cfg *config.Config, opts Options) error {
 	served := make(chan error, 1)
 	go func() { served <- api.Serve(ctx, ln, ctrl, access) }()
 	go followRefusals(ctx, refusals, refusalsFrom, log)
+	go followDoors(ctx, doors, doorsName(cfg), log)
 	if metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
