@@ -28,7 +28,7 @@ var SwitchBuckets = []float64{
 	0.1, 0.25, 0.5, 1, 2.5, 5,
 }
 
-// Metrics are the daemon's Prometheus metrics (SPEC section 12): gauges
+// Metrics are the daemon's Prometheus metrics (docs/metrics.md): gauges
 // read from the controller's status at scrape time, and the counters and
 // histograms that the loop updates as events happen. It is safe for
 // concurrent use.

@@ -73,7 +73,7 @@ func testPassHeadersAddToAuthorization(t *testing.T, g *gears, o *origin) {
 	wantCount(t, o, u, 2)
 }
 
-// testCommon: what SPEC section 5 promises whatever the gear.
+// testCommon: what docs/gears.md#what-is-never-shared-and-why promises whatever the gear.
 func testCommon(t *testing.T, g *gears, o *origin, gear string) {
 	p := "/g/" + gear
 	get := func(path string, r req) reply {

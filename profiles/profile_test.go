@@ -367,7 +367,7 @@ func testConfig(o *origin) *Site {
 	return cfg
 }
 
-// TestGearsAgainstVarnish proves SPEC section 5 against a real varnishd:
+// TestGearsAgainstVarnish proves docs/gears.md#what-is-never-shared-and-why against a real varnishd:
 // every gear with the default config, plus variants for what defaults
 // cannot show (a purge ACL that excludes the tester, hidden headers, short
 // heavy TTLs, a backend that goes away).

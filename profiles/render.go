@@ -421,7 +421,7 @@ func newVCLData(site Site, s state.State) (*vclData, error) {
 	if d.ModerateHeuristicTTL == "0s" {
 		d.ModerateHeuristicTTL = ""
 	}
-	// Authorization is always passed (SPEC section 5): pass_headers adds
+	// Authorization is always passed (docs/gears.md#what-is-never-shared-and-why): pass_headers adds
 	// to it, it does not replace it.
 	d.PassHeaders = []string{"Authorization"}
 	for _, h := range p.PassHeaders {

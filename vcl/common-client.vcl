@@ -116,8 +116,9 @@ sub gearshift_landed {
 
 {{ end -}}
 # Marks a session's uncacheable request: once it is answered, vcl_deliver
-# bans the objects tagged with that session (X-Gs-Sid), in whatever gear
-# cached them. Other sessions' and anonymous objects are not touched.
+# drops the objects tagged with that session (X-Gs-Sid), in whatever gear
+# cached them: by xkey's tag with varnish-modules, else by a ban. Other
+# sessions' and anonymous objects are not touched.
 sub gearshift_drop_session {
     if (req.http.X-Gs-Session) {
         set req.http.X-Gs-Drop = {{sessionTag "req.http.X-Gs-Session"}};
