@@ -57,6 +57,17 @@ func NewApacheStatus(rawURL string, timeout time.Duration) (*ApacheStatus, error
 // URL returns the URL read, with "?auto" (and without a password).
 func (a *ApacheStatus) URL() string { return a.shown }
 
+// throughVarnish says what to fix when resp came through Varnish (it
+// carries X-Varnish): gearshift's profiles never answer a status page
+// there (docs/frontdoor.md), and a page Varnish served would be its
+// copy, not the server's.
+func throughVarnish(resp *http.Response, key, instead string) error {
+	if resp.Header.Get("X-Varnish") == "" {
+		return nil
+	}
+	return fmt.Errorf("the URL goes through Varnish, which never serves status pages: point %s at %s", key, instead)
+}
+
 // BusyRatio fetches the status page and returns BusyWorkers over the
 // scoreboard's slots, 0 to 1.
 func (a *ApacheStatus) BusyRatio(ctx context.Context) (float64, error) {
@@ -69,6 +80,9 @@ func (a *ApacheStatus) BusyRatio(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("read apache status: %w", err)
 	}
 	defer resp.Body.Close()
+	if err := throughVarnish(resp, "sensor.apache_status", "Apache's own port"); err != nil {
+		return 0, fmt.Errorf("read apache status %s: %w", a.shown, err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("read apache status %s: %s", a.shown, resp.Status)
 	}

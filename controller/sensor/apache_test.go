@@ -103,6 +103,16 @@ func TestApacheStatusBounds(t *testing.T) {
 			wantErr: "404 Not Found",
 		},
 		{
+			// Varnish answers a status page 403 with X-Varnish (the
+			// profiles never serve one): the error says what to fix.
+			name: "through Varnish",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Varnish", "32770")
+				http.Error(w, "Status pages are not served through Varnish", http.StatusForbidden)
+			},
+			wantErr: "goes through Varnish, which never serves status pages: point sensor.apache_status at Apache's own port",
+		},
+		{
 			name: "endless page",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				chunk := []byte(strings.Repeat("Scoreboard: ", 1000))

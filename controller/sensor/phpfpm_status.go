@@ -54,6 +54,9 @@ func (p *fpmPool) fetchHTTP(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("read php-fpm status: %w", err)
 	}
 	defer resp.Body.Close()
+	if err := throughVarnish(resp, "sensor.phpfpm", "the web server's own port, or the pool's socket"); err != nil {
+		return nil, fmt.Errorf("read php-fpm status %s: %w", p.shown, err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("read php-fpm status %s: %s", p.shown, resp.Status)
 	}
