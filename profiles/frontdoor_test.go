@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,10 +70,17 @@ func startTerminator(t *testing.T, addr string, name string, args ...string) {
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	testenv.DiesWithTest(cmd)
+	// A group of its own: Apache's workers go with it, and none keeps
+	// the output's pipe open past the test.
+	cmd.SysProcAttr.Setpgid = true
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -150,6 +158,49 @@ http {
 	return frontDoor{"nginx", addr}
 }
 
+// apacheDoor starts Debian's Apache with mod_ssl and mod_proxy on a free
+// port, terminating TLS and proxying to g's HTTP listener (mod_proxy adds
+// X-Forwarded-For; X-Forwarded-Proto is set).
+func apacheDoor(t *testing.T, g *gears) frontDoor {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	_, cert, key := selfSigned(t, dir)
+	addr := testenv.FreeAddr(t)
+	users := ""
+	if os.Geteuid() == 0 {
+		users = "User www-data\nGroup www-data"
+	}
+	mods := "/usr/lib/apache2/modules"
+	conf := filepath.Join(dir, "apache.conf")
+	text := fmt.Sprintf(`ServerRoot %[1]q
+ServerName 127.0.0.1
+Listen %[2]s
+PidFile %[1]s/apache.pid
+DefaultRuntimeDir %[1]s
+Mutex file:%[1]s default
+ErrorLog %[1]s/error.log
+%[6]s
+LoadModule mpm_event_module     %[3]s/mod_mpm_event.so
+LoadModule authz_core_module    %[3]s/mod_authz_core.so
+LoadModule headers_module       %[3]s/mod_headers.so
+LoadModule socache_shmcb_module %[3]s/mod_socache_shmcb.so
+LoadModule ssl_module           %[3]s/mod_ssl.so
+LoadModule proxy_module         %[3]s/mod_proxy.so
+LoadModule proxy_http_module    %[3]s/mod_proxy_http.so
+SSLEngine on
+SSLCertificateFile %[4]q
+SSLCertificateKeyFile %[5]q
+ProxyPreserveHost On
+RequestHeader set X-Forwarded-Proto https
+ProxyPass / http://%[7]s/
+`, dir, addr, mods, cert, key, users, g.v.HTTPAddr)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startTerminator(t, addr, "apache2", "-f", conf, "-DFOREGROUND")
+	return frontDoor{"apache", addr}
+}
+
 // get sends one request over TLS through the door from the visitor's
 // address ip, routed to gear.
 func (d frontDoor) get(t *testing.T, ip, gear, method, path string) reply {
@@ -171,8 +222,9 @@ func (d frontDoor) get(t *testing.T, ip, gear, method, path string) reply {
 	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
-// TestFrontDoorsAgainstVarnish puts Debian's hitch (PROXY v2) and nginx
-// (X-Forwarded-For and -Proto) in front of the profiles, with a
+// TestFrontDoorsAgainstVarnish puts Debian's hitch (PROXY v2), nginx and
+// Apache mod_ssl + mod_proxy (X-Forwarded-For and -Proto) in front of the
+// profiles, with a
 // self-signed certificate, and visitors on loopback addresses of their
 // own: each visitor is known and budgeted as itself, cannot PURGE or read
 // a status page, and the backend learns the scheme, which is part of the
@@ -186,7 +238,7 @@ func TestFrontDoorsAgainstVarnish(t *testing.T) {
 		"heavy":    render(t, site, state.Heavy),
 		"moderate": render(t, site, state.Moderate),
 	})
-	for i, door := range []frontDoor{hitchDoor(t, g), nginxDoor(t, g)} {
+	for i, door := range []frontDoor{hitchDoor(t, g), nginxDoor(t, g), apacheDoor(t, g)} {
 		visitor, other := fmt.Sprintf("127.0.0.%d", 60+2*i), fmt.Sprintf("127.0.0.%d", 61+2*i)
 		t.Run(door.name, func(t *testing.T) {
 			u := "/g/heavy/" + door.name + "/scheme?cc=max-age%3D600"
