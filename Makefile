@@ -58,7 +58,7 @@ FUZZ_TARGETS := \
 	FuzzParse:./controller/trace \
 	FuzzForceBody:./controller/api \
 	FuzzPrint:./controller/logging \
-	FuzzBan:./controller/ban \
+	FuzzBan:./internal/offline/ban \
 	FuzzReadResponse:./internal/fastcgi \
 	FuzzParseDump:./internal/sockdiag
 

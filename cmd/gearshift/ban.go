@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller/ban"
+	"github.com/gearshift/gearshift/internal/offline/ban"
 	"github.com/gearshift/gearshift/profiles"
 )
 

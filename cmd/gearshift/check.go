@@ -13,9 +13,9 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/controller/health"
 	"github.com/gearshift/gearshift/controller/pidfile"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/offline/health"
 )
 
 // defaultStartWait bounds how long start (and check --restart) waits for a

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/controller/profilecheck"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
+	"github.com/gearshift/gearshift/internal/offline/profilecheck"
 	"github.com/gearshift/gearshift/profiles"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/controller/health"
 	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/offline/health"
 	"github.com/gearshift/gearshift/internal/testsupport/golden"
 )
 

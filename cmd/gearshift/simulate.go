@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/controller/replay"
 	"github.com/gearshift/gearshift/controller/trace"
+	"github.com/gearshift/gearshift/internal/offline/replay"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gearshift/gearshift/controller/replay"
 	"github.com/gearshift/gearshift/controller/report"
+	"github.com/gearshift/gearshift/internal/offline/replay"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 

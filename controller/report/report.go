@@ -98,7 +98,7 @@ const GapMin = history.GapMin
 
 // Gap tells whether dt between two records is a gap in the recording:
 // longer than GapMin and ten polls (minStep, the shortest step seen so
-// far). Replays (controller/replay) count gaps by the same rule.
+// far). Replays (internal/offline/replay) count gaps by the same rule.
 func Gap(dt, minStep time.Duration) bool { return dt > max(GapMin, 10*minStep) }
 
 // builtin is the set of a nil set: the machine's own signal.

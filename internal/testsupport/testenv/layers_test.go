@@ -53,8 +53,12 @@ func eachFile(t *testing.T, exts []string, do func(rel string, b []byte)) {
 
 // TestLayers reads every Go file's imports and holds the layers
 // docs/development.md draws: the utilities of internal/ import no
-// gearshift package, only tests import internal/testsupport, and no
-// package imports its parent (a test may: an integration test of it).
+// gearshift package, only tests import internal/testsupport, only the
+// commands of cmd/gearshift (and the offline commands themselves) import
+// internal/offline, so the loop and its parts never reach an offline
+// command; an offline command never imports the loop or cmd; nothing
+// outside cmd imports cmd; and no package imports its parent (a test
+// may: an integration test of it).
 func TestLayers(t *testing.T) {
 	eachFile(t, []string{".go"}, func(rel string, b []byte) {
 		f, err := parser.ParseFile(token.NewFileSet(), rel, b, parser.ImportsOnly)
@@ -75,16 +79,32 @@ func TestLayers(t *testing.T) {
 	})
 }
 
+// The rooms of internal/: the tests' support, and the offline commands
+// (what a one-shot command of cmd/gearshift does that the loop never
+// calls). Every other package of internal/ is a utility, a leaf.
+const (
+	support = "internal/testsupport"
+	offline = "internal/offline"
+)
+
+// under tells whether package p is room or a package inside it.
+func under(p, room string) bool { return p == room || strings.HasPrefix(p, room+"/") }
+
 // layerProblem says what is wrong with package dir importing package imp
 // (both paths inside the module), "" when nothing is.
 func layerProblem(dir, imp string, test bool) string {
-	const support = "internal/testsupport"
-	inSupport := dir == support || strings.HasPrefix(dir, support+"/")
+	inSupport, inOffline := under(dir, support), under(dir, offline)
 	switch {
-	case strings.HasPrefix(dir, "internal/") && !inSupport:
+	case under(dir, "internal") && !inSupport && !inOffline:
 		return "a utility of internal/ imports no gearshift package"
-	case (imp == support || strings.HasPrefix(imp, support+"/")) && !test && !inSupport:
+	case under(imp, support) && !test && !inSupport:
 		return "only tests import the test support"
+	case under(imp, offline) && dir != "cmd/gearshift" && !inOffline:
+		return "only the commands of cmd/gearshift import an offline command: the loop and its parts never do"
+	case inOffline && (imp == "controller" || under(imp, "cmd")):
+		return "an offline command reads the loop's parts, never the loop or the commands"
+	case under(imp, "cmd") && !under(dir, "cmd"):
+		return "nothing outside cmd imports cmd"
 	case imp == path.Dir(dir) && dir != "." && !test:
 		return "a package does not import its parent"
 	}
@@ -102,11 +122,26 @@ func TestLayerProblem(t *testing.T) {
 		{"internal/testsupport/lampstack", "controller/config", false, false},
 		{"controller", "internal/testsupport/varnishtest", true, false},
 		{"controller", "internal/testsupport/varnishtest", false, true},
-		{"controller/ban", "controller", false, true},
+		{"controller/hooks", "controller", false, true},
 		{"controller/varnish", "controller", false, true}, // the reconciler never imports the loop
 		{"profiles/apps", "profiles", true, false},
 		{"cmd/gearshift/daemon", "controller", false, false},
 		{"controller", "internal/timefmt", false, false},
+		// The offline commands: read by cmd/gearshift alone, reading the parts.
+		{"cmd/gearshift", "internal/offline/health", false, false},
+		{"cmd/gearshift", "internal/offline/replay", true, false},
+		{"controller", "internal/offline/ban", false, true},
+		{"controller/api", "internal/offline/health", false, true},
+		{"controller/api", "internal/offline/health", true, true},
+		{"cmd/gearshift/daemon", "internal/offline/profilecheck", false, true},
+		{"profiles", "internal/offline/profilecheck", false, true},
+		{"internal/offline/replay", "controller/report", false, false},
+		{"internal/offline/health", "controller/api", false, false},
+		{"internal/offline/health", "internal/testsupport/golden", true, false},
+		{"internal/offline/replay", "internal/offline/ban", false, false},
+		{"internal/offline/ban", "controller", false, true},
+		{"internal/offline/ban", "cmd/gearshift", false, true},
+		{"controller", "cmd/gearshift/daemon", false, true},
 	} {
 		if got := layerProblem(c.dir, c.imp, c.test); (got != "") != c.bad {
 			t.Errorf("layerProblem(%s, %s, test %v) = %q, want a problem: %v", c.dir, c.imp, c.test, got, c.bad)
