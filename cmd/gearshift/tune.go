@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gearshift/gearshift/controller/report"
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/offline/replay"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
@@ -33,9 +34,9 @@ func newTuneCmd(a *app) *cobra.Command {
 	f.Var((*timefmt.Duration)(&o.Since), "since", "the period of history searched, up to now")
 	f.StringVar(&o.Dir, "dir", "", "history directory (default: the config's history.dir)")
 	f.Var((*timefmt.Duration)(&o.Within), "within", "how soon after a distress period starts heavy must be on")
-	f.Float64Var(&o.Bounds.Load, "distress-load", o.Bounds.Load, "load_per_cpu above which the backend is in distress")
-	f.Float64Var(&o.Bounds.TTFBMs, "distress-ttfb", o.Bounds.TTFBMs, "backend_ttfb_ms above which the backend is in distress")
-	f.Float64Var(&o.Bounds.BusyRatio, "distress-busy", o.Bounds.BusyRatio, "apache_busy_ratio or phpfpm_busy_ratio above which the backend is in distress")
+	f.Float64Var(&o.Bounds[state.LoadBound], "distress-load", o.Bounds[state.LoadBound], "load_per_cpu above which the backend is in distress")
+	f.Float64Var(&o.Bounds[state.TTFBBound], "distress-ttfb", o.Bounds[state.TTFBBound], "backend_ttfb_ms above which the backend is in distress")
+	f.Float64Var(&o.Bounds[state.BusyBound], "distress-busy", o.Bounds[state.BusyBound], "apache_busy_ratio or phpfpm_busy_ratio above which the backend is in distress")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the text")
 	return cmd
 }

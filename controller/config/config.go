@@ -6,11 +6,13 @@ package config
 
 import (
 	"bytes"
+	"maps"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller/sensor"
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
@@ -116,8 +118,34 @@ type Log struct {
 	Level string `yaml:"level"` // debug, info, warn or error
 }
 
+// defaultBands are the default rules of each gear (light has none). A
+// gear added to state.All after Heavy fails to compile here until it has
+// its rules; one added between, TestDefaultCoversGears.
+var defaultBands [len(state.All)]Band = [...]Band{
+	state.Light: {},
+	state.Moderate: {
+		Enter: Rule{"load_per_cpu": 0.70, "mem_available_pct": 20},
+		Stay:  Rule{"load_per_cpu": 0.50, "mem_available_pct": 25},
+	},
+	state.Heavy: {
+		Enter: Rule{"load_per_cpu": 1.50, "mem_available_pct": 10},
+		Stay:  Rule{"load_per_cpu": 1.00, "mem_available_pct": 15},
+	},
+}
+
 // Default returns the embedded defaults, matching a stock Debian/Ubuntu Varnish.
 func Default() *Config {
+	c := defaults()
+	for g, b := range c.States.Bands() {
+		if b != nil {
+			*b = Band{Enter: maps.Clone(defaultBands[g].Enter), Stay: maps.Clone(defaultBands[g].Stay)}
+		}
+	}
+	return c
+}
+
+// defaults are the defaults but the rules of the gears.
+func defaults() *Config {
 	return &Config{
 		PollInterval: timefmt.Duration(time.Second),
 		FastWindow:   timefmt.Duration(10 * time.Second),
@@ -127,16 +155,6 @@ func Default() *Config {
 			Targets: []Target{{Admin: "127.0.0.1:6082", SecretFile: "/etc/varnish/secret"}},
 		},
 		Backend: profiles.DefaultBackend,
-		States: States{
-			Moderate: Band{
-				Enter: Rule{"load_per_cpu": 0.70, "mem_available_pct": 20},
-				Stay:  Rule{"load_per_cpu": 0.50, "mem_available_pct": 25},
-			},
-			Heavy: Band{
-				Enter: Rule{"load_per_cpu": 1.50, "mem_available_pct": 10},
-				Stay:  Rule{"load_per_cpu": 1.00, "mem_available_pct": 15},
-			},
-		},
 		Hysteresis: Hysteresis{
 			UpConfirm:  3,
 			DownWindow: timefmt.Duration(120 * time.Second),

@@ -57,11 +57,13 @@ const maxOther = 6
 // CandidateLabel is the label of the candidate's gear band.
 const CandidateLabel = "candidate"
 
-// gearColors are the gears' colors in the band, in the order of state.All.
-var gearColors = [len(state.All)]color.Color{
-	color.RGBA{R: 0x66, G: 0xbb, B: 0x6a, A: 0xff}, // light
-	color.RGBA{R: 0xff, G: 0xb3, B: 0x00, A: 0xff}, // moderate
-	color.RGBA{R: 0xe5, G: 0x39, B: 0x35, A: 0xff}, // heavy
+// gearColors are the gears' colors in the band, by gear. A gear added to
+// state.All after Heavy fails to compile here until it has its colour;
+// one added between, TestGearColors.
+var gearColors [len(state.All)]color.Color = [...]color.Color{
+	state.Light:    color.RGBA{R: 0x66, G: 0xbb, B: 0x6a, A: 0xff},
+	state.Moderate: color.RGBA{R: 0xff, G: 0xb3, B: 0x00, A: 0xff},
+	state.Heavy:    color.RGBA{R: 0xe5, G: 0x39, B: 0x35, A: 0xff},
 }
 
 // lineColors are the series' colors, in turn.

@@ -114,6 +114,7 @@ var phpfpmSource = Source{
 	Signals: []state.Signal{
 		{
 			Name: PHPFPMQueue, Direction: state.Rises, Precision: 0,
+			Bound:      state.AboveZero,
 			Help:       "Requests waiting for a free PHP-FPM child (the listen queue; a unix socket's from the kernel), summed over the pools.",
 			Metric:     "gearshift_phpfpm_listen_queue",
 			StatusLine: "php-fpm", StatusPart: "queue",
@@ -122,6 +123,7 @@ var phpfpmSource = Source{
 		},
 		{
 			Name: PHPFPMBusyRatio, Direction: state.Rises, Precision: 2, Max: 1,
+			Bound:      state.BusyBound,
 			Help:       "PHP-FPM children serving a request (status reads aside) over pm.max_children, of the busiest pool (0 to 1).",
 			Metric:     "gearshift_phpfpm_busy_ratio",
 			StatusLine: "php-fpm", StatusPart: "busy",
@@ -139,7 +141,10 @@ var phpfpmSource = Source{
 	// Nine children busy in ten is heavy: the next requests queue, and
 	// every page heavy caches is one PHP need not render; heavy stays
 	// while seven in ten are busy (its hysteresis, as load's 1.5/1.0).
-	Rules: [len(state.All)]state.Band{
+	// A gear added to state.All after Heavy fails to compile here until
+	// it has its rule; one added between, TestDefaultRulesCoverGears.
+	Rules: [...]state.Band{
+		state.Light:    {},
 		state.Moderate: {Enter: state.Rule{PHPFPMQueue: 1}, Stay: state.Rule{PHPFPMQueue: 1}},
 		state.Heavy:    {Enter: state.Rule{PHPFPMBusyRatio: 0.9}, Stay: state.Rule{PHPFPMBusyRatio: 0.7}},
 	},

@@ -107,6 +107,7 @@ var probeSource = Source{
 	Key:  "sensor.probe.url",
 	Signals: []state.Signal{{
 		Name: BackendTTFBMs, Unit: "ms", Direction: state.Rises, Precision: 0,
+		Bound:      state.TTFBBound,
 		Help:       "The backend probe's time to first byte, smoothed.",
 		Metric:     "gearshift_backend_ttfb_seconds",
 		Scale:      0.001,

@@ -363,6 +363,7 @@ var varnishSource = Source{
 		},
 		{
 			Name: DroppedRPS, Unit: "rps", Direction: state.Rises, Precision: 1,
+			Bound:      state.AboveZero,
 			Help:       "Varnish sessions dropped for want of a worker thread, per second.",
 			Metric:     "gearshift_dropped_sessions_per_second",
 			StatusLine: "varnish", StatusPart: "dropped",

@@ -14,6 +14,7 @@ var LoadPerCPU = Signal{
 	},
 	Metric:     "gearshift_load_per_cpu",
 	StatusLine: "load/cpu",
+	Bound:      LoadBound,
 }
 
 // Builtin are the signals every set starts with, whatever is configured.

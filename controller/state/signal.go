@@ -70,7 +70,27 @@ type Signal struct {
 	// the gear: a step down would send more requests to a backend that
 	// already cannot take them.
 	Distress *float64
+
+	// Bound is the bound past which the signal marks the backend in
+	// distress in a recorded history, as `gearshift tune` reads one;
+	// NoBound (the zero value) for none.
+	Bound Bound
 }
+
+// A Bound is one of the bounds of distress `gearshift tune` holds the
+// signals of a recorded history to: one of a kind (the busy ratios of
+// Apache and of PHP-FPM share one), or AboveZero.
+type Bound uint8
+
+const (
+	NoBound   Bound = iota // the signal marks no distress
+	AboveZero              // any value above 0: requests turned away, or waiting
+	TTFBBound              // the backend's time to first byte (tune --distress-ttfb)
+	BusyBound              // the share of a pool's workers busy (tune --distress-busy)
+	LoadBound              // the machine's load (tune --distress-load)
+
+	Bounds // how many bounds there are
+)
 
 // Input is what a signal is read from: a reading, and what the machine
 // derives from the readings so far.

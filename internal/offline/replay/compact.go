@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -24,6 +25,7 @@ type History struct {
 	set    *state.Set // names, each read from Reading.Values as it is
 
 	Bounds   Bounds
+	limits   []limit    // the signals of the set that mark distress, and their bounds
 	Seen     []string   // the signals of the bounds recorded at least once
 	Periods  []Distress // in time order
 	From, To time.Time
@@ -33,7 +35,7 @@ type rec struct {
 	t        int64 // Unix nanoseconds
 	gear     state.State
 	forced   bool
-	distress uint8 // a bit per limit of Bounds beyond its bound
+	distress uint16 // a bit per limit beyond its bound
 }
 
 // Distress is one distress period: from its first distress record to its
@@ -66,7 +68,11 @@ func Load(src trace.Source, cfg *config.Config, set *state.Set, bounds Bounds) (
 		return nil, err
 	}
 
-	limits := bounds.limits()
+	limits := bounds.limits(set)
+	if len(limits) > 16 {
+		return nil, fmt.Errorf("%d signals mark distress, more than a record's 16 bits", len(limits))
+	}
+	h.limits = limits
 	seen := make([]bool, len(limits))
 	run := NewRunner(cfg.StateConfig(set), time.Duration(cfg.FastWindow))
 	if err := trace.Each(src, func(s trace.Sample) error {
@@ -128,11 +134,11 @@ func ruled(cfg *config.Config, name string) bool {
 
 // distress finds the distress periods of the records.
 func (h *History) distress() []Distress {
-	limits := h.Bounds.limits()
+	limits := h.limits
 	var (
 		out  []Distress
 		cur  *Distress
-		bits uint8
+		bits uint16
 	)
 	flush := func() {
 		if cur != nil && cur.End.Sub(cur.Start) >= MinDistress {

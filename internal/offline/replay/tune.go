@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/config"
-	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
@@ -34,27 +33,33 @@ const MaxReplays = 80
 var factors = []float64{0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5}
 
 // Bounds mark the backend in distress: a record is in distress when any
-// recorded signal is beyond its bound.
-type Bounds struct {
-	TTFBMs    float64 // backend_ttfb_ms above it
-	BusyRatio float64 // apache_busy_ratio or phpfpm_busy_ratio above it
-	Load      float64 // load_per_cpu above it
-	// and dropped_rps or phpfpm_queue above 0
-}
+// recorded signal is beyond the bound its row names (state.Signal's
+// Bound), by bound; AboveZero's is 0.
+type Bounds [state.Bounds]float64
 
 // DefaultBounds are the bounds of distress without flags.
-var DefaultBounds = Bounds{TTFBMs: 1000, BusyRatio: 0.9, Load: 2}
+var DefaultBounds = Bounds{state.TTFBBound: 1000, state.BusyBound: 0.9, state.LoadBound: 2}
 
-// limits lists the bounds by signal, in the order the help names them.
-func (b Bounds) limits() []limit {
-	return []limit{
-		{sensor.BackendTTFBMs, b.TTFBMs},
-		{sensor.ApacheBusyRatio, b.BusyRatio},
-		{sensor.PHPFPMBusyRatio, b.BusyRatio},
-		{sensor.DroppedRPS, 0},
-		{sensor.PHPFPMQueue, 0},
-		{state.LoadPerCPU.Name, b.Load},
+// limits lists the signals of set that mark distress, in the order of the
+// set, each with its bound.
+func (b Bounds) limits(set *state.Set) []limit {
+	var ls []limit
+	for _, sig := range set.All() {
+		if sig.Bound != state.NoBound {
+			ls = append(ls, limit{sig.Name, b[sig.Bound]})
+		}
 	}
+	return ls
+}
+
+// positive tells whether every bound a flag sets is above 0.
+func (b Bounds) positive() bool {
+	for k := state.AboveZero + 1; k < state.Bounds; k++ {
+		if b[k] <= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type limit struct {
@@ -117,7 +122,7 @@ func Tune(o TuneOptions, stdout, stderr io.Writer) error {
 	if o.Within == 0 {
 		o.Within = DefaultWithin
 	}
-	if o.Within < 0 || o.Bounds.TTFBMs <= 0 || o.Bounds.BusyRatio <= 0 || o.Bounds.Load <= 0 {
+	if o.Within < 0 || !o.Bounds.positive() {
 		return usage("--within and the distress bounds must be positive")
 	}
 	set, err := o.Config.Signals()

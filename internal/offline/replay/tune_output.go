@@ -59,7 +59,7 @@ func (s *Suggestion) writeText(w io.Writer, block string) {
 	fmt.Fprintf(w, "History %s, %s to %s UTC (%s): %d record%s.\n", s.History,
 		h.From.UTC().Format(stamp), h.To.UTC().Format(stamp), timefmt.Round(h.To.Sub(h.From)), h.Samples(), plural(h.Samples()))
 	fmt.Fprintf(w, "Objective: %s.\n", strings.Replace(Objective, "--within", timefmt.Round(s.Within), 1))
-	fmt.Fprintf(w, "Distress: %s; recorded: %s.\n\n", h.Bounds.describe(), listOr(h.Seen, "none of them"))
+	fmt.Fprintf(w, "Distress: %s; recorded: %s.\n\n", h.describeBounds(), listOr(h.Seen, "none of them"))
 
 	if len(h.Periods) == 0 {
 		fmt.Fprintf(w, "No distress in this history: nothing to tune against, no suggestion. The current thresholds (%s) kept %s for %s in all.\n",
@@ -116,10 +116,10 @@ func delay(d, within time.Duration) string {
 	return "+" + timefmt.Round(d)
 }
 
-// describe lists the bounds: "backend_ttfb_ms > 1000, …".
-func (b Bounds) describe() string {
+// describeBounds lists the bounds: "backend_ttfb_ms > 1000, …".
+func (h *History) describeBounds() string {
 	var ss []string
-	for _, l := range b.limits() {
+	for _, l := range h.limits {
 		ss = append(ss, fmt.Sprintf("%s > %g", l.name, l.bound))
 	}
 	return strings.Join(ss, ", ")
@@ -176,6 +176,7 @@ type outcomeJSON struct {
 	Transitions        int                `json:"transitions"`
 	TransitionsOutside int                `json:"transitions_outside"`
 	SecondsIn          map[string]float64 `json:"seconds_in"`
+	SecondsOutsideIn   map[string]float64 `json:"seconds_outside"` // per gear, every gear's row
 }
 
 func outcome(o Outcome) outcomeJSON {
@@ -183,7 +184,7 @@ func outcome(o Outcome) outcomeJSON {
 		OnTime: o.OnTime, Late: o.Late, Missed: o.Missed, SecondsLate: o.Lateness.Seconds(), DelaysS: []*float64{},
 		SecondsOutside: o.Outside[state.Heavy].Seconds(), SecondsModerateOut: o.Outside[state.Moderate].Seconds(), // contract: tune --json's keys of 0.3
 		Transitions: o.Transitions, TransitionsOutside: o.TransitionsOutside,
-		SecondsIn: map[string]float64{},
+		SecondsIn: map[string]float64{}, SecondsOutsideIn: map[string]float64{},
 	}
 	for _, d := range o.Delays {
 		if d < 0 {
@@ -194,6 +195,7 @@ func outcome(o Outcome) outcomeJSON {
 	}
 	for _, st := range state.All {
 		out.SecondsIn[st.String()] = o.TimeIn[st].Seconds()
+		out.SecondsOutsideIn[st.String()] = o.Outside[st].Seconds()
 	}
 	return out
 }
@@ -212,7 +214,7 @@ func (s *Suggestion) WriteJSON(w io.Writer) error {
 		Distress: distressJSON{Bounds: map[string]float64{}, Recorded: slices.Concat([]string{}, h.Seen), Periods: []periodDistress{}},
 		Searched: slices.Concat([]string{}, s.Searched), Replays: s.Replays, Current: outcome(s.Current), YAML: block,
 	}
-	for _, l := range h.Bounds.limits() {
+	for _, l := range h.limits {
 		out.Distress.Bounds[l.name] = l.bound
 	}
 	for _, p := range h.Periods {

@@ -52,7 +52,7 @@ func TestDistressPeriods(t *testing.T) {
 			t.Errorf("period %d: %+v, want %+v", i, p, want[i])
 		}
 	}
-	if !equal(h.Seen, []string{"backend_ttfb_ms", "load_per_cpu"}) {
+	if !equal(h.Seen, []string{"load_per_cpu", "backend_ttfb_ms"}) {
 		t.Errorf("seen %v, want backend_ttfb_ms and load_per_cpu (no apache, no varnish recorded)", h.Seen)
 	}
 }
@@ -144,7 +144,7 @@ func TestSearch(t *testing.T) {
 		t.Errorf("text lacks the states: block:\n%s", text.String())
 	}
 	for _, want := range []string{
-		"Distress: backend_ttfb_ms > 1000, apache_busy_ratio > 0.9, phpfpm_busy_ratio > 0.9, dropped_rps > 0, phpfpm_queue > 0, load_per_cpu > 2; recorded: backend_ttfb_ms, load_per_cpu.",
+		"Distress: load_per_cpu > 2, dropped_rps > 0, apache_busy_ratio > 0.9, backend_ttfb_ms > 1000, phpfpm_queue > 0, phpfpm_busy_ratio > 0.9; recorded: load_per_cpu, backend_ttfb_ms.",
 		"heavy within 30s 0 of 2 2 of 2",
 		"heavy missed 1 0",
 		"2026-11-30 22:10:00 4m59s backend_ttfb_ms +1m42s (late) +2s",

@@ -1,0 +1,24 @@
+package sensor
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gearshift/gearshift/controller/state"
+)
+
+// TestGearRows: a source that adds default rules adds an enter and a
+// stay rule to every gear above the lightest (a gear added to state.All
+// between two others compiles with an empty band).
+func TestGearRows(t *testing.T) {
+	for _, src := range Sources {
+		if !slices.ContainsFunc(src.Rules[:], func(b state.Band) bool { return len(b.Enter) > 0 }) {
+			continue // no default rules
+		}
+		for _, g := range state.All[1:] {
+			if b := src.Rules[g]; len(b.Enter) == 0 || len(b.Stay) == 0 {
+				t.Errorf("%s's Rules: gear %s has no enter or stay rule", src.Key, g)
+			}
+		}
+	}
+}
