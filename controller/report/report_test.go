@@ -110,7 +110,7 @@ func TestReport(t *testing.T) {
 	if r.Samples != 211 || !r.From.Equal(t0) || !r.To.Equal(t0.Add(surgeEnd)) {
 		t.Errorf("%d samples from %s to %s, want 211 from %s to %s", r.Samples, r.From, r.To, t0, t0.Add(surgeEnd))
 	}
-	if want := [3]time.Duration{20 * time.Minute, 5 * time.Minute, 10 * time.Minute}; r.TimeIn != want || r.Unrecorded != 0 {
+	if want := [len(state.All)]time.Duration{state.Light: 20 * time.Minute, state.Moderate: 5 * time.Minute, state.Heavy: 10 * time.Minute}; r.TimeIn != want || r.Unrecorded != 0 {
 		t.Errorf("time in gears %v, unrecorded %v; want %v and 0", r.TimeIn, r.Unrecorded, want)
 	}
 	var shifts []string

@@ -1,6 +1,9 @@
 package sensor
 
 import (
+	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -17,8 +20,14 @@ func TestGearRows(t *testing.T) {
 		}
 		for _, g := range state.All[1:] {
 			if b := src.Rules[g]; len(b.Enter) == 0 || len(b.Stay) == 0 {
-				t.Errorf("%s's Rules: gear %s has no enter or stay rule", src.Key, g)
+				t.Errorf("%s: gear %s has no enter or stay rule in %s's Rules", declaredIn(src), g, src.Key)
 			}
 		}
 	}
+}
+
+// declaredIn names the file that declares src: its reader's.
+func declaredIn(src *Source) string {
+	file, _ := runtime.FuncForPC(reflect.ValueOf(src.Open).Pointer()).FileLine(0)
+	return filepath.Base(file)
 }

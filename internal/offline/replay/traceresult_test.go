@@ -45,7 +45,7 @@ func TestReplayTrace(t *testing.T) {
 	if down.Offset != 400*time.Second || down.To != state.Moderate {
 		t.Errorf("down %+v", down)
 	}
-	if want := [3]time.Duration{40 * time.Second, 0, 360 * time.Second}; res.TimeIn != want {
+	if want := [len(state.All)]time.Duration{state.Light: 40 * time.Second, state.Heavy: 360 * time.Second}; res.TimeIn != want {
 		t.Errorf("time in %v, want %v", res.TimeIn, want)
 	}
 	if res.Peak.Value != 2 || res.Peak.Offset != 20*time.Second || res.LowMem != nil {
