@@ -2,98 +2,23 @@ package profiles
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/testsupport/frontdoor"
 	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 )
-
-// selfSigned writes a self-signed certificate for localhost and its key,
-// in one PEM file (hitch's) and apart (nginx's); it returns their paths.
-func selfSigned(t *testing.T, dir string) (both, cert, key string) {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost", "example.org"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	k := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-	both, cert, key = filepath.Join(dir, "both.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	for f, b := range map[string][]byte{both: append(append([]byte{}, k...), c...), cert: c, key: k} {
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return both, cert, key
-}
-
-// startTerminator runs a TLS terminator's command until the test ends and
-// returns once its TLS port accepts a connection.
-func startTerminator(t *testing.T, addr string, name string, args ...string) {
-	t.Helper()
-	bin := testenv.Need(t, name, name)
-	cmd := exec.Command(bin, args...)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	testenv.DiesWithTest(cmd)
-	// A group of its own: Apache's workers go with it, and none keeps
-	// the output's pipe open past the test.
-	cmd.SysProcAttr.Setpgid = true
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not listen on %s: %v\n%s", name, addr, err, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // frontDoor is a TLS terminator in front of the gears' varnishd.
 type frontDoor struct {
@@ -104,26 +29,14 @@ type frontDoor struct {
 // hitchDoor starts Debian's hitch on a free port, speaking PROXY v2 to
 // g's PROXY listener.
 func hitchDoor(t *testing.T, g *gears) frontDoor {
-	dir := t.TempDir()
-	both, _, _ := selfSigned(t, dir)
-	addr := testenv.FreeAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
-	vhost, vport, _ := net.SplitHostPort(g.v.ProxyAddr)
-	conf := filepath.Join(dir, "hitch.conf")
-	text := fmt.Sprintf("frontend = \"[%s]:%s\"\nbackend = \"[%s]:%s\"\npem-file = %q\nwrite-proxy-v2 = on\nworkers = 1\ndaemon = off\nuser = \"root\"\n",
-		host, port, vhost, vport, both)
-	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	startTerminator(t, addr, "hitch", "--config="+conf)
-	return frontDoor{"hitch", addr}
+	return frontDoor{"hitch", frontdoor.StartHitch(t, g.v.ProxyAddr)}
 }
 
 // nginxDoor starts Debian's nginx on a free port, terminating TLS and
 // proxying to g's HTTP listener with X-Forwarded-For and -Proto.
 func nginxDoor(t *testing.T, g *gears) frontDoor {
 	dir := t.TempDir()
-	_, cert, key := selfSigned(t, dir)
+	_, cert, key := frontdoor.SelfSigned(t, dir)
 	addr := testenv.FreeAddr(t)
 	conf := filepath.Join(dir, "nginx.conf")
 	text := fmt.Sprintf(`daemon off;
@@ -154,7 +67,7 @@ http {
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startTerminator(t, addr, "nginx", "-p", dir, "-c", conf)
+	frontdoor.StartTerminator(t, addr, testenv.Need(t, "nginx", "nginx-light"), "-p", dir, "-c", conf)
 	return frontDoor{"nginx", addr}
 }
 
@@ -164,7 +77,7 @@ http {
 func apacheDoor(t *testing.T, g *gears) frontDoor {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
-	_, cert, key := selfSigned(t, dir)
+	_, cert, key := frontdoor.SelfSigned(t, dir)
 	addr := testenv.FreeAddr(t)
 	users := ""
 	if os.Geteuid() == 0 {
@@ -197,7 +110,7 @@ ProxyPass / http://%[7]s/
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startTerminator(t, addr, "apache2", "-f", conf, "-DFOREGROUND")
+	frontdoor.StartTerminator(t, addr, testenv.Need(t, "apache2", "apache2"), "-f", conf, "-DFOREGROUND")
 	return frontDoor{"apache", addr}
 }
 
