@@ -26,7 +26,7 @@ test: deps-if-missing
 # needs the machine to itself, so it runs alone (about 3 minutes; it
 # first waits for the load average to settle).
 idle:
-	$(GO) test -tags idle -run '^TestIdle$$' -count=1 -timeout 15m -v ./cmd/gearshift
+	$(GO) test -tags idle -run '^TestIdle$$' -count=1 -timeout 15m -v ./tests/system
 
 # The soak: the daemon at poll_interval 100ms before a real varnishd,
 # Apache and PHP, shifting every 1.5 s, with traffic, signed-in writes
@@ -42,7 +42,7 @@ soak: deps-if-missing
 	@set -e; t=$(SOAK); case $$t in \
 		*h) s=$$(( $${t%h} * 3600 ));; *m) s=$$(( $${t%m} * 60 ));; *s) s=$${t%s};; *) s=86400;; esac; \
 	GEARSHIFT_SOAK=$(SOAK) GEARSHIFT_SOAK_OUT=$(SOAK_OUT) $(GO) test -tags soak -run '^TestSoak$$' -count=1 \
-		-timeout $$(( s + 900 ))s -v ./cmd/gearshift
+		-timeout $$(( s + 900 ))s -v ./tests/system
 
 # A short run of each fuzz target (go test fuzzes one target at a time);
 # the seed corpora and every past finding are under testdata/fuzz/ and
@@ -116,7 +116,7 @@ bench-surge: deps
 .PHONY: bench-flood
 bench-flood: deps-if-missing
 	$(GO) test -run '^$$' -bench '^BenchmarkSessionWritesAndHits$$' -benchtime 1x -timeout 20m ./profiles/apps
-	$(GO) test -run '^$$' -bench '^BenchmarkFlood$$' -benchtime 1x -timeout 30m ./cmd/gearshift
+	$(GO) test -run '^$$' -bench '^BenchmarkFlood$$' -benchtime 1x -timeout 30m ./tests/system
 
 # The fleet recipe, side by side in one run: the seconds from a database
 # surge to three nodes in heavy on Prometheus queries, against a node on
@@ -124,7 +124,7 @@ bench-flood: deps-if-missing
 # (Debian's prometheus, prometheus-mysqld-exporter and MariaDB; about 3 min).
 bench-fleet: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkPrometheusRead$$' -benchtime 500x ./controller/sensor
-	$(GO) test -run '^$$' -bench '^BenchmarkFleetSurge$$' -benchtime 3x -timeout 30m ./cmd/gearshift
+	$(GO) test -run '^$$' -bench '^BenchmarkFleetSurge$$' -benchtime 3x -timeout 30m ./tests/system
 
 # The flight recorder's cost: a day at one record a second, the CPU of a
 # record and the bytes of a day, plain and compressed (a few seconds).

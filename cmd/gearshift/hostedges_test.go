@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/pidfile"
+	"github.com/gearshift/gearshift/internal/testsupport/configtest"
 )
 
 // config check says when the admin secret can be read by others, and the
 // config is still OK.
 func TestConfigCheckWarnsReadableSecret(t *testing.T) {
-	path, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n")
+	path, dir := configtest.File(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n")
 	secret := filepath.Join(dir, "secret")
 	if code, stdout, stderr := runMain(t, "config", "check", "--config", path); code != 0 || stderr != "" || !strings.HasPrefix(stdout, "config OK") {
 		t.Fatalf("a 0600 secret: exit %d, stdout %q, stderr %q", code, stdout, stderr)
@@ -79,7 +80,7 @@ func TestLogsReopenSignalsOnlyTheLockedDaemon(t *testing.T) {
 
 	dir := t.TempDir()
 	pidPath := filepath.Join(dir, "gearshift.pid")
-	path, _ := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: "+pidPath+"\n")
+	path, _ := configtest.File(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: "+pidPath+"\n")
 	other := exec.Command("sleep", "60")
 	if err := other.Start(); err != nil {
 		t.Fatal(err)

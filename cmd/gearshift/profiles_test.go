@@ -9,6 +9,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/testsupport/configtest"
 	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
@@ -16,7 +17,7 @@ import (
 
 func TestProfilesListShowExport(t *testing.T) {
 	const target = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"
-	path, dir := opsConfigFile(t, target+"backend: { host: 127.0.0.1, port: 8099 }\n")
+	path, dir := configtest.File(t, target+"backend: { host: 127.0.0.1, port: 8099 }\n")
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestProfilesListShowExport(t *testing.T) {
 	t.Run("show away from the server", func(t *testing.T) {
 		// The admin secret exists only on the server: rendering needs none,
 		// talking to Varnish does.
-		far, _ := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n"+
+		far, _ := configtest.File(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: /nonexistent/secret } ] }\n"+
 			"backend: { host: 127.0.0.1, port: 8099 }\n")
 		code, out, errs := runMain(t, "--config", far, "profiles", "show", "heavy")
 		if code != 0 || out != set[state.Heavy].VCL {
@@ -93,7 +94,7 @@ func TestProfilesListShowExport(t *testing.T) {
 	})
 
 	t.Run("export in label mode", func(t *testing.T) {
-		p, d := opsConfigFile(t, "varnish: { mode: label, targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"+
+		p, d := configtest.File(t, "varnish: { mode: label, targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"+
 			"backend: { host: 127.0.0.1, port: 8099 }\n")
 		site := filepath.Join(d, "default.vcl")
 		code, out, errs := runMain(t, "--config", p, "profiles", "export", filepath.Join(d, "out"), "--use", "heavy", "--site-vcl", site)
@@ -126,7 +127,7 @@ func TestProfilesListShowExport(t *testing.T) {
 		{"list with a bad cookie glob", []string{"profiles", "list"}, target + "profiles: { session_cookies: [ \"[0-9\" ] }\n", 2, "profiles.session_cookies[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, _ := opsConfigFile(t, tc.doc)
+			p, _ := configtest.File(t, tc.doc)
 			code, _, errs := runMain(t, append([]string{"--config", p}, tc.args...)...)
 			if code != tc.code || !strings.Contains(errs, tc.msg) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.msg)
@@ -149,7 +150,7 @@ func TestProfilesCheck(t *testing.T) {
 		return out
 	}
 
-	path, cfg := testConfig(t, v, nil)
+	path, cfg := configtest.ForVarnish(t, v, nil)
 	code, out, errs := runMain(t, "--config", path, "profiles", "check")
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
@@ -167,7 +168,7 @@ func TestProfilesCheck(t *testing.T) {
 
 	bad := filepath.Join(t.TempDir(), "bad.vcl")
 	os.WriteFile(bad, []byte("vcl 4.1;\nbackend default none;\nsub vcl_recv { set req.http.X = no_such_symbol; }\n"), 0o644)
-	path, _ = testConfig(t, v, func(c *config.Config) { c.Profiles.Moderate.VCLFile = bad })
+	path, _ = configtest.ForVarnish(t, v, func(c *config.Config) { c.Profiles.Moderate.VCLFile = bad })
 	code, out, errs = runMain(t, "--config", path, "profiles", "check")
 	if code != 1 {
 		t.Errorf("check with a broken profile: exit %d, want 1\n%s%s", code, out, errs)
@@ -182,7 +183,7 @@ func TestProfilesCheck(t *testing.T) {
 		t.Errorf("check left VCLs behind:\n%s", l)
 	}
 
-	path, _ = testConfig(t, v, func(c *config.Config) { c.Varnish.Targets[0].Admin = testenv.FreeAddr(t) })
+	path, _ = configtest.ForVarnish(t, v, func(c *config.Config) { c.Varnish.Targets[0].Admin = testenv.FreeAddr(t) })
 	if code, _, errs = runMain(t, "--config", path, "profiles", "check"); code != 1 {
 		t.Errorf("check against a closed port: exit %d, want 1: %s", code, errs)
 	}
@@ -193,7 +194,7 @@ func TestProfilesCheck(t *testing.T) {
 // and says so.
 func TestProfilesCheckWithoutModules(t *testing.T) {
 	v := varnishtest.Start(t, varnishtest.Config{Params: []string{varnishtest.WithoutModules(t)}})
-	path, cfg := testConfig(t, v, nil)
+	path, cfg := configtest.ForVarnish(t, v, nil)
 	code, out, errs := runMain(t, "--config", path, "profiles", "check")
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errs)

@@ -196,3 +196,30 @@ func TestDocsSignals(t *testing.T) {
 	}
 	golden.CheckBlock(t, path, begin, end, "table of signals", b.String())
 }
+
+// A signal named in the config is a trace column like the built-in ones:
+// simulate replays a recorded db_threads_running with the recipe's rules,
+// offline, without asking any Prometheus.
+func TestNamedSignalReplayed(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeFile(t, dir, "fleet.yaml", `
+sensor:
+  prometheus:
+    url: http://192.0.2.1:9090
+    signals: { db_threads_running: 'max(mysql_global_status_threads_running)' }
+states:
+  heavy: { enter: { load_per_cpu: 1.5, db_threads_running: 20 }, stay: { load_per_cpu: 1, db_threads_running: 10 } }
+hysteresis: { down_window: 10s, min_dwell: 0s }
+`)
+	trace := writeFile(t, dir, "trace.csv", "time,load1,cpus,db_threads_running\n0,0.1,2,1\n1,0.1,2,41\n2,0.1,2,41\n3,0.1,2,41\n30,0.1,2,1\n")
+	code, stdout, stderr := runMain(t, "simulate", "--config", cfgPath, "--trace", trace)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	words := strings.Join(strings.Fields(stdout), " ")
+	for _, want := range []string{"light → heavy db_threads_running 41.00 >= 20.00 for 3 samples", "heavy → moderate"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("simulate output lacks %q:\n%s", want, stdout)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/pidfile"
+	"github.com/gearshift/gearshift/internal/testsupport/configtest"
 )
 
 // stub starts a process that passes for the gearshift daemon: bash that
@@ -21,7 +22,7 @@ import (
 func stub(t *testing.T, traps string) (config string, pid int) {
 	t.Helper()
 	// A socket of its own: no daemon on the default one may answer for the stub.
-	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\ncontrol: { socket: $DIR/gearshift.sock }\n")
+	config, dir := configtest.File(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\ncontrol: { socket: $DIR/gearshift.sock }\n")
 	// HUP and TERM at their defaults first: bash cannot trap a signal
 	// ignored when it starts (the tests run under nohup, say), and a
 	// daemon started by systemd has them at their defaults.
@@ -102,7 +103,7 @@ func TestReloadRefusesBadConfig(t *testing.T) {
 // A stale pid file naming a process that is not gearshift (the pid was
 // reused) must not get that process killed.
 func TestStopStalePidFile(t *testing.T) {
-	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
+	config, dir := configtest.File(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
 	sleep := exec.Command("sleep", "30")
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestStopStalePidFile(t *testing.T) {
 // arguments is stale for every command: start (the pid file check) and
 // stop agree.
 func TestPidCheckIgnoresArguments(t *testing.T) {
-	config, dir := opsConfigFile(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
+	config, dir := configtest.File(t, "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\npid_file: $DIR/gearshift.pid\n")
 	sh := exec.Command("sh", "-c", "sleep 60; true", "gearshift")
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)

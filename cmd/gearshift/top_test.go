@@ -15,6 +15,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/top"
+	"github.com/gearshift/gearshift/internal/testsupport/configtest"
 	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
@@ -36,7 +37,7 @@ func TestTopJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := varnishtest.Start(t, varnishtest.Config{VCL: heavy})
-	path, _ := testConfig(t, v, func(c *config.Config) {
+	path, _ := configtest.ForVarnish(t, v, func(c *config.Config) {
 		c.Varnish.Targets[0].Name = v.WorkDir
 	})
 
@@ -77,7 +78,7 @@ func TestTopJSON(t *testing.T) {
 
 func TestTopUsage(t *testing.T) {
 	v := varnishtest.Start(t, varnishtest.Config{})
-	path, _ := testConfig(t, v, nil)
+	path, _ := configtest.ForVarnish(t, v, nil)
 	for _, tc := range []struct {
 		name string
 		args []string

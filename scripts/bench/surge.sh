@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The open-loop surge benchmark (make bench-surge): BenchmarkSurge
-# (cmd/gearshift) on Debian's real WordPress, everything on loopback ports
+# (tests/system) on Debian's real WordPress, everything on loopback ports
 # that were free, under the test's temporary directories. It measures what
 # Apache alone serves (C), then the same surge four ways, each on a fresh
 # cache (Varnish passing every page without gearshift, light pinned, the
@@ -54,7 +54,7 @@ mkdir -p "$(dirname "$SURGE_OUT")"
 rm -f "$SURGE_OUT" "${SURGE_OUT%.*}.png"
 say "bench-surge: on $STACK; load average before: $(cut -d' ' -f1-3 /proc/loadavg); results in $SURGE_OUT"
 cd "$ROOT"
-"$GO" test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 40m ./cmd/gearshift 2>&1 |
+"$GO" test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 40m ./tests/system 2>&1 |
 	tee "$(dirname "$SURGE_OUT")/bench.txt"
 [ -s "$SURGE_OUT" ] || die "no report in $SURGE_OUT (see $(dirname "$SURGE_OUT")/bench.txt)"
 if [ -n "$SURGE_APPEND" ]; then

@@ -1,7 +1,0 @@
-//go:build !race
-
-package main
-
-// raceEnabled: this test binary runs under the race detector, and so does
-// the daemon it builds.
-const raceEnabled = false
