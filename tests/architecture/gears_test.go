@@ -1,4 +1,4 @@
-package state
+package architecture
 
 import (
 	"bufio"
@@ -19,18 +19,17 @@ var gearNamed = regexp.MustCompile(`\bstate\.(Light|Moderate|Heavy)\b|"(light|mo
 // struct tag), and a line that says why it must (`// contract:`).
 var gearTable = regexp.MustCompile(`(^\s*|[{,]\s*)state\.(Light|Moderate|Heavy)\s*:|\b(yaml|json):"|// contract:`)
 
-// TestGearsAreRows: outside this package no code but tests names a
+// TestGearsAreRows: outside controller/state no code but tests names a
 // gear, so that a gear added to All is a row of the tables that the
 // compiler points at, not a search through replay, tune and the metrics.
 // Light and Heaviest are Lightest and Heaviest there.
 func TestGearsAreRows(t *testing.T) {
-	root := filepath.Join("..", "..")
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			// This package, and the test support (only tests use it).
+			// controller/state, and the test support (only tests use it).
 			if name := d.Name(); name == ".git" || name == "testdata" || path == filepath.Join(root, "controller", "state") ||
 				path == filepath.Join(root, "internal", "testsupport") {
 				return filepath.SkipDir

@@ -1,4 +1,4 @@
-package main
+package architecture
 
 import (
 	"os"
@@ -39,7 +39,6 @@ func anchorsOf(page string) map[string]bool {
 // docs/ leads to a file of the tree, and to an anchor of that page when
 // it names one, so that moving a section between pages breaks no link.
 func TestDocLinks(t *testing.T) {
-	root := filepath.Join("..", "..")
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,8 @@
-package testenv
+// Package architecture holds the tests of the whole tree rather than of
+// one package: the layers of docs/development.md and the length of files
+// (TestLayers, TestFileLengths), the links of the docs (TestDocLinks),
+// gears as rows (TestGearsAreRows) and a fourth gear (TestAFourthGear).
+package architecture
 
 import (
 	"bytes"
@@ -16,13 +20,15 @@ import (
 
 const module = "github.com/gearshift/gearshift"
 
+// root is the module's root, seen from this package.
+var root = filepath.Join("..", "..")
+
 // eachFile calls do with the path (from the module's root) and contents
 // of every file of the tree whose name ends in one of exts, outside
 // hidden folders and testdata, and fails the test when it found fewer
 // than a whole tree's.
 func eachFile(t *testing.T, exts []string, do func(rel string, b []byte)) {
 	t.Helper()
-	root := filepath.Join("..", "..", "..")
 	files := 0
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -58,9 +64,13 @@ func eachFile(t *testing.T, exts []string, do func(rel string, b []byte)) {
 // internal/offline, so the loop and its parts never reach an offline
 // command; an offline command never imports the loop or cmd; nothing
 // outside cmd imports cmd; and no package imports its parent (a test
-// may: an integration test of it).
+// may: an integration test of it). tests/ holds tests only: its
+// packages are go test's alone, built on by nothing.
 func TestLayers(t *testing.T) {
 	eachFile(t, []string{".go"}, func(rel string, b []byte) {
+		if under(path.Dir(rel), "tests") && !strings.HasSuffix(rel, "_test.go") {
+			t.Errorf("%s is not a test: tests/ holds tests only", rel)
+		}
 		f, err := parser.ParseFile(token.NewFileSet(), rel, b, parser.ImportsOnly)
 		if err != nil {
 			t.Error(err)
@@ -142,6 +152,9 @@ func TestLayerProblem(t *testing.T) {
 		{"internal/offline/ban", "controller", false, true},
 		{"internal/offline/ban", "cmd/gearshift", false, true},
 		{"controller", "cmd/gearshift/daemon", false, true},
+		// tests/: go test's alone, on the test support like any test.
+		{"tests/system", "internal/testsupport/varnishtest", true, false},
+		{"tests/system", "cmd/gearshift", true, true},
 	} {
 		if got := layerProblem(c.dir, c.imp, c.test); (got != "") != c.bad {
 			t.Errorf("layerProblem(%s, %s, test %v) = %q, want a problem: %v", c.dir, c.imp, c.test, got, c.bad)

@@ -1,4 +1,4 @@
-package testenv
+package architecture
 
 import (
 	"bufio"
@@ -59,7 +59,6 @@ func recipe(t *testing.T, root string) []string {
 // them. A gear added between two others compiles; then TestGearRows in
 // each package fails, naming them.
 func TestAFourthGear(t *testing.T) {
-	root := filepath.Join("..", "..", "..")
 	want := recipe(t, root)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
