@@ -14,6 +14,7 @@ import (
 	"github.com/gearshift/gearshift/controller/hooks"
 	"github.com/gearshift/gearshift/controller/sdnotify"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -24,17 +25,6 @@ func hookScript(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// eventually polls cond until it holds, failing the test after a minute
-// (a bound for a busy machine, not a measure of speed).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after a minute", what)
-		}
-	}
 }
 
 // alive tells whether pid is a live process (a zombie is not).
@@ -62,7 +52,7 @@ func TestHookRunsOnEachTransition(t *testing.T) {
 	r.tick(t) // light → heavy again
 
 	var lines []string
-	eventually(t, "three hook runs", func() bool {
+	testenv.Eventually(t, "three hook runs", time.Minute, func() bool {
 		b, _ := os.ReadFile(out)
 		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
 		return len(lines) == 3 && r.logged("hook ran") == 3
@@ -102,7 +92,7 @@ func TestHangingHookIsKilledAndNeverHoldsTheLoop(t *testing.T) {
 		t.Fatal(resp.err)
 	}
 	var hook, child int
-	eventually(t, "the hook to start", func() bool {
+	testenv.Eventually(t, "the hook to start", time.Minute, func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, "pids"))
 		return err == nil && len(strings.Fields(string(b))) == 2 &&
 			func() bool { _, err := fmt.Sscan(string(b), &hook, &child); return err == nil }()
@@ -130,13 +120,13 @@ func TestHangingHookIsKilledAndNeverHoldsTheLoop(t *testing.T) {
 		t.Errorf("%d hooks skipped, want 2", n)
 	}
 
-	eventually(t, "the hook's timeout", func() bool { return r.logged("hook timed out and was killed") == 1 })
+	testenv.Eventually(t, "the hook's timeout", time.Minute, func() bool { return r.logged("hook timed out and was killed") == 1 })
 	killed := r.logs.FilterMessage("hook timed out and was killed").All()[0].ContextMap()
 	if killed["timeout"] != timeout || killed["to"] != "heavy" {
 		t.Errorf("timeout log entry = %v", killed)
 	}
-	eventually(t, "the hook's process group to die", func() bool { return !alive(hook) && !alive(child) })
-	eventually(t, "the queued hooks", func() bool { return r.logged("hook ran") == 8 })
+	testenv.Eventually(t, "the hook's process group to die", time.Minute, func() bool { return !alive(hook) && !alive(child) })
+	testenv.Eventually(t, "the queued hooks", time.Minute, func() bool { return r.logged("hook ran") == 8 })
 	if out := r.logs.FilterMessage("hook ran").All()[7].ContextMap()["output"]; out != "quick heavy" {
 		t.Errorf("last queued hook printed %q, want the last shift's gear", out)
 	}
@@ -165,7 +155,7 @@ func TestHookDoesNotInheritSystemdEnv(t *testing.T) {
 	r.tick(t) // light
 	r.sensor.set(3)
 	r.tick(t) // light → heavy: the hook runs
-	eventually(t, "the hook run", func() bool { return r.logged("hook ran") == 1 })
+	testenv.Eventually(t, "the hook run", time.Minute, func() bool { return r.logged("hook ran") == 1 })
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

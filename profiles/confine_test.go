@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
@@ -221,7 +222,7 @@ func TestRefreshKeepsTheGoodCopy(t *testing.T) {
 		}
 		time.Sleep(1500 * time.Millisecond) // past its TTL: the next view refreshes it
 		rawFrom(t, g, "127.0.0.2", "heavy", "GET "+u+" HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-		eventually(t, u+" refreshed", func() bool { return o.count(u) >= 2 })
+		testenv.Eventually(t, u+" refreshed", 10*time.Second, func() bool { return o.count(u) >= 2 })
 		time.Sleep(200 * time.Millisecond) // the refresh's answer handled
 		for i := range 3 {
 			r := rawFrom(t, g, "127.0.0.2", "heavy", "GET "+u+" HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -329,7 +330,7 @@ func TestClientInFlightBoundHolds(t *testing.T) {
 			io.Copy(io.Discard, conn)
 		}()
 	}
-	eventually(t, "two requests at the backend", func() bool {
+	testenv.Eventually(t, "two requests at the backend", 10*time.Second, func() bool {
 		return o.inflightOf("/g/heavy/locked/0?sleep=75s")+o.inflightOf("/g/heavy/locked/1?sleep=75s") == 2
 	})
 	time.Sleep(62 * time.Second)

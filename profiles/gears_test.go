@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // testStripSetCookies: with strip_set_cookies, heavy shares a page whose
@@ -322,7 +324,7 @@ func testModerate(t *testing.T, g *gears, o *origin) {
 		get(t, u, "").want(t, "HIT", "hit=1")
 		time.Sleep(2500 * time.Millisecond)
 		get(t, u, "") // stale within Varnish's default grace, refreshed behind
-		eventually(t, "a refetch once max-age has passed", func() bool { return o.count(u) == 2 })
+		testenv.Eventually(t, "a refetch once max-age has passed", 10*time.Second, func() bool { return o.count(u) == 2 })
 	})
 	for _, tc := range []struct{ name, uri string }{
 		{"s-maxage", "/g/moderate/smaxage?cc=s-maxage%3D600"},

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 func testHeavy(t *testing.T, g *gears, o *origin) {
@@ -255,7 +257,7 @@ func testGrace(t *testing.T, g *gears, o *origin) {
 	get(anon, "").want(t, "STALE", "hit=1")
 	// The origin counts a request as it arrives: wait for Varnish to hold
 	// the refreshed object, not for the count, before the backend fails.
-	eventually(t, "a background refresh once the minimum TTL has passed", func() bool {
+	testenv.Eventually(t, "a background refresh once the minimum TTL has passed", 10*time.Second, func() bool {
 		return o.count(anon) == 2 && strings.Contains(get(anon, "").body, "hit=2")
 	})
 
@@ -263,7 +265,7 @@ func testGrace(t *testing.T, g *gears, o *origin) {
 	time.Sleep(2500 * time.Millisecond)
 	get(anon, "").want(t, "STALE", "hit=2")
 	get(sess, "PHPSESSID=g1").want(t, "HIT", "user=g1")
-	eventually(t, "the failing refresh", func() bool { return o.count(anon) == 3 })
+	testenv.Eventually(t, "the failing refresh", 10*time.Second, func() bool { return o.count(anon) == 3 })
 	get(anon, "").want(t, "STALE", "hit=2")
 
 	o.srv.Close()

@@ -336,17 +336,6 @@ func wantCount(tb testing.TB, o *origin, uri string, n int) {
 	}
 }
 
-// eventually polls cond for up to 10s.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	tb.Errorf("timed out waiting for %s", what)
-}
-
 func render(tb testing.TB, cfg *Site, s state.State) string {
 	tb.Helper()
 	text, err := Render(*cfg, s)

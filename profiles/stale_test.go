@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
@@ -135,7 +136,7 @@ func testStale(t *testing.T, g *gears, o *origin, gear string) {
 	}
 	o.delay.Store(0)
 	waitProbe(t, g, label, "healthy")
-	eventually(t, "a fresh page once the backend is back", func() bool {
+	testenv.Eventually(t, "a fresh page once the backend is back", 10*time.Second, func() bool {
 		r := get(seen, "")
 		return r.status == http.StatusOK && !strings.Contains(r.body, "hit=1")
 	})
@@ -156,7 +157,7 @@ func testBusy(t *testing.T, g *gears, o *origin) {
 	o.delay.Store(int64(2 * time.Second))
 	done := make(chan reply, 1)
 	go func() { done <- g.do(t, req{gear: "busylight", path: hog}) }()
-	eventually(t, "the copies' one connection taken", func() bool { return o.inflightOf(hog) == 1 })
+	testenv.Eventually(t, "the copies' one connection taken", 10*time.Second, func() bool { return o.inflightOf(hog) == 1 })
 	get(page, "").want(t, "STALE", "hit=1")
 	select {
 	case <-done:
@@ -178,7 +179,7 @@ func testBusy(t *testing.T, g *gears, o *origin) {
 // or sick) in backend.list.
 func waitProbe(t *testing.T, g *gears, label, state string) {
 	t.Helper()
-	eventually(t, label+"'s probe "+state, func() bool {
+	testenv.Eventually(t, label+"'s probe "+state, 10*time.Second, func() bool {
 		out, err := g.v.Adm("backend.list", "v_"+label+".gearshift_probe")
 		return err == nil && strings.Contains(strings.ToLower(out), state)
 	})

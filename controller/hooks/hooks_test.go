@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 )
 
 // hangScript is the controller's test hook that hangs, with a child, until
@@ -25,16 +27,6 @@ func hangScript(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// eventually polls cond until it holds, failing the test after a minute.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after a minute", what)
-		}
-	}
 }
 
 func TestHookRunnerOutcomes(t *testing.T) {
@@ -74,7 +66,7 @@ func TestHookRunnerOutcomes(t *testing.T) {
 		h := New(zap.New(core))
 		dir := t.TempDir()
 		h.Enqueue(Event{Argv: []string{hangScript(t), dir}, Timeout: time.Hour, From: "light", To: "heavy"})
-		eventually(t, "the hook to start", func() bool { _, err := os.Stat(filepath.Join(dir, "pids")); return err == nil })
+		testenv.Eventually(t, "the hook to start", time.Minute, func() bool { _, err := os.Stat(filepath.Join(dir, "pids")); return err == nil })
 		h.Close(0)
 		if logs.FilterMessage("hook killed: the daemon is stopping").Len() != 1 {
 			t.Errorf("log = %v", logs.All())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/internal/testsupport/promtest"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
@@ -68,7 +69,7 @@ func TestPrometheusAgainstPrometheus(t *testing.T) {
 	}))
 	defer exporter.Close()
 	prom := promtest.Start(t, strings.TrimPrefix(exporter.URL, "http://"))
-	waitFor(t, 30*time.Second, "prometheus to scrape the exporter", func() bool {
+	testenv.Eventually(t, "prometheus to scrape the exporter", 30*time.Second, func() bool {
 		v, err := prom.Query("test_threads")
 		return err == nil && len(v) == 1
 	})
@@ -97,7 +98,7 @@ func TestPrometheusAgainstPrometheus(t *testing.T) {
 	// A failed scrape marks the series stale: the answer is no number,
 	// not the last one.
 	up.Store(false)
-	waitFor(t, 30*time.Second, "the stale series to leave the answer", func() bool {
+	testenv.Eventually(t, "the stale series to leave the answer", 30*time.Second, func() bool {
 		_, problems := read(t, p)
 		return strings.Contains(problems["prometheus threads"], "no series")
 	})
@@ -263,17 +264,6 @@ func TestNamedSignals(t *testing.T) {
 	}
 	if off, _ := Signals(HostConfig{}); off.Len() != len(names)-2 {
 		t.Errorf("without the block the set has %d signals, want %d", off.Len(), len(names)-2)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // CI tells whether the tests run in CI, where nothing may be skipped for
@@ -96,4 +97,15 @@ func DiesWithTest(cmd *exec.Cmd) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+}
+
+// Eventually polls cond until it holds, and fails tb when it does not
+// within timeout: a bound for a busy machine, not a measure of speed.
+func Eventually(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("still waiting for %s after %s", what, timeout)
+		}
+	}
 }
