@@ -205,7 +205,7 @@ func Run(cfg *config.Config, opts Options) error {
 	logConfigWarnings(log, cfg)
 	// READY=1 comes from the loop once its first poll has finished.
 
-	requestReload := coalesce(ctx, func() {
+	requestReload, reloadsDone := coalesce(ctx, func() {
 		ctrl.Reload(ctx) // the answer is in the loop's log and status
 	})
 	go guests.serve(ctx, func() {
@@ -213,6 +213,9 @@ func Run(cfg *config.Config, opts Options) error {
 		requestReload()
 	})
 
+	// A reload that runs when the daemon stops ends before Run returns:
+	// nothing of the daemon outlives it.
+	defer func() { cancel(); <-reloadsDone }()
 	return supervise(ctx, cancel, sigs, stopped, served, daemonHandlers{
 		reload: func() {
 			log.Info(logging.MsgReloading, zap.String(logging.FieldSignal, "SIGHUP"))
@@ -241,10 +244,13 @@ func Run(cfg *config.Config, opts Options) error {
 // a run waits to start adds nothing (the waiting run comes after it), so a
 // storm of calls costs one or two runs, not a goroutine each: a reload
 // reads the config off the loop, which polls on, and a storm of SIGHUPs
-// reads it once or twice.
-func coalesce(ctx context.Context, work func()) (request func()) {
+// reads it once or twice. done is closed once ctx is done and a run under
+// way has finished.
+func coalesce(ctx context.Context, work func()) (request func(), done <-chan struct{}) {
 	pending := make(chan struct{}, 1)
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		for {
 			select {
 			case <-ctx.Done():
@@ -259,7 +265,7 @@ func coalesce(ctx context.Context, work func()) (request func()) {
 		case pending <- struct{}{}:
 		default: // one is waiting already
 		}
-	}
+	}, finished
 }
 
 // logConfigWarnings logs what Config.Warnings finds risky in cfg; the

@@ -73,7 +73,7 @@ func TestReloadsCoalesce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started, release := make(chan struct{}, 100), make(chan struct{})
-	request := coalesce(ctx, func() {
+	request, _ := coalesce(ctx, func() {
 		started <- struct{}{}
 		<-release
 	})
@@ -91,4 +91,25 @@ func TestReloadsCoalesce(t *testing.T) {
 		t.Fatal("a storm of 50 requests during one run ran more than once after it")
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// A daemon that stops during a reload returns once that reload has
+// finished: nothing of it runs on.
+func TestReloadsDoneAtStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	started, release := make(chan struct{}), make(chan struct{})
+	request, done := coalesce(ctx, func() {
+		close(started)
+		<-release
+	})
+	request()
+	<-started
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("done before the reload under way finished")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-done
 }
