@@ -137,16 +137,11 @@ func TestRequestTargetsConfined(t *testing.T) {
 	}
 }
 
-// TestGuestImpostor: a process holds guest_listen before the daemon
-// starts and answers every ask as the daemon would, echoing whatever it
-// is sent. Nothing it answers is ever served: heavy does not ask it (the
-// daemon renders heavy without guest asks while it cannot listen), status
-// says why in guest_error, and check warns. Once the address is free the
-// daemon takes it and heavy shares the page through the daemon. The
-// secret heavy checks appears in no status and no log line.
-func TestGuestImpostor(t *testing.T) {
-	srv, _, _ := sessionBackend(t)
-	var asked atomic.Int64
+// startImpostor listens on a free loopback port and answers every ask as
+// heavy's daemon would, echoing whatever it was sent (a secret among it),
+// counting the asks in asked; it stops with the test, or at Close.
+func startImpostor(t *testing.T, asked *atomic.Int64) (net.Listener, *http.Server) {
+	t.Helper()
 	imp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +156,20 @@ func TestGuestImpostor(t *testing.T) {
 	})}
 	go impostor.Serve(imp)
 	t.Cleanup(func() { impostor.Close() })
+	return imp, impostor
+}
+
+// TestGuestImpostor: a process holds guest_listen before the daemon
+// starts and answers every ask as the daemon would, echoing whatever it
+// is sent. Nothing it answers is ever served: heavy does not ask it (the
+// daemon renders heavy without guest asks while it cannot listen), status
+// says why in guest_error, and check warns. Once the address is free the
+// daemon takes it and heavy shares the page through the daemon. The
+// secret heavy checks appears in no status and no log line.
+func TestGuestImpostor(t *testing.T) {
+	srv, _, _ := sessionBackend(t)
+	var asked atomic.Int64
+	imp, impostor := startImpostor(t, &asked)
 
 	v := varnishtest.Start(t, varnishtest.Config{})
 	d := startDaemonOn(t, v, func(cfg *config.Config) {
@@ -251,17 +260,7 @@ func TestGuestImpostor(t *testing.T) {
 func TestGuestListenChangedByReload(t *testing.T) {
 	srv, _, _ := sessionBackend(t)
 	var asked atomic.Int64
-	imp, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	impostor := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		w.Header().Set("X-Gs-Guest", "shared")
-		io.WriteString(w, "IMPOSTOR\n")
-	})}
-	go impostor.Serve(imp)
-	t.Cleanup(func() { impostor.Close() })
+	imp, _ := startImpostor(t, &asked)
 
 	v := varnishtest.Start(t, varnishtest.Config{})
 	d := startDaemonOn(t, v, func(cfg *config.Config) {
