@@ -58,7 +58,7 @@ type adviser struct {
 type adviceResult struct {
 	sum    top.Summary
 	err    error
-	gear   state.State
+	gear   state.Gear
 	in     time.Duration // time in the gear when the read began
 	share  float64
 	guests bool // guest_pages was on
@@ -75,10 +75,10 @@ func (a *adviser) step(ctx context.Context, now time.Time, d state.Decision, wai
 		return
 	}
 	share, ok := d.Signals.Get(sensor.BackendShare)
-	if d.State == state.Lightest {
+	if d.Gear == state.Lightest {
 		a.incident = ""
 	}
-	if d.State == state.Lightest {
+	if d.Gear == state.Lightest {
 		a.highSince, a.lowSince = time.Time{}, time.Time{}
 		a.clear()
 		return
@@ -103,7 +103,7 @@ func (a *adviser) step(ctx context.Context, now time.Time, d state.Decision, wai
 		return
 	}
 	a.running = true
-	gear, in := d.State, now.Sub(d.Since)
+	gear, in := d.Gear, now.Sub(d.Since)
 	guests := a.guests != nil && a.guests()
 	go func() {
 		sum, err := a.read(ctx, a.target, adviceRead)

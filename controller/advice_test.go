@@ -36,8 +36,8 @@ func TestAdviser(t *testing.T) {
 	a := newAdviser(read, "/var/lib/varnish/www", zap.New(core))
 	t0 := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	wait := time.Minute
-	dec := func(g state.State, share float64) state.Decision {
-		return state.Decision{State: g, Since: t0, Signals: state.Signals{Values: map[string]float64{sensor.BackendShare: share}}}
+	dec := func(g state.Gear, share float64) state.Decision {
+		return state.Decision{Gear: g, Since: t0, Signals: state.Signals{Values: map[string]float64{sensor.BackendShare: share}}}
 	}
 	step := func(at time.Duration, d state.Decision) {
 		a.step(t.Context(), t0.Add(at), d, wait)

@@ -234,7 +234,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		tick = ticker.C
 	}
 	close(c.ready)
-	c.notify("READY=1", "STATUS=gear "+c.machine.Current().State.String())
+	c.notify("READY=1", "STATUS=gear "+c.machine.Current().Gear.String())
 	var watchdog <-chan time.Time
 	if iv := c.opts.WatchdogInterval; iv > 0 {
 		wd := time.NewTicker(iv)
@@ -339,7 +339,7 @@ func (c *Controller) sourceProblems(problems []sensor.Problem) {
 // apply makes every target follow d, taken on the sample s (nil for an
 // operator's request or a poll without a sample), and records the outcome.
 func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Sample) {
-	switchMS := c.syncAll(ctx, d.State, c.opts.SyncWait)
+	switchMS := c.syncAll(ctx, d.Gear, c.opts.SyncWait)
 	incident, ended := c.record(s, d, switchMS)
 	if ended {
 		c.log.Info("incident over", zap.String(logging.FieldIncident, incident.ID),
@@ -351,15 +351,15 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 		if switchMS >= 0 {
 			fields = append(fields, zap.Float64(logging.FieldSwitchMS, numfmt.Round(switchMS, 3)))
 		}
-		logging.StateChange(c.log, d.From.String(), d.State.String(), d.Reason, fields...)
+		logging.StateChange(c.log, d.From.String(), d.Gear.String(), d.Reason, fields...)
 	} else {
-		fields := []zap.Field{zap.String(logging.FieldState, d.State.String()), zap.String(logging.FieldReason, d.Reason)}
+		fields := []zap.Field{zap.String(logging.FieldState, d.Gear.String()), zap.String(logging.FieldReason, d.Reason)}
 		if s := c.lastSample; s != nil {
 			fields = append(fields, zap.Float64(logging.FieldRunnable, numfmt.Round(s.Runnable, 2)), zap.Float64(logging.FieldLoad1, s.Load1))
 		}
 		c.log.Debug("no state change", append(fields, signalFields(c.signals(), d.Signals)...)...)
 	}
-	if d.Changed && d.State == state.Heaviest && c.opts.Guest != nil {
+	if d.Changed && d.Gear == state.Heaviest && c.opts.Guest != nil {
 		c.recheckGuests(ctx)
 	}
 	st := c.publish()
@@ -371,7 +371,7 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 			Argv:    append([]string(nil), h.OnChange...),
 			Timeout: time.Duration(h.Timeout),
 			From:    d.From.String(),
-			To:      d.State.String(),
+			To:      d.Gear.String(),
 			Reason:  d.Reason,
 			Mode:    st.Mode,
 			Env:     append(incidentEnv(incident, ended, c.now()), c.advice.env()...),
@@ -406,6 +406,6 @@ func (c *Controller) stop() {
 	}
 	c.hooks.Close(hooks.StopGrace)
 	c.history.close()
-	c.log.Info("stopped", zap.String(logging.FieldState, c.machine.Current().State.String()),
+	c.log.Info("stopped", zap.String(logging.FieldState, c.machine.Current().Gear.String()),
 		zap.String(logging.FieldOnExit, onExit))
 }

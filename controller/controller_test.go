@@ -215,7 +215,7 @@ func (r *rig) vcls(t *testing.T) (names map[string]bool, active string) {
 	return names, active
 }
 
-func (r *rig) wantActive(t *testing.T, st state.State) {
+func (r *rig) wantActive(t *testing.T, st state.Gear) {
 	t.Helper()
 	want := r.c.set[st].Name
 	if _, active := r.vcls(t); active != want {

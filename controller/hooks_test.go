@@ -101,7 +101,7 @@ func TestHangingHookIsKilledAndNeverHoldsTheLoop(t *testing.T) {
 	// While the hook hangs, the loop goes on: ten more shifts, each
 	// applied to Varnish and answered.
 	for i := 0; i < 10; i++ {
-		st := []state.State{state.Light, state.Heavy}[i%2]
+		st := []state.Gear{state.Light, state.Heavy}[i%2]
 		resp := r.c.handle(ctx, request{kind: reqForce, state: st})
 		if resp.err != nil || resp.status.State != st.String() {
 			t.Fatalf("force %s while a hook hangs = %+v, %v", st, resp.status, resp.err)

@@ -136,7 +136,7 @@ func (m *Metrics) transition(d state.Decision) {
 	if cause == "" {
 		cause = state.CauseAuto
 	}
-	m.transitions.WithLabelValues(d.From.String(), d.State.String(), cause).Inc()
+	m.transitions.WithLabelValues(d.From.String(), d.Gear.String(), cause).Inc()
 }
 
 // reloaded records a reload's outcome (ok) at now; the start counts as a

@@ -64,7 +64,7 @@ func TestMetricsFromStatus(t *testing.T) {
 	m.reloaded(false, since.Add(time.Minute))
 	m.target("127.0.0.1:6082").Switches.Observe(0.0004)
 	m.target("127.0.0.1:6082").Errors.Inc()
-	m.transition(state.Decision{From: state.Light, State: state.Moderate, Changed: true, Cause: state.CauseForced})
+	m.transition(state.Decision{From: state.Light, Gear: state.Moderate, Changed: true, Cause: state.CauseForced})
 	out := scrape(t, m.Handler())
 
 	for _, want := range []string{

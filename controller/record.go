@@ -141,7 +141,7 @@ func (c *Controller) record(s *sensor.Sample, d state.Decision, switchMS float64
 	if s != nil {
 		at = s.Time
 	}
-	_, over := c.incidents.Add(history.Point{Time: at, Gear: d.State, Signals: d.Signals.Values})
+	_, over := c.incidents.Add(history.Point{Time: at, Gear: d.Gear, Signals: d.Signals.Values})
 	incident = c.incidents.Current()
 	if over != nil {
 		incident, ended = over, true
@@ -150,7 +150,7 @@ func (c *Controller) record(s *sensor.Sample, d state.Decision, switchMS float64
 		return incident, ended
 	}
 	load5, load15 := s.Load5, s.Load15
-	rec := &trace.Recorded{Gear: d.State, Forced: d.Forced, Reason: d.Reason}
+	rec := &trace.Recorded{Gear: d.Gear, Forced: d.Forced, Reason: d.Reason}
 	if incident != nil && !ended {
 		rec.Incident = incident.ID
 	}

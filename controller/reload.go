@@ -129,7 +129,7 @@ func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set prof
 	c.metrics.reloaded(true, c.now())
 	var profileNames []zap.Field
 	for _, p := range set {
-		profileNames = append(profileNames, zap.String(p.State.String(), p.Name))
+		profileNames = append(profileNames, zap.String(p.Gear.String(), p.Name))
 	}
 	c.log.Info("config reloaded", profileNames...)
 	WarnNarrowSessions(c.log, cfg)

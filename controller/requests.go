@@ -19,7 +19,7 @@ const (
 
 type request struct {
 	kind  requestKind
-	state state.State
+	state state.Gear
 	until time.Time
 	next  *nextConfig // reqReload: the config read off the loop
 	reply chan response
@@ -48,7 +48,7 @@ func (c *Controller) handle(ctx context.Context, r request) response {
 	case reqReload:
 		c.notify(sdnotify.Reloading()...)
 		err := c.reload(ctx, r.next)
-		c.notify("READY=1", "STATUS=gear "+c.machine.Current().State.String())
+		c.notify("READY=1", "STATUS=gear "+c.machine.Current().Gear.String())
 		if err != nil {
 			return response{status: c.Status(), err: err}
 		}
@@ -75,7 +75,7 @@ func (c *Controller) call(ctx context.Context, r request) (api.Status, error) {
 
 // Force pins st until the deadline (zero: until Auto) and returns the status
 // once the gear is applied.
-func (c *Controller) Force(ctx context.Context, st state.State, until time.Time) (api.Status, error) {
+func (c *Controller) Force(ctx context.Context, st state.Gear, until time.Time) (api.Status, error) {
 	return c.call(ctx, request{kind: reqForce, state: st, until: until})
 }
 

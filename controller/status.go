@@ -28,7 +28,7 @@ func (c *Controller) publish() api.Status {
 	d := c.machine.Current()
 	s := &api.Status{
 		Version:     Version,
-		State:       d.State.String(),
+		State:       d.Gear.String(),
 		Mode:        "auto",
 		Since:       c.wall(d.Since),
 		Reason:      d.Reason,
@@ -92,7 +92,7 @@ func (c *Controller) publish() api.Status {
 		}
 	}
 	for _, t := range c.targets {
-		ts := t.status(c.set[d.State], c.cfg.Varnish.Mode)
+		ts := t.status(c.set[d.Gear], c.cfg.Varnish.Mode)
 		if at := ts.ForeignVCLAt; at != nil {
 			w := c.wall(*at)
 			ts.ForeignVCLAt = &w

@@ -45,7 +45,7 @@ func BenchmarkSyncAll(b *testing.B) {
 			b.StopTimer()
 			// The status judges the targets against the machine's gear
 			// (light, no tick ran): a run of one switch ends in heavy.
-			c.syncAll(ctx, c.machine.Current().State, -1)
+			c.syncAll(ctx, c.machine.Current().Gear, -1)
 			for _, ts := range c.publish().Targets {
 				if !ts.InSync || ts.Error != "" {
 					b.Fatalf("target %s not in sync after the run: %s", ts.Admin, ts.Error)

@@ -92,7 +92,7 @@ func (t *slot) status(p profiles.Profile, mode string) api.TargetStatus {
 // (negative: until all are done); a target still busy then, or busy from
 // an earlier call, finishes in the background (see finish) and is synced
 // again by the next poll.
-func (c *Controller) syncAll(ctx context.Context, want state.State, wait time.Duration) float64 {
+func (c *Controller) syncAll(ctx context.Context, want state.Gear, wait time.Duration) float64 {
 	now := c.clock()
 	set := c.set
 	started := map[*slot]bool{}

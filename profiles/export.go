@@ -21,7 +21,7 @@ const CLIFile = "gearshift.cli"
 // failure does not abort varnishd's start (a profile file deleted or
 // broken): Varnish then boots into its -f VCL and gearshift loads the
 // profiles when it connects. It returns the paths written.
-func Export(set Set, dir string, active state.State) ([]string, error) {
+func Export(set Set, dir string, active state.Gear) ([]string, error) {
 	return export(set, dir, active, func(cli *strings.Builder) error {
 		fmt.Fprintf(cli, "-vcl.use %s\n", set[active].Name)
 		return nil
@@ -39,7 +39,7 @@ const SiteVCL = "/etc/varnish/default.vcl"
 // started with -f ” and this file does what -f did. A failed profile load
 // is skipped; a failed label or site VCL stops varnishd, as a broken -f
 // VCL would (the site's VCL cannot run without the label).
-func ExportLabel(set Set, dir string, active state.State, siteVCL string) ([]string, error) {
+func ExportLabel(set Set, dir string, active state.Gear, siteVCL string) ([]string, error) {
 	return export(set, dir, active, func(cli *strings.Builder) error {
 		site, err := filepath.Abs(siteVCL)
 		if err != nil {
@@ -56,7 +56,7 @@ func ExportLabel(set Set, dir string, active state.State, siteVCL string) ([]str
 	})
 }
 
-func export(set Set, dir string, active state.State, finish func(*strings.Builder) error) ([]string, error) {
+func export(set Set, dir string, active state.Gear, finish func(*strings.Builder) error) ([]string, error) {
 	if !active.Valid() {
 		return nil, fmt.Errorf("export profiles: unknown state %d", int(active))
 	}
@@ -71,15 +71,15 @@ func export(set Set, dir string, active state.State, finish func(*strings.Builde
 	var written []string
 	for _, p := range set {
 		if p.Name == "" || p.VCL == "" {
-			return nil, fmt.Errorf("export profiles: the %s profile is empty", p.State)
+			return nil, fmt.Errorf("export profiles: the %s profile is empty", p.Gear)
 		}
-		path := filepath.Join(dir, p.State.String()+".vcl")
+		path := filepath.Join(dir, p.Gear.String()+".vcl")
 		quoted, err := varnishadm.Quote(path) // -I files are read by the same CLI parser as the admin port
 		if err != nil {
 			return nil, fmt.Errorf("export profiles to %s: %w", dir, err)
 		}
 		if err := writeFileAtomic(path, []byte(p.VCL)); err != nil {
-			return nil, fmt.Errorf("export profile %s: %w", p.State, err)
+			return nil, fmt.Errorf("export profile %s: %w", p.Gear, err)
 		}
 		written = append(written, path)
 		fmt.Fprintf(&cli, "-vcl.load %s %s warm\n", p.Name, quoted)

@@ -30,9 +30,9 @@ func TestExportFiles(t *testing.T) {
 		t.Fatalf("Export wrote %v", paths)
 	}
 	for _, p := range set {
-		b, err := os.ReadFile(filepath.Join(dir, p.State.String()+".vcl"))
+		b, err := os.ReadFile(filepath.Join(dir, p.Gear.String()+".vcl"))
 		if err != nil || string(b) != p.VCL {
-			t.Errorf("%s.vcl: %v, or not the profile's text", p.State, err)
+			t.Errorf("%s.vcl: %v, or not the profile's text", p.Gear, err)
 		}
 	}
 	cli, err := os.ReadFile(filepath.Join(dir, CLIFile))
@@ -41,7 +41,7 @@ func TestExportFiles(t *testing.T) {
 	}
 	want := ""
 	for _, p := range set {
-		want += "-vcl.load " + p.Name + " " + strings.ReplaceAll(filepath.Join(dir, p.State.String()+".vcl"), " ", `\x20`) + " warm\n"
+		want += "-vcl.load " + p.Name + " " + strings.ReplaceAll(filepath.Join(dir, p.Gear.String()+".vcl"), " ", `\x20`) + " warm\n"
 	}
 	want += "-vcl.use " + set[state.Moderate].Name + "\n"
 	if string(cli) != want {
@@ -126,7 +126,7 @@ func TestExportLabelBootsVarnish(t *testing.T) {
 	cli, _ := os.ReadFile(paths[len(paths)-1])
 	want := ""
 	for _, p := range set {
-		want += "-vcl.load " + p.Name + " " + filepath.Join(dir, "export", p.State.String()+".vcl") + " warm\n"
+		want += "-vcl.load " + p.Name + " " + filepath.Join(dir, "export", p.Gear.String()+".vcl") + " warm\n"
 	}
 	want += "vcl.label gearshift " + set[state.Moderate].Name + "\nvcl.load boot " + site + "\nvcl.use boot\n"
 	if string(cli) != want {

@@ -164,16 +164,16 @@ func TestPlainTwinWithoutModules(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, p := range set {
-		err := c.VCLInline(ctx, "full_"+p.State.String(), p.VCL, "cold")
+		err := c.VCLInline(ctx, "full_"+p.Gear.String(), p.VCL, "cold")
 		if !MissingModules(err) {
-			t.Errorf("%s with varnish-modules on a Varnish without them: %v, want the compiler's missing VMOD", p.State, err)
+			t.Errorf("%s with varnish-modules on a Varnish without them: %v, want the compiler's missing VMOD", p.Gear, err)
 		}
 		pl, ok := p.Plain()
 		if !ok || strings.Contains(pl.VCL, "import xkey") || pl.Name == p.Name {
-			t.Fatalf("%s: no Plain twin without xkey (ok %v)", p.State, ok)
+			t.Fatalf("%s: no Plain twin without xkey (ok %v)", p.Gear, ok)
 		}
-		if err := c.VCLInline(ctx, "plain_"+p.State.String(), pl.VCL, "cold"); err != nil {
-			t.Errorf("%s's Plain twin: %v", p.State, err)
+		if err := c.VCLInline(ctx, "plain_"+p.Gear.String(), pl.VCL, "cold"); err != nil {
+			t.Errorf("%s's Plain twin: %v", p.Gear, err)
 		}
 	}
 }

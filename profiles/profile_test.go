@@ -336,7 +336,7 @@ func wantCount(tb testing.TB, o *origin, uri string, n int) {
 	}
 }
 
-func render(tb testing.TB, cfg *Site, s state.State) string {
+func render(tb testing.TB, cfg *Site, s state.Gear) string {
 	tb.Helper()
 	text, err := Render(*cfg, s)
 	if err != nil {

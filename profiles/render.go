@@ -28,7 +28,7 @@ const SourceBuiltin = "built-in"
 
 // Profile is one gear's VCL program, ready for vcl.inline.
 type Profile struct {
-	State  state.State
+	Gear   state.Gear
 	Name   string // "gearshift-<state>-<first 8 hex of sha256(VCL)>"
 	VCL    string // the full program text
 	Source string // SourceBuiltin or the vcl_file path
@@ -47,11 +47,11 @@ func (p Profile) Plain() (Profile, bool) {
 		return p, false
 	}
 	plain := p
-	plain.VCL, plain.Name, plain.plainVCL = p.plainVCL, Name(p.State, p.plainVCL), ""
+	plain.VCL, plain.Name, plain.plainVCL = p.plainVCL, Name(p.Gear, p.plainVCL), ""
 	return plain, true
 }
 
-// Set is a profile for each gear, indexed by state.State.
+// Set is a profile for each gear, indexed by state.Gear.
 type Set [len(state.All)]Profile
 
 // Plain returns the profiles to load into a Varnish without
@@ -78,7 +78,7 @@ func Build(site Site) (Set, error) {
 	}
 	var set Set
 	for _, s := range state.All {
-		p := Profile{State: s, Source: SourceBuiltin}
+		p := Profile{Gear: s, Source: SourceBuiltin}
 		if file := site.Options.Sources()[s].VCLFile; file != "" {
 			b, err := os.ReadFile(file)
 			if err != nil {
@@ -112,14 +112,14 @@ func Build(site Site) (Set, error) {
 
 // Name returns the content-addressed name of a gear's VCL: the same text
 // always gets the same name, a changed text a new one.
-func Name(s state.State, vcl string) string {
+func Name(s state.Gear, vcl string) string {
 	sum := sha256.Sum256([]byte(vcl))
 	return NamePrefix + s.String() + "-" + hex.EncodeToString(sum[:4])
 }
 
 // Render returns the built-in VCL of gear s filled in with site's values.
 // It ignores vcl_file; see Build. site must be checked.
-func Render(site Site, s state.State) (string, error) {
+func Render(site Site, s state.Gear) (string, error) {
 	if !s.Valid() {
 		return "", fmt.Errorf("render profile: unknown state %d", int(s))
 	}
@@ -308,7 +308,7 @@ func (d *vclData) funcs() template.FuncMap {
 	}
 }
 
-func newVCLData(site Site, s state.State) (*vclData, error) {
+func newVCLData(site Site, s state.Gear) (*vclData, error) {
 	p := &site.Options
 	d := &vclData{
 		State:         s.String(),

@@ -178,11 +178,11 @@ func TestBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range set {
-		if p.State != state.State(i) {
-			t.Errorf("set[%d].State = %s", i, p.State)
+		if p.Gear != state.Gear(i) {
+			t.Errorf("set[%d].State = %s", i, p.Gear)
 		}
-		if p.Name != Name(p.State, p.VCL) {
-			t.Errorf("%s: Name %q is not Name(state, VCL)", p.State, p.Name)
+		if p.Name != Name(p.Gear, p.VCL) {
+			t.Errorf("%s: Name %q is not Name(state, VCL)", p.Gear, p.Name)
 		}
 	}
 	if set[state.Moderate].VCL != text || set[state.Moderate].Source != mine {

@@ -105,7 +105,7 @@ func (a *app) profilesList() (int, error) {
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "GEAR\tNAME\tSOURCE")
 	for _, p := range set {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", p.State, p.Name, p.Source)
+		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Gear, p.Name, p.Source)
 	}
 	return exitOK, w.Flush()
 }
@@ -168,15 +168,15 @@ func (a *app) profilesCheck(ctx context.Context) (int, error) {
 		p := r.Profile
 		if r.Err == nil && r.Plain {
 			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK without varnish-modules (xkey, vsthrottle are missing there: "+
-				"a session's pages are dropped with bans, no client budget; apt install varnish-modules)\n", p.State, p.Name, r.Target)
+				"a session's pages are dropped with bans, no client budget; apt install varnish-modules)\n", p.Gear, p.Name, r.Target)
 			return
 		}
 		if r.Err == nil {
-			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK\n", p.State, p.Name, r.Target)
+			fmt.Fprintf(a.stdout, "%-8s %s on %s: OK\n", p.Gear, p.Name, r.Target)
 			return
 		}
 		failed++
-		fmt.Fprintf(a.stdout, "%-8s %s on %s: FAILED (source: %s)\n", p.State, p.Name, r.Target, p.Source)
+		fmt.Fprintf(a.stdout, "%-8s %s on %s: FAILED (source: %s)\n", p.Gear, p.Name, r.Target, p.Source)
 		var ce *varnishadm.CLIError
 		if errors.As(r.Err, &ce) {
 			fmt.Fprintf(a.stderr, "%s\n", strings.TrimRight(ce.Text, "\n"))

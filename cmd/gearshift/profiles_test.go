@@ -40,8 +40,8 @@ func TestProfilesListShowExport(t *testing.T) {
 			t.Fatalf("list output:\n%s", out)
 		}
 		for i, p := range set {
-			if f := strings.Fields(lines[i+1]); len(f) != 3 || f[0] != p.State.String() || f[1] != p.Name || f[2] != "built-in" {
-				t.Errorf("line %q, want %s %s built-in", lines[i+1], p.State, p.Name)
+			if f := strings.Fields(lines[i+1]); len(f) != 3 || f[0] != p.Gear.String() || f[1] != p.Name || f[2] != "built-in" {
+				t.Errorf("line %q, want %s %s built-in", lines[i+1], p.Gear, p.Name)
 			}
 		}
 	})
@@ -204,7 +204,7 @@ func TestProfilesCheckWithoutModules(t *testing.T) {
 	for _, p := range set {
 		plain, _ := p.Plain()
 		if !strings.Contains(out, plain.Name+" on "+v.AdminAddr+": OK without varnish-modules") {
-			t.Errorf("check output lacks %s's plain twin %s OK without varnish-modules:\n%s", p.State, plain.Name, out)
+			t.Errorf("check output lacks %s's plain twin %s OK without varnish-modules:\n%s", p.Gear, plain.Name, out)
 		}
 	}
 }

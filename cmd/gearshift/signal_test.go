@@ -82,7 +82,7 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 		for i := 0; i < 3; i++ {
 			d = m.Step(t0.Add(time.Duration(i)*time.Second), state.Reading{Load1: 0.1, CPUs: 1, Values: map[string]float64{"test_queue": 150}})
 		}
-		if d.State != state.Moderate || d.Reason != "test_queue 150 >= 100 for 3 samples" {
+		if d.Gear != state.Moderate || d.Reason != "test_queue 150 >= 100 for 3 samples" {
 			t.Fatalf("decision %+v, want moderate on test_queue", d)
 		}
 	})
@@ -92,7 +92,7 @@ hysteresis: { up_confirm: 3, down_window: 10s, min_dwell: 0s }
 		for _, sig := range set.All() {
 			smp.Signals[sig.Name] = d.Signals.Ptr(sig.Name)
 		}
-		st := &api.Status{State: d.State.String(), Mode: "auto", Since: time.Now(), Reason: d.Reason, Sample: smp}
+		st := &api.Status{State: d.Gear.String(), Mode: "auto", Since: time.Now(), Reason: d.Reason, Sample: smp}
 
 		var text bytes.Buffer
 		sc := cfg.StateConfig(set)

@@ -73,7 +73,7 @@ func recordReplayHistory(tb testing.TB, dir, cfgPath string, ttfb bool) time.Tim
 		lpc, ms := replayVitals(i, ttfb)
 		r := state.Reading{Time: t, Load1: 2 * lpc, RunQueue: 2 * lpc, CPUs: 2, Values: map[string]float64{"mem_available_pct": 50, "backend_ttfb_ms": ms}}
 		d := m.Step(t, r)
-		if err := rec.Write(trace.Sample{Time: t, Reading: r, Recorded: &trace.Recorded{Gear: d.State, Reason: d.Reason}}); err != nil {
+		if err := rec.Write(trace.Sample{Time: t, Reading: r, Recorded: &trace.Recorded{Gear: d.Gear, Reason: d.Reason}}); err != nil {
 			tb.Fatal(err)
 		}
 	}

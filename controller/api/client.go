@@ -74,7 +74,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 
 // Force pins the gear st, for d or, when d is 0, until Auto (POST /v1/force).
 // It returns the status once the gear is applied to the targets.
-func (c *Client) Force(ctx context.Context, st state.State, d time.Duration) (*Status, error) {
+func (c *Client) Force(ctx context.Context, st state.Gear, d time.Duration) (*Status, error) {
 	req := ForceRequest{State: st.String()}
 	if d > 0 {
 		req.For = d.String()

@@ -54,7 +54,7 @@ func pageRules(tb testing.TB) state.Config {
 
 // span is a stretch of recorded history in one gear.
 type span struct {
-	gear   state.State
+	gear   state.Gear
 	reason string
 	for_   time.Duration
 }

@@ -32,7 +32,7 @@ type API interface {
 	Status() Status
 	// Force pins st until the deadline (zero: until Auto) and returns the
 	// status once the gear is applied.
-	Force(ctx context.Context, st state.State, until time.Time) (Status, error)
+	Force(ctx context.Context, st state.Gear, until time.Time) (Status, error)
 	Auto(ctx context.Context) (Status, error)
 	// Reload re-reads the config and profiles; on error the old ones stay.
 	Reload(ctx context.Context) (Status, error)

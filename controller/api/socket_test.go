@@ -22,7 +22,7 @@ import (
 
 // fakeAPI records what the handler asked for.
 type fakeAPI struct {
-	forced    *state.State
+	forced    *state.Gear
 	until     time.Time
 	autos     int
 	reloadErr error
@@ -34,7 +34,7 @@ func (f *fakeAPI) Status() Status {
 	return Status{Version: "0.0.0-test", State: "light", Mode: "auto", Targets: f.targets}
 }
 
-func (f *fakeAPI) Force(ctx context.Context, st state.State, until time.Time) (Status, error) {
+func (f *fakeAPI) Force(ctx context.Context, st state.Gear, until time.Time) (Status, error) {
 	if f.block != nil {
 		select {
 		case <-f.block:

@@ -79,7 +79,7 @@ func (c *Config) validateBands(v *validator) {
 		if b == nil {
 			continue
 		}
-		path := "states." + state.State(st).String()
+		path := "states." + state.Gear(st).String()
 		validateRule(v, set, path+".enter", b.Enter)
 		validateRule(v, set, path+".stay", b.Stay)
 		c.validateSources(v, set, path+".enter", b.Enter)
@@ -262,7 +262,7 @@ func (c *Config) addSourceRules(given func(path string) bool) {
 			if b == nil {
 				continue
 			}
-			path := "states." + state.State(st).String()
+			path := "states." + state.Gear(st).String()
 			if !given(path + ".enter") {
 				for name, v := range src.Rules[st].Enter {
 					if _, ok := b.Enter[name]; !ok && c.orderedEnter(st, name, v) {

@@ -215,7 +215,7 @@ func (c *Config) validateFiles(v *validator) {
 		if src.VCLFile == "" {
 			continue
 		}
-		key := "profiles." + state.State(st).String() + ".vcl_file"
+		key := "profiles." + state.Gear(st).String() + ".vcl_file"
 		if err := checkReadable(src.VCLFile); err != nil {
 			v.addKind(Machine, key, "%v", err)
 		} else if err := CheckTrusted(src.VCLFile); err != nil {

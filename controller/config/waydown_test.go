@@ -34,7 +34,7 @@ func TestWayDownFollowsLoad1(t *testing.T) {
 		for i := 0; i < 60; i++ {
 			step(surgeLoad1, surgeLoad1)
 		}
-		if st := m.Current().State; st != state.Heavy {
+		if st := m.Current().Gear; st != state.Heavy {
 			t.Fatalf("%d CPUs: %s after a minute at Load1 %v, want heavy", cpus, st, surgeLoad1)
 		}
 		end := now
@@ -45,7 +45,7 @@ func TestWayDownFollowsLoad1(t *testing.T) {
 			if since > 0 && since%(5*time.Second) == 0 {
 				load1 *= math.Exp(-5.0 / 60)
 			}
-			if d := step(load1, 0); d.State == state.Light {
+			if d := step(load1, 0); d.Gear == state.Light {
 				light = since
 				break
 			}

@@ -22,7 +22,7 @@ var testSet = state.MustSet(state.Builtin, sensor.Sources[0].Signals, []state.Si
 func f(v float64) *float64 { return &v }
 
 // sample is a record at t in gear g with the traffic client and backend.
-func sample(t time.Time, g state.State, client, backend float64) trace.Sample {
+func sample(t time.Time, g state.Gear, client, backend float64) trace.Sample {
 	return trace.Sample{
 		Time: t, Load5: f(0.5), Load15: f(0.25),
 		Reading: state.Reading{Time: t, Load1: 1.5, RunQueue: 2, CPUs: 2, Values: map[string]float64{
@@ -185,7 +185,7 @@ func TestPrune(t *testing.T) {
 func TestTracker(t *testing.T) {
 	tr := NewTracker(testSet)
 	t0 := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
-	add := func(sec int, g state.State, client, backend float64) (*Incident, *Incident) {
+	add := func(sec int, g state.Gear, client, backend float64) (*Incident, *Incident) {
 		return tr.Add(Point{Time: t0.Add(time.Duration(sec) * time.Second), Gear: g,
 			Signals: map[string]float64{state.ClientRPS: client, sensor.BackendRPS: backend, "load_per_cpu": client / 100}})
 	}
@@ -237,7 +237,7 @@ func BenchmarkRecorderDay(b *testing.B) {
 		r := NewRecorder(Options{Dir: dir, Keep: 14 * 24 * time.Hour, Signals: set})
 		t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 		for i := range day {
-			s := sample(t0.Add(time.Duration(i)*time.Second), state.State(i/3600%3), 300+float64(i%97), 30+float64(i%13))
+			s := sample(t0.Add(time.Duration(i)*time.Second), state.Gear(i/3600%3), 300+float64(i%97), 30+float64(i%13))
 			s.Reading.Load1 = 0.5 + float64(i%211)/100
 			s.Reading.RunQueue = float64(i % 7)
 			for _, sig := range set.All() {

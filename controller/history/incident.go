@@ -15,7 +15,7 @@ import (
 type Incident struct {
 	ID         string    // the start, in UTC: 20261201T031502Z
 	Start, End time.Time // End is zero while the incident lasts
-	Peak       state.State
+	Peak       state.Gear
 	ToHeavy    time.Duration // from the start to heavy; 0 when heavy never came
 	Heavy      bool          // the gear reached heavy
 
@@ -71,7 +71,7 @@ const GapMin = 2 * time.Minute
 // polls).
 type Point struct {
 	Time    time.Time
-	Gear    state.State
+	Gear    state.Gear
 	Signals map[string]float64
 }
 

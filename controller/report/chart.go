@@ -31,7 +31,7 @@ type ChartOptions struct {
 	// Candidate is optional: one gear per sample (what a replay under
 	// another config decided), drawn as a second gear band labelled
 	// "candidate".
-	Candidate []state.State
+	Candidate []state.Gear
 }
 
 // The size of a chart when ChartOptions leave it out, in points.

@@ -41,19 +41,19 @@ type bandRow struct {
 
 type run struct {
 	from, to float64
-	gear     state.State
+	gear     state.Gear
 }
 
 // gearBand builds the band of the recorded gears (the top row) and of the
 // candidate's. A gear holds until the next sample, except across a gap.
-func gearBand(samples []trace.Sample, gaps []bool, candidate []state.State) band {
+func gearBand(samples []trace.Sample, gaps []bool, candidate []state.Gear) band {
 	var b band
 	if candidate != nil {
-		b.rows = append(b.rows, bandRow{label: CandidateLabel, runs: runs(samples, gaps, func(i int) (state.State, bool) {
+		b.rows = append(b.rows, bandRow{label: CandidateLabel, runs: runs(samples, gaps, func(i int) (state.Gear, bool) {
 			return candidate[i], true
 		})})
 	}
-	recorded := runs(samples, gaps, func(i int) (state.State, bool) {
+	recorded := runs(samples, gaps, func(i int) (state.Gear, bool) {
 		if r := samples[i].Recorded; r != nil {
 			return r.Gear, true
 		}
@@ -65,7 +65,7 @@ func gearBand(samples []trace.Sample, gaps []bool, candidate []state.State) band
 	return b
 }
 
-func runs(samples []trace.Sample, gaps []bool, gear func(int) (state.State, bool)) []run {
+func runs(samples []trace.Sample, gaps []bool, gear func(int) (state.Gear, bool)) []run {
 	var out []run
 	open := false
 	for i, s := range samples {

@@ -93,7 +93,7 @@ func colorHex(i int) string {
 
 func TestSVGCandidate(t *testing.T) {
 	samples := surgeSamples(t)
-	cand := make([]state.State, len(samples))
+	cand := make([]state.Gear, len(samples))
 	for i := range cand {
 		cand[i] = state.Light
 	}

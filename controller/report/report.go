@@ -45,7 +45,7 @@ type Report struct {
 // Transition is one change of the recorded gear.
 type Transition struct {
 	Time     time.Time
-	From, To state.State
+	From, To state.Gear
 	Reason   string
 	Forced   bool
 	SwitchMS *float64 // how long the switch took; nil when not recorded

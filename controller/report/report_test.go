@@ -34,7 +34,7 @@ var t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 // record (one every 10 seconds) has these figures.
 type phase struct {
 	from                 time.Duration
-	gear                 state.State
+	gear                 state.Gear
 	load1, mem           float64
 	client, backend, hit float64
 	reason               string

@@ -17,7 +17,7 @@ func closedLoop(m *Machine, total time.Duration, rps func(time.Duration) float64
 	var ds []Decision
 	for t := time.Duration(0); t <= total; t += 2 * time.Second {
 		r := rps(t)
-		in := h.at(t, r*share[m.Current().State]*costPerRPS, f(60))
+		in := h.at(t, r*share[m.Current().Gear]*costPerRPS, f(60))
 		if !hide {
 			in.Values[ClientRPS] = r
 		}
@@ -97,7 +97,7 @@ func TestTrafficGuard(t *testing.T) {
 	type in struct {
 		at         time.Duration
 		load, rps  float64
-		wantState  State
+		wantState  Gear
 		wantReason string // substring; "" checks nothing
 	}
 	tests := []struct {
@@ -179,8 +179,8 @@ func TestTrafficGuard(t *testing.T) {
 			m := New(cfg, 0)
 			for i, st := range tc.steps {
 				d := guardStep(m, st.at, st.load, st.rps)
-				if (st.wantState != Light || i == len(tc.steps)-1) && d.State != st.wantState {
-					t.Fatalf("step %d at %s: %s (%s), want %s", i, st.at, d.State, d.Reason, st.wantState)
+				if (st.wantState != Light || i == len(tc.steps)-1) && d.Gear != st.wantState {
+					t.Fatalf("step %d at %s: %s (%s), want %s", i, st.at, d.Gear, d.Reason, st.wantState)
 				}
 				if st.wantReason != "" && !strings.Contains(d.Reason, st.wantReason) {
 					t.Errorf("step %d: reason %q, want it to contain %q", i, d.Reason, st.wantReason)
@@ -194,8 +194,8 @@ func TestTrafficGuardAfterResume(t *testing.T) {
 	m := New(guardConfig(0.6), 0)
 	m.Resume(t0, Heavy, "resumed heavy")
 	d := guardStep(m, 200*time.Second, 0.1, 520)
-	if d.State != Moderate {
-		t.Errorf("resumed heavy with no entry rate: %s (%s), want a step down on the load", d.State, d.Reason)
+	if d.Gear != Moderate {
+		t.Errorf("resumed heavy with no entry rate: %s (%s), want a step down on the load", d.Gear, d.Reason)
 	}
 }
 
@@ -218,7 +218,7 @@ func TestTrafficGuardHoldsInDistress(t *testing.T) {
 		name  string
 		ratio float64
 		queue float64 // after the climb; < 0: unavailable
-		want  State
+		want  Gear
 		why   string
 	}{
 		{"a queue holds heavy", 0.6, 3, Heavy, "stay: phpfpm_queue 3 > 0: the backend is in distress"},
@@ -235,8 +235,8 @@ func TestTrafficGuardHoldsInDistress(t *testing.T) {
 			}
 			// Resumed or entered without traffic, the distress half holds all the same.
 			d := step(m, 300*s, 0.1, tc.queue)
-			if d.State != tc.want || !strings.Contains(d.Reason, tc.why) {
-				t.Errorf("%s (%s), want %s (%q)", d.State, d.Reason, tc.want, tc.why)
+			if d.Gear != tc.want || !strings.Contains(d.Reason, tc.why) {
+				t.Errorf("%s (%s), want %s (%q)", d.Gear, d.Reason, tc.want, tc.why)
 			}
 		})
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/gearshift/gearshift/internal/timefmt"
 )
 
-// Decision is the machine's answer to one input: the state to be in, and why.
+// Decision is the machine's answer to one input: the gear to be in, and why.
 type Decision struct {
-	State       State
-	From        State     // state before this decision
-	Changed     bool      // State != From
+	Gear        Gear
+	From        Gear      // gear before this decision
+	Changed     bool      // Gear != From
 	Reason      string    // for humans: "load_per_cpu 1.82 >= 1.50 for 3 samples"
 	Forced      bool      // pinned by the operator
 	ForcedUntil time.Time // zero when not forced or pinned until auto
@@ -59,7 +59,7 @@ type Machine struct {
 // the run-queue EWMA; 0 turns the fast signal off (Load1 alone).
 func New(cfg Config, fastWindow time.Duration) *Machine {
 	m := &Machine{cfg: cfg.clone(), fast: EWMA{Window: fastWindow}}
-	m.cur = Decision{State: Light, From: Light, Reason: "starting in light"}
+	m.cur = Decision{Gear: Light, From: Light, Reason: "starting in light"}
 	return m
 }
 
@@ -97,11 +97,11 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 	}
 	// The traffic guard holds the current gear as its stay rule would: the
 	// way down waits for down_window after the traffic has gone too.
-	if _, ok := m.trafficGuard(m.cur.State, sig); ok {
-		m.stayHeld[m.cur.State] = now
+	if _, ok := m.trafficGuard(m.cur.Gear, sig); ok {
+		m.stayHeld[m.cur.Gear] = now
 	}
 
-	cur := m.cur.State
+	cur := m.cur.Gear
 	var released string
 	cause := CauseAuto
 	if m.forced {
@@ -120,7 +120,7 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 // Force pins the machine to s until the deadline; a zero until pins it
 // until Auto. A deadline is checked by Step: the force expires on the first
 // sample at or after it.
-func (m *Machine) Force(now time.Time, s State, until time.Time) Decision {
+func (m *Machine) Force(now time.Time, s Gear, until time.Time) Decision {
 	m.start(now)
 	m.forced, m.until = true, until
 	return m.decide(now, s, m.forcedReason(now), m.cur.Signals, CauseForced)
@@ -135,7 +135,7 @@ func (m *Machine) Auto(now time.Time) Decision {
 	}
 	m.forced, m.until = false, time.Time{}
 	m.dwellFrom = now
-	return m.decide(now, m.cur.State, fmt.Sprintf("released by operator, resuming from %s", m.cur.State), m.cur.Signals, CauseForced)
+	return m.decide(now, m.cur.Gear, fmt.Sprintf("released by operator, resuming from %s", m.cur.Gear), m.cur.Signals, CauseForced)
 }
 
 // Expire releases a force whose deadline has passed, as Step does, for a
@@ -149,7 +149,7 @@ func (m *Machine) Expire(now time.Time) Decision {
 	until := m.until
 	m.forced, m.until = false, time.Time{}
 	m.dwellFrom = now
-	return m.decide(now, m.cur.State, fmt.Sprintf("force expired at %s, resuming from %s", timefmt.Clock(until, now, false), m.cur.State), m.cur.Signals, CauseExpired)
+	return m.decide(now, m.cur.Gear, fmt.Sprintf("force expired at %s, resuming from %s", timefmt.Clock(until, now, false), m.cur.Gear), m.cur.Signals, CauseExpired)
 }
 
 // Resume sets the state of a machine that has made no decision yet, in auto
@@ -157,19 +157,19 @@ func (m *Machine) Expire(now time.Time) Decision {
 // heavy resumes heavy instead of dropping to light until the load is
 // confirmed again. The dwell clock starts at now. It does nothing once the
 // machine has stepped, been forced or resumed.
-func (m *Machine) Resume(now time.Time, st State, reason string) Decision {
+func (m *Machine) Resume(now time.Time, st Gear, reason string) Decision {
 	if m.started {
 		return m.unchanged()
 	}
 	m.start(now)
-	m.cur.State, m.cur.From, m.cur.Reason = st, st, reason
+	m.cur.Gear, m.cur.From, m.cur.Reason = st, st, reason
 	return m.cur
 }
 
 // unchanged returns the current decision as one that changed nothing.
 func (m *Machine) unchanged() Decision {
 	d := m.cur
-	d.From, d.Changed = d.State, false
+	d.From, d.Changed = d.Gear, false
 	m.cur = d
 	return d
 }
@@ -182,9 +182,9 @@ func (m *Machine) start(now time.Time) {
 	}
 }
 
-func (m *Machine) decide(now time.Time, next State, reason string, sig Signals, cause string) Decision {
+func (m *Machine) decide(now time.Time, next Gear, reason string, sig Signals, cause string) Decision {
 	d := m.cur
-	d.From, d.State = d.State, next
+	d.From, d.Gear = d.Gear, next
 	d.Changed = next != d.From
 	d.Reason = reason
 	d.Cause = cause
@@ -203,7 +203,7 @@ func (m *Machine) decide(now time.Time, next State, reason string, sig Signals, 
 
 // recordEntry remembers the client_rps at which the states from from up to
 // to were entered, and forgets it for the states above to when stepping down.
-func (m *Machine) recordEntry(from, to State, sig Signals) {
+func (m *Machine) recordEntry(from, to Gear, sig Signals) {
 	for st := to + 1; st <= Heaviest; st++ {
 		m.entryRPS[st] = nil
 	}
@@ -225,7 +225,7 @@ const minEntryRPS = 1.0
 // without a ratio and in light. The traffic half is off without a
 // client_rps now, and for a gear entered without one or below
 // minEntryRPS; the distress half while no signal is past its mark.
-func (m *Machine) trafficGuard(st State, sig Signals) (string, bool) {
+func (m *Machine) trafficGuard(st Gear, sig Signals) (string, bool) {
 	ratio, entry := m.cfg.DownTrafficRatio, m.entryRPS[st]
 	if ratio <= 0 || st == Light {
 		return "", false
@@ -262,7 +262,7 @@ func (m *Machine) distress(sig Signals) (string, bool) {
 }
 
 // auto applies the rules of docs/signals.md#the-decision from cur.
-func (m *Machine) auto(now time.Time, cur State, sig Signals) (State, string) {
+func (m *Machine) auto(now time.Time, cur Gear, sig Signals) (Gear, string) {
 	confirm := m.upConfirm()
 	for st := Heaviest; st > cur; st-- {
 		if m.run[st] >= confirm {
@@ -311,7 +311,7 @@ func (m *Machine) forcedReason(now time.Time) string {
 	return "forced by operator until " + timefmt.Clock(m.until, now, false)
 }
 
-func (m *Machine) band(st State) Band { return m.cfg.Bands[st] }
+func (m *Machine) band(st Gear) Band { return m.cfg.Bands[st] }
 
 func (m *Machine) upConfirm() int {
 	if m.cfg.UpConfirm < 1 {

@@ -114,7 +114,7 @@ func replay(m *Machine, ts []tick) []Decision {
 
 type transition struct {
 	at       time.Duration
-	from, to State
+	from, to Gear
 }
 
 func (tr transition) String() string { return fmt.Sprintf("%s %s→%s", tr.at, tr.from, tr.to) }
@@ -123,7 +123,7 @@ func transitions(ds []Decision) []transition {
 	var trs []transition
 	for _, d := range ds {
 		if d.Changed {
-			trs = append(trs, transition{d.Since.Sub(t0), d.From, d.State})
+			trs = append(trs, transition{d.Since.Sub(t0), d.From, d.Gear})
 		}
 	}
 	return trs
@@ -273,15 +273,15 @@ func TestForced(t *testing.T) {
 		feed(m, 0, 59, 0.1)
 		until := t0.Add(10 * time.Minute)
 		d := m.Force(t0.Add(60*time.Second), Heavy, until)
-		if !d.Changed || d.State != Heavy || !d.Forced || !d.ForcedUntil.Equal(until) || d.Reason != "forced by operator until 03:10" {
+		if !d.Changed || d.Gear != Heavy || !d.Forced || !d.ForcedUntil.Equal(until) || d.Reason != "forced by operator until 03:10" {
 			t.Fatalf("Force = %+v", d)
 		}
 		d = feed(m, 61, 599, 0.1)
-		if d.State != Heavy || !d.Forced || d.Changed {
+		if d.Gear != Heavy || !d.Forced || d.Changed {
 			t.Fatalf("before the deadline: %+v", d)
 		}
 		d = m.Step(at(600, 0.1))
-		if d.State != Heavy || d.Forced || !d.ForcedUntil.IsZero() || d.Changed {
+		if d.Gear != Heavy || d.Forced || !d.ForcedUntil.IsZero() || d.Changed {
 			t.Fatalf("at the deadline: %+v", d)
 		}
 		if !strings.HasPrefix(d.Reason, "force expired at 03:10, resuming from heavy; ") {
@@ -295,8 +295,8 @@ func TestForced(t *testing.T) {
 				downAt = s
 			}
 		}
-		if downAt != 660 || d.State != Moderate {
-			t.Fatalf("stepped to %s at %ds, want moderate at 660s (deadline + min_dwell)", d.State, downAt)
+		if downAt != 660 || d.Gear != Moderate {
+			t.Fatalf("stepped to %s at %ds, want moderate at 660s (deadline + min_dwell)", d.Gear, downAt)
 		}
 		if d.Transitions != 2 {
 			t.Errorf("Transitions = %d, want 2", d.Transitions)
@@ -307,19 +307,19 @@ func TestForced(t *testing.T) {
 		m := New(defaultConfig(), 0)
 		feed(m, 0, 9, 0.1)
 		d := m.Force(t0.Add(10*time.Second), Moderate, time.Time{})
-		if d.State != Moderate || !d.Forced || !d.ForcedUntil.IsZero() || d.Reason != "forced by operator until auto" {
+		if d.Gear != Moderate || !d.Forced || !d.ForcedUntil.IsZero() || d.Reason != "forced by operator until auto" {
 			t.Fatalf("Force = %+v", d)
 		}
 		d = feed(m, 11, 7200, 3)
-		if d.State != Moderate || !d.Forced || d.Transitions != 1 {
+		if d.Gear != Moderate || !d.Forced || d.Transitions != 1 {
 			t.Fatalf("two hours of surge later: %+v", d)
 		}
 		d = m.Auto(t0.Add(7200 * time.Second))
-		if d.State != Moderate || d.Forced || d.Changed || d.Reason != "released by operator, resuming from moderate" {
+		if d.Gear != Moderate || d.Forced || d.Changed || d.Reason != "released by operator, resuming from moderate" {
 			t.Fatalf("Auto = %+v", d)
 		}
 		d = m.Step(at(7201, 3))
-		if d.State != Heavy || !d.Changed || !strings.HasPrefix(d.Reason, "load_per_cpu 3.00 >= 1.50 for ") {
+		if d.Gear != Heavy || !d.Changed || !strings.HasPrefix(d.Reason, "load_per_cpu 3.00 >= 1.50 for ") {
 			t.Fatalf("after auto under a surge: %+v", d)
 		}
 	})
@@ -328,11 +328,11 @@ func TestForced(t *testing.T) {
 		m := New(defaultConfig(), defaultFastWindow)
 		m.Force(t0, Light, t0.Add(5*time.Minute))
 		d := feed(m, 0, 299, 2)
-		if d.State != Light || !d.Forced {
+		if d.Gear != Light || !d.Forced {
 			t.Fatalf("while forced: %+v", d)
 		}
 		d = m.Step(at(300, 2))
-		if d.State != Heavy || !d.Changed || d.Forced {
+		if d.Gear != Heavy || !d.Changed || d.Forced {
 			t.Fatalf("at the deadline: %+v", d)
 		}
 		if want := "force expired at 03:05, resuming from light; load_per_cpu 2.00 >= 1.50 for 301 samples"; d.Reason != want {
@@ -351,7 +351,7 @@ func TestForced(t *testing.T) {
 				t.Fatalf("stepped down at %ds, within min_dwell of the release: %+v", s, d)
 			}
 		}
-		if d := m.Step(at(1060, 0.1)); d.State != Moderate {
+		if d := m.Step(at(1060, 0.1)); d.Gear != Moderate {
 			t.Fatalf("at release + min_dwell: %+v", d)
 		}
 	})
@@ -360,7 +360,7 @@ func TestForced(t *testing.T) {
 		m := New(defaultConfig(), 0)
 		feed(m, 0, 5, 2)
 		d := m.Auto(t0.Add(6 * time.Second))
-		if d.State != Heavy || d.Changed || d.Forced {
+		if d.Gear != Heavy || d.Changed || d.Forced {
 			t.Fatalf("Auto = %+v", d)
 		}
 	})
@@ -384,7 +384,7 @@ func TestReasons(t *testing.T) {
 		}
 	}
 	feed(m, 5, 122, 0.9)
-	if d := m.Step(at(123, 0.9)); d.State != Moderate || d.Reason != "stay rule of heavy not held within 120s (load_per_cpu 0.90 < 1.00, mem_available_pct 80.0 > 15)" {
+	if d := m.Step(at(123, 0.9)); d.Gear != Moderate || d.Reason != "stay rule of heavy not held within 120s (load_per_cpu 0.90 < 1.00, mem_available_pct 80.0 > 15)" {
 		t.Errorf("down: %+v", d)
 	}
 	if d := m.Step(at(124, 0.6)); d.Reason != "stay rule of moderate holds (load_per_cpu 0.60 >= 0.50)" {
@@ -402,17 +402,17 @@ func TestDownNeedsMinDwell(t *testing.T) {
 	m := New(cfg, 0)
 	feed(m, 0, 4, 2) // heavy at 2s
 	d := m.Step(at(20, 0.1))
-	if d.State != Heavy || d.Reason != "stay rule of heavy not held, but only 18s of min_dwell 60s passed" {
+	if d.Gear != Heavy || d.Reason != "stay rule of heavy not held, but only 18s of min_dwell 60s passed" {
 		t.Fatalf("%+v", d)
 	}
-	if d = feed(m, 21, 62, 0.1); d.State != Moderate || d.Since != t0.Add(62*time.Second) {
+	if d = feed(m, 21, 62, 0.1); d.Gear != Moderate || d.Since != t0.Add(62*time.Second) {
 		t.Fatalf("%+v", d)
 	}
 	// One step at a time: moderate's own window and dwell start over.
-	if d = feed(m, 63, 121, 0.1); d.State != Moderate {
+	if d = feed(m, 63, 121, 0.1); d.Gear != Moderate {
 		t.Fatalf("%+v", d)
 	}
-	if d = m.Step(at(122, 0.1)); d.State != Light {
+	if d = m.Step(at(122, 0.1)); d.Gear != Light {
 		t.Fatalf("%+v", d)
 	}
 }
@@ -420,7 +420,7 @@ func TestDownNeedsMinDwell(t *testing.T) {
 func TestUpJumpsToHighest(t *testing.T) {
 	m := New(defaultConfig(), 0)
 	d := feed(m, 0, 2, 5)
-	if d.State != Heavy || d.From != Light || d.Transitions != 1 {
+	if d.Gear != Heavy || d.From != Light || d.Transitions != 1 {
 		t.Fatalf("%+v", d)
 	}
 }
@@ -432,7 +432,7 @@ func TestPSIRules(t *testing.T) {
 	m := New(cfg, 0)
 	noPSI := Reading{Load1: 0.1, CPUs: 1}
 	for s := 0; s < 10; s++ {
-		if d := m.Step(t0.Add(time.Duration(s)*time.Second), noPSI); d.State != Light {
+		if d := m.Step(t0.Add(time.Duration(s)*time.Second), noPSI); d.Gear != Light {
 			t.Fatalf("without PSI: %+v", d)
 		}
 	}
@@ -441,7 +441,7 @@ func TestPSIRules(t *testing.T) {
 	for s := 10; s < 13; s++ {
 		d = m.Step(t0.Add(time.Duration(s)*time.Second), withPSI)
 	}
-	if d.State != Moderate || d.Reason != "psi_cpu 25.0 >= 20 for 3 samples" {
+	if d.Gear != Moderate || d.Reason != "psi_cpu 25.0 >= 20 for 3 samples" {
 		t.Fatalf("%+v", d)
 	}
 	if v, ok := d.Signals.Get("psi_cpu"); !ok || v != 25 || d.Signals.Ptr("psi_mem") == nil {
@@ -456,14 +456,14 @@ func TestSetConfigKeepsStateAndHistory(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Bands[Heavy].Enter["load_per_cpu"], cfg.Bands[Heavy].Stay["load_per_cpu"] = 3, 2.5
 	m.SetConfig(cfg, 0)
-	if d := m.Current(); d.State != Heavy || d.Transitions != 1 {
+	if d := m.Current(); d.Gear != Heavy || d.Transitions != 1 {
 		t.Fatalf("after SetConfig: %+v", d)
 	}
 	// The stay rule of heavy held at 10s: no step down before 130s.
-	if d := feed(m, 21, 129, 0.1); d.State != Heavy {
+	if d := feed(m, 21, 129, 0.1); d.Gear != Heavy {
 		t.Fatalf("%+v", d)
 	}
-	if d := m.Step(at(130, 0.1)); d.State != Moderate {
+	if d := m.Step(at(130, 0.1)); d.Gear != Moderate {
 		t.Fatalf("%+v", d)
 	}
 }
@@ -481,7 +481,7 @@ func TestStepReadsEveryTableSignal(t *testing.T) {
 	if !maps.Equal(sig.Values, want) || !sig.Time.Equal(t0) {
 		t.Errorf("signals %+v, want %v", sig, want)
 	}
-	if d.State != Light || !d.Since.Equal(t0) {
+	if d.Gear != Light || !d.Since.Equal(t0) {
 		t.Errorf("first decision %+v", d)
 	}
 	d = m.Step(t0.Add(time.Second), Reading{Load1: 0.5, CPUs: 0})
@@ -492,7 +492,7 @@ func TestStepReadsEveryTableSignal(t *testing.T) {
 
 func TestCurrentBeforeAnyStep(t *testing.T) {
 	d := New(defaultConfig(), 0).Current()
-	if d.State != Light || d.Forced || d.Changed || d.Reason == "" {
+	if d.Gear != Light || d.Forced || d.Changed || d.Reason == "" {
 		t.Errorf("Current = %+v", d)
 	}
 }
@@ -516,27 +516,27 @@ func TestExpireWithoutSample(t *testing.T) {
 	feed(m, 0, 9, 0.1)
 	until := t0.Add(5 * time.Minute)
 	m.Force(t0.Add(10*time.Second), Heavy, until)
-	if d := m.Expire(t0.Add(299 * time.Second)); !d.Forced || d.Changed || d.State != Heavy {
+	if d := m.Expire(t0.Add(299 * time.Second)); !d.Forced || d.Changed || d.Gear != Heavy {
 		t.Fatalf("Expire before the deadline = %+v, want still forced heavy", d)
 	}
 	d := m.Expire(t0.Add(300 * time.Second))
-	if d.Forced || d.State != Heavy || d.Changed || !d.ForcedUntil.IsZero() {
+	if d.Forced || d.Gear != Heavy || d.Changed || !d.ForcedUntil.IsZero() {
 		t.Fatalf("Expire at the deadline = %+v, want auto, resuming from heavy", d)
 	}
 	if d.Reason != "force expired at 03:05, resuming from heavy" {
 		t.Errorf("reason = %q", d.Reason)
 	}
 	// The dwell clock restarted at the deadline: no step down before min_dwell.
-	if d := feed(m, 301, 359, 0.1); d.State != Heavy {
+	if d := feed(m, 301, 359, 0.1); d.Gear != Heavy {
 		t.Fatalf("stepped down within min_dwell of the release: %+v", d)
 	}
-	if d := m.Step(at(360, 0.1)); d.State != Moderate || !d.Changed {
+	if d := m.Step(at(360, 0.1)); d.Gear != Moderate || !d.Changed {
 		t.Fatalf("at deadline + min_dwell = %+v, want moderate", d)
 	}
 
 	unpinned := New(defaultConfig(), 0)
 	feed(unpinned, 0, 9, 0.1)
-	if d := unpinned.Expire(t0.Add(10 * time.Second)); d.Changed || d.Forced || d.State != Light {
+	if d := unpinned.Expire(t0.Add(10 * time.Second)); d.Changed || d.Forced || d.Gear != Light {
 		t.Fatalf("Expire on an unforced machine = %+v, want nothing done", d)
 	}
 	untilAuto := New(defaultConfig(), 0)
@@ -549,18 +549,18 @@ func TestExpireWithoutSample(t *testing.T) {
 func TestResume(t *testing.T) {
 	m := New(defaultConfig(), 0)
 	d := m.Resume(t0, Heavy, "resumed")
-	if d.State != Heavy || d.Changed || d.Forced || d.Transitions != 0 || !d.Since.Equal(t0) || d.Reason != "resumed" {
+	if d.Gear != Heavy || d.Changed || d.Forced || d.Transitions != 0 || !d.Since.Equal(t0) || d.Reason != "resumed" {
 		t.Fatalf("Resume = %+v", d)
 	}
 	// Quiet load: heavy holds for min_dwell from the resume, then one step.
-	if d := feed(m, 1, 59, 0.1); d.State != Heavy {
+	if d := feed(m, 1, 59, 0.1); d.Gear != Heavy {
 		t.Fatalf("stepped down within min_dwell of the resume: %+v", d)
 	}
-	if d := m.Step(at(60, 0.1)); d.State != Moderate || !d.Changed || d.Transitions != 1 {
+	if d := m.Step(at(60, 0.1)); d.Gear != Moderate || !d.Changed || d.Transitions != 1 {
 		t.Fatalf("at min_dwell = %+v, want heavy → moderate", d)
 	}
 	// Only a fresh machine resumes.
-	if d := m.Resume(t0.Add(61*time.Second), Heavy, "again"); d.State != Moderate || d.Reason == "again" {
+	if d := m.Resume(t0.Add(61*time.Second), Heavy, "again"); d.Gear != Moderate || d.Reason == "again" {
 		t.Fatalf("Resume after a step = %+v, want it ignored", d)
 	}
 }
@@ -569,8 +569,8 @@ func TestTransitionCause(t *testing.T) {
 	tests := []struct {
 		name string
 		run  func(m *Machine) Decision // the decision whose transition is checked
-		from State
-		to   State
+		from Gear
+		to   Gear
 		want string
 	}{
 		{"rules step up", func(m *Machine) Decision {
@@ -591,8 +591,8 @@ func TestTransitionCause(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.run(New(defaultConfig(), 0))
-			if !d.Changed || d.From != tc.from || d.State != tc.to || d.Cause != tc.want {
-				t.Errorf("decision = %s→%s changed %v cause %q, want %s→%s cause %q", d.From, d.State, d.Changed, d.Cause, tc.from, tc.to, tc.want)
+			if !d.Changed || d.From != tc.from || d.Gear != tc.to || d.Cause != tc.want {
+				t.Errorf("decision = %s→%s changed %v cause %q, want %s→%s cause %q", d.From, d.Gear, d.Changed, d.Cause, tc.from, tc.to, tc.want)
 			}
 		})
 	}

@@ -102,9 +102,9 @@ func TestProperties(t *testing.T) {
 				continue
 			}
 			switch {
-			case d.State < d.From:
+			case d.Gear < d.From:
 				downs++
-				if d.State != d.From-1 {
+				if d.Gear != d.From-1 {
 					t.Fatalf("seed %d sample %d: stepped down two states at once: %+v", seed, i, d)
 				}
 				for j := len(seen) - 1; j >= 0 && now.Sub(seen[j].Signals.Time) < cfg.DownWindow || j == len(seen)-1; j-- {
@@ -121,15 +121,15 @@ func TestProperties(t *testing.T) {
 						seed, i, now.Sub(lastChange), cfg.MinDwell)
 				}
 				lastDown = now
-			case d.State > d.From:
+			case d.Gear > d.From:
 				confirm := max(cfg.UpConfirm, 1)
 				if len(seen) < confirm {
 					t.Fatalf("seed %d sample %d: went up after %d samples", seed, i, len(seen))
 				}
 				for _, p := range seen[len(seen)-confirm:] {
-					if !m.band(d.State).Enter.Holds(testSignals, p.Signals) {
+					if !m.band(d.Gear).Enter.Holds(testSignals, p.Signals) {
 						t.Fatalf("seed %d sample %d: went up to %s without its enter rule holding for %d samples: %+v",
-							seed, i, d.State, confirm, d)
+							seed, i, d.Gear, confirm, d)
 					}
 				}
 			}
@@ -152,7 +152,7 @@ func TestNoFlapAroundThresholds(t *testing.T) {
 	for _, band := range []struct {
 		name     string
 		low, hi  float64
-		settleIn State
+		settleIn Gear
 	}{
 		{"moderate", 0.45, 0.9, Moderate},
 		{"heavy", 0.95, 1.8, Heavy},
@@ -178,7 +178,7 @@ func TestNoFlapAroundThresholds(t *testing.T) {
 					break
 				}
 			}
-			if got := m.Current().State; got != band.settleIn {
+			if got := m.Current().Gear; got != band.settleIn {
 				t.Errorf("%s, half period %s: ended in %s, want %s (%v)", band.name, half, got, band.settleIn, trs)
 			}
 			// Every shift up is a real rise, and there is at most one per band.
@@ -202,7 +202,7 @@ func TestReaction(t *testing.T) {
 			if at >= surge {
 				runq = 3 * cpus
 			}
-			if d := m.Step(t0.Add(at), h.at(at, runq, f(70))); d.State == Heavy {
+			if d := m.Step(t0.Add(at), h.at(at, runq, f(70))); d.Gear == Heavy {
 				return at - surge
 			}
 		}

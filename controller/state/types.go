@@ -10,46 +10,47 @@ import (
 	"time"
 )
 
-// State is a caching gear. The order is meaningful: Light < Moderate < Heavy.
-type State int
+// Gear is a caching gear, the machine's state. The order is meaningful:
+// Light < Moderate < Heavy.
+type Gear int
 
 const (
-	Light State = iota
+	Light Gear = iota
 	Moderate
 	Heavy
 )
 
-// All lists the states from lightest to heaviest.
-var All = [...]State{Light, Moderate, Heavy}
+// All lists the gears from lightest to heaviest.
+var All = [...]Gear{Light, Moderate, Heavy}
 
 var names = [len(All)]string{Light: "light", Moderate: "moderate", Heavy: "heavy"}
 
-func (s State) String() string {
-	if s >= 0 && int(s) < len(names) && names[s] != "" {
-		return names[s]
+func (g Gear) String() string {
+	if g >= 0 && int(g) < len(names) && names[g] != "" {
+		return names[g]
 	}
-	return fmt.Sprintf("state(%d)", int(s))
+	return fmt.Sprintf("gear(%d)", int(g))
 }
 
-// Lightest is the first state of All: the gear of a quiet server.
-const Lightest = State(0)
+// Lightest is the first gear of All: the gear of a quiet server.
+const Lightest = Gear(0)
 
-// Heaviest is the last state of All.
-const Heaviest = State(len(All) - 1)
+// Heaviest is the last gear of All.
+const Heaviest = Gear(len(All) - 1)
 
-// Valid tells whether s is one of All.
-func (s State) Valid() bool { return s >= Light && s <= Heaviest }
+// Valid tells whether g is one of All.
+func (g Gear) Valid() bool { return g >= Light && g <= Heaviest }
 
-// Names returns the names of the states, lightest first.
+// Names returns the names of the gears, lightest first.
 func Names() []string {
 	ns := make([]string, len(All))
-	for i, s := range All {
-		ns[i] = s.String()
+	for i, g := range All {
+		ns[i] = g.String()
 	}
 	return ns
 }
 
-// OneOf lists the state names for a message: "light, moderate or heavy"
+// OneOf lists the gear names for a message: "light, moderate or heavy"
 // (conj "or"), or "light|moderate|heavy" (conj "|").
 func OneOf(conj string) string {
 	ns := Names()
@@ -59,31 +60,31 @@ func OneOf(conj string) string {
 	return strings.Join(ns[:len(ns)-1], ", ") + " " + conj + " " + ns[len(ns)-1]
 }
 
-// Parse returns the state named s ("light", "moderate" or "heavy").
-func Parse(s string) (State, error) {
-	for _, st := range All {
-		if st.String() == s {
-			return st, nil
+// Parse returns the gear named s ("light", "moderate" or "heavy").
+func Parse(s string) (Gear, error) {
+	for _, g := range All {
+		if g.String() == s {
+			return g, nil
 		}
 	}
 	return Light, fmt.Errorf("unknown state %q: want %s", s, OneOf("or"))
 }
 
 var (
-	_ encoding.TextMarshaler   = State(0)
-	_ encoding.TextUnmarshaler = (*State)(nil)
+	_ encoding.TextMarshaler   = Gear(0)
+	_ encoding.TextUnmarshaler = (*Gear)(nil)
 )
 
 // MarshalText implements encoding.TextMarshaler (JSON and YAML use the name).
-func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+func (g Gear) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
-func (s *State) UnmarshalText(b []byte) error {
-	st, err := Parse(string(b))
+func (g *Gear) UnmarshalText(b []byte) error {
+	parsed, err := Parse(string(b))
 	if err != nil {
 		return err
 	}
-	*s = st
+	*g = parsed
 	return nil
 }
 

@@ -38,7 +38,7 @@ func site(tb testing.TB) *httptest.Server {
 
 // StartSite starts a varnishd in front of site with gearshift's default
 // profiles loaded, heavy in use, and returns it; use switches the gear.
-func startSite(tb testing.TB) (v *varnishtest.Varnish, use func(state.State)) {
+func startSite(tb testing.TB) (v *varnishtest.Varnish, use func(state.Gear)) {
 	tb.Helper()
 	testenv.Need(tb, "varnishlog", "varnish")
 	srv := site(tb)
@@ -57,7 +57,7 @@ func startSite(tb testing.TB) (v *varnishtest.Varnish, use func(state.State)) {
 			tb.Fatalf("load %s: %v\n%s", g, err, out)
 		}
 	}
-	use = func(g state.State) {
+	use = func(g state.Gear) {
 		tb.Helper()
 		if out, err := v.Adm("vcl.use", g.String()); err != nil {
 			tb.Fatalf("use %s: %v\n%s", g, err, out)
@@ -122,7 +122,7 @@ func TestReasonsFromVarnish(t *testing.T) {
 	v, use := startSite(t)
 	for _, tc := range []struct {
 		name    string
-		gear    state.State
+		gear    state.Gear
 		next    func(i int) *http.Request
 		reason  string
 		cookie  string // the top reason's cookie
@@ -183,7 +183,7 @@ func TestReasonsFromVarnish(t *testing.T) {
 func TestEveryFetchHasOneReason(t *testing.T) {
 	v, use := startSite(t)
 	common := []string{"method", "never_cache", "static_miss"}
-	want := map[state.State][]string{
+	want := map[state.Gear][]string{
 		state.Light:    append(common, "light"),
 		state.Moderate: append(common, "session", "set_cookie", "miss"),
 		state.Heavy:    append(common, "session", "set_cookie", "miss"),

@@ -36,7 +36,7 @@ type Sample struct {
 // traffic of the poll, as the flight recorder writes them beside the
 // sample's figures.
 type Recorded struct {
-	Gear     state.State
+	Gear     state.Gear
 	Forced   bool     // the gear was forced (mode "forced"), not decided
 	Reason   string   // the machine's reason for the gear
 	SwitchMS *float64 // the switch's time when the gear changed at this sample

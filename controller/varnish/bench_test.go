@@ -36,7 +36,7 @@ func BenchmarkCompileAtSwitch(b *testing.B) {
 		if i%2 == 1 {
 			p = set[state.Light]
 		}
-		name := fmt.Sprintf("naive-%s-%d", p.State, i)
+		name := fmt.Sprintf("naive-%s-%d", p.Gear, i)
 		start := time.Now()
 		if err := tg.VCLInline(ctx, name, p.VCL, "auto"); err != nil {
 			b.Fatalf("vcl.inline %s: %v", name, err)

@@ -23,7 +23,7 @@ var errLabelIsVCL = fmt.Errorf("a VCL program named %q is loaded, not a label", 
 // to gearshift with return (vcl(gearshift)), so a relabel moves them to
 // another gear at once, and a varnishreload of the site's VCL keeps them
 // on the current one.
-func (t *Target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desired string, want state.State) (float64, bool, error) {
+func (t *Target) syncLabel(ctx context.Context, now time.Time, vcls []VCL, desired string, want state.Gear) (float64, bool, error) {
 	current, found := "", false
 	for _, v := range vcls {
 		if v.Name != profiles.Label {

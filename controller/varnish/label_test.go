@@ -104,7 +104,7 @@ func (r *rig) gear(t testing.TB, path string) string {
 
 // wantLabel checks that the label points at st's profile, that Varnish
 // serves the site's requests with it, and that the site's VCL is active.
-func (r *rig) wantLabel(t testing.TB, st state.State) {
+func (r *rig) wantLabel(t testing.TB, st state.Gear) {
 	t.Helper()
 	want := r.set[st].Name
 	out, err := r.v.Adm("vcl.list")
@@ -170,7 +170,7 @@ func TestLabelModeFollowsTheGear(t *testing.T) {
 		t.Errorf("the site's own /own was served by gear %q", got)
 	}
 
-	for _, st := range []state.State{state.Heavy, state.Moderate, state.Light, state.Heavy} {
+	for _, st := range []state.Gear{state.Heavy, state.Moderate, state.Light, state.Heavy} {
 		r.sync(t, st)
 		r.wantLabel(t, st)
 		if ts := r.status(st); ts.LastSwitchMS <= 0 {
@@ -245,7 +245,7 @@ func TestLabelModeKeepsRoutingThroughVarnishreload(t *testing.T) {
 	r.sync(t, state.Moderate)
 	r.wantLabel(t, state.Moderate)
 	names, _ := r.vcls(t)
-	for _, st := range []state.State{state.Light, state.Moderate} {
+	for _, st := range []state.Gear{state.Light, state.Moderate} {
 		if names[old[st].Name] {
 			t.Errorf("old profile %s not discarded", old[st].Name)
 		}

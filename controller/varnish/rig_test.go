@@ -121,7 +121,7 @@ func newRigOn(tb testing.TB, v *varnishtest.Varnish, edit func(*config.Config)) 
 }
 
 // sync syncs the target to want, then moves the time on by a second.
-func (r *rig) sync(tb testing.TB, want state.State) (float64, bool) {
+func (r *rig) sync(tb testing.TB, want state.Gear) (float64, bool) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -131,7 +131,7 @@ func (r *rig) sync(tb testing.TB, want state.State) (float64, bool) {
 }
 
 // status is the target's status, as the loop shows it in gear st.
-func (r *rig) status(st state.State) api.TargetStatus { return r.t.Status(r.set[st]) }
+func (r *rig) status(st state.Gear) api.TargetStatus { return r.t.Status(r.set[st]) }
 
 // vcls returns varnishd's VCLs and the active one, as varnishadm prints them.
 func (r *rig) vcls(tb testing.TB) (names map[string]bool, active string) {
@@ -155,7 +155,7 @@ func (r *rig) vcls(tb testing.TB) (names map[string]bool, active string) {
 	return names, active
 }
 
-func (r *rig) wantActive(tb testing.TB, st state.State) {
+func (r *rig) wantActive(tb testing.TB, st state.Gear) {
 	tb.Helper()
 	want := r.set[st].Name
 	if _, active := r.vcls(tb); active != want {

@@ -22,7 +22,7 @@ import (
 // ones. It returns the switch time in ms when it switched. An error is
 // recorded on the target (Status) and retried with backoff: until then
 // Sync does nothing.
-func (t *Target) Sync(ctx context.Context, now time.Time, set *profiles.Set, want state.State) (switchMS float64, switched bool) {
+func (t *Target) Sync(ctx context.Context, now time.Time, set *profiles.Set, want state.Gear) (switchMS float64, switched bool) {
 	if t.failures > 0 && now.Before(t.retryAt) {
 		return 0, false
 	}
@@ -55,7 +55,7 @@ func (t *Target) Sync(ctx context.Context, now time.Time, set *profiles.Set, wan
 	return ms, switched
 }
 
-func (t *Target) reconcile(ctx context.Context, now time.Time, set *profiles.Set, want state.State) (float64, bool, error) {
+func (t *Target) reconcile(ctx context.Context, now time.Time, set *profiles.Set, want state.Gear) (float64, bool, error) {
 	vcls, err := t.list(ctx)
 	if err != nil {
 		return 0, false, err
@@ -134,7 +134,7 @@ func (t *Target) reconcile(ctx context.Context, now time.Time, set *profiles.Set
 }
 
 // syncActive makes desired the active VCL.
-func (t *Target) syncActive(ctx context.Context, now time.Time, active, desired string, want state.State) (float64, bool, error) {
+func (t *Target) syncActive(ctx context.Context, now time.Time, active, desired string, want state.Gear) (float64, bool, error) {
 	return t.switchTo(ctx, now, switchMode{
 		command: t.conn.VCLUse,
 		wrap: func(err error) error {
@@ -167,7 +167,7 @@ type switchMode struct {
 // saying first when current is not what gearshift left (found false:
 // there is no current, and the caller said why).
 func (t *Target) switchTo(ctx context.Context, now time.Time, m switchMode,
-	current string, found bool, desired string, want state.State) (float64, bool, error) {
+	current string, found bool, desired string, want state.Gear) (float64, bool, error) {
 	if current == desired {
 		return 0, false, nil
 	}

@@ -144,7 +144,7 @@ func TestSyncRereadsAChangedSecret(t *testing.T) {
 // their Plain twins, says so once, and shifts as any other.
 func TestSyncWithoutModules(t *testing.T) {
 	r := newRigOn(t, varnishtest.Start(t, varnishtest.Config{Params: []string{varnishtest.WithoutModules(t)}}), nil)
-	for _, st := range []state.State{state.Moderate, state.Heavy} {
+	for _, st := range []state.Gear{state.Moderate, state.Heavy} {
 		r.sync(t, st)
 		plain, ok := r.set[st].Plain()
 		if !ok {

@@ -146,7 +146,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 func recordPeriod(tb testing.TB, dir string, set *state.Set, end time.Time) {
 	tb.Helper()
 	spans := []struct {
-		gear   state.State
+		gear   state.Gear
 		load   float64
 		reason string
 		for_   time.Duration

@@ -69,7 +69,7 @@ func compile(ctx context.Context, c *varnishadm.Client, p profiles.Profile) erro
 		return err
 	}
 	// Cold: compiled and loaded, but no backend or probe is started.
-	name := profiles.NamePrefix + "check-" + p.State.String() + "-" + hex.EncodeToString(raw)
+	name := profiles.NamePrefix + "check-" + p.Gear.String() + "-" + hex.EncodeToString(raw)
 	if err := c.VCLInline(ctx, name, p.VCL, "cold"); err != nil {
 		return p.RedactError(err)
 	}

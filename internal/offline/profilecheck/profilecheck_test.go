@@ -63,15 +63,15 @@ func TestCheck(t *testing.T) {
 				if r.Target != v.AdminAddr || r.Profile.Name != set[i].Name {
 					t.Errorf("result %d = %s on %s, want %s on %s", i, r.Profile.Name, r.Target, set[i].Name, v.AdminAddr)
 				}
-				if !tc.failed[r.Profile.State.String()] {
+				if !tc.failed[r.Profile.Gear.String()] {
 					if r.Err != nil {
-						t.Errorf("%s: %v", r.Profile.State, r.Err)
+						t.Errorf("%s: %v", r.Profile.Gear, r.Err)
 					}
 					continue
 				}
 				var ce *varnishadm.CLIError
 				if !errors.As(r.Err, &ce) || !strings.Contains(ce.Text, "no_such_symbol") {
-					t.Errorf("%s: error %v, want the compiler's message", r.Profile.State, r.Err)
+					t.Errorf("%s: error %v, want the compiler's message", r.Profile.Gear, r.Err)
 				}
 			}
 			out, err := v.Adm("vcl.list")

@@ -33,7 +33,7 @@ type History struct {
 
 type rec struct {
 	t        int64 // Unix nanoseconds
-	gear     state.State
+	gear     state.Gear
 	forced   bool
 	distress uint16 // a bit per limit beyond its bound
 }
@@ -248,7 +248,7 @@ func (h *History) Replay(sc state.Config, within time.Duration) Outcome {
 	first := 0 // the first period whose window is not over
 	var (
 		prevT    time.Time
-		prevGear state.State
+		prevGear state.Gear
 	)
 	for i, r := range h.recs {
 		t := time.Unix(0, r.t)
@@ -271,7 +271,7 @@ func (h *History) Replay(sc state.Config, within time.Duration) Outcome {
 				}
 			}
 			d := run.Step(t, state.Reading{Time: t, CPUs: 1, Values: vals}, r.gear, r.forced)
-			gear = d.State
+			gear = d.Gear
 			if d.Changed {
 				o.Transitions++
 				if !h.covered(t, within, down) {

@@ -20,7 +20,7 @@ const Tolerance = 5 * time.Minute
 // Transition is one change of gear, recorded or replayed.
 type Transition struct {
 	Time     time.Time
-	From, To state.State
+	From, To state.Gear
 	Reason   string
 	Forced   bool // the operator forced it (or released a force)
 }
@@ -78,7 +78,7 @@ type Side struct {
 // Period is a stretch of the history in one forced gear.
 type Period struct {
 	Start, End time.Time
-	Gear       state.State
+	Gear       state.Gear
 }
 
 // Comparison is what happened over a history next to what a candidate
@@ -96,7 +96,7 @@ type Comparison struct {
 	// each the heaviest of its stretch, and ChartCandidate the candidate's
 	// heaviest gear over each; empty when no chart was asked for.
 	Chart          []trace.Sample
-	ChartCandidate []state.State
+	ChartCandidate []state.Gear
 }
 
 // Count is the number of pairs with the change c.
@@ -125,7 +125,7 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 	th := thinner{max: opts.Chart}
 	var (
 		prev       trace.Sample
-		cand       state.State
+		cand       state.Gear
 		forcedFrom *Period
 	)
 	if err := trace.Each(src, func(s trace.Sample) error {
@@ -149,7 +149,7 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 			}
 		}
 		if d.Changed {
-			c.Candidate.Transitions = append(c.Candidate.Transitions, Transition{Time: s.Time, From: d.From, To: d.State, Reason: d.Reason, Forced: d.Cause != state.CauseAuto})
+			c.Candidate.Transitions = append(c.Candidate.Transitions, Transition{Time: s.Time, From: d.From, To: d.Gear, Reason: d.Reason, Forced: d.Cause != state.CauseAuto})
 		}
 		if forcedFrom != nil && (!rec.Forced || rec.Gear != forcedFrom.Gear) {
 			forcedFrom.End = s.Time
@@ -159,7 +159,7 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 		if rec.Forced && forcedFrom == nil {
 			forcedFrom = &Period{Start: s.Time, Gear: rec.Gear}
 		}
-		cand = d.State
+		cand = d.Gear
 		th.add(s, cand)
 		c.Samples++
 		c.To, prev = s.Time, s

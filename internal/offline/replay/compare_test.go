@@ -110,7 +110,7 @@ func TestCompareTTFBRule(t *testing.T) {
 }
 
 func TestMatch(t *testing.T) {
-	tr := func(sec int, from, to state.State) Transition { return Transition{Time: at(sec), From: from, To: to} }
+	tr := func(sec int, from, to state.Gear) Transition { return Transition{Time: at(sec), From: from, To: to} }
 	L, M, H := state.Light, state.Moderate, state.Heavy
 	tests := []struct {
 		name     string

@@ -21,7 +21,7 @@ func at(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
 // time to first byte (ms), and a forced gear (-1: auto).
 type figures struct {
 	lpc, ttfb float64
-	force     state.State
+	force     state.Gear
 }
 
 // scenario is a history of n seconds, one record a second, skipping the
@@ -110,7 +110,7 @@ func record(tb testing.TB, cfg *config.Config, sc scenario) string {
 		}
 		t := at(i)
 		if gapped {
-			cur := m.Current().State
+			cur := m.Current().Gear
 			m = newMachine()
 			m.Resume(t, cur, "resumed")
 			gapped, forced = false, false
@@ -127,7 +127,7 @@ func record(tb testing.TB, cfg *config.Config, sc scenario) string {
 			"mem_available_pct": 50, sensor.BackendTTFBMs: f.ttfb,
 		}}
 		d := m.Step(t, r)
-		err := rec.Write(trace.Sample{Time: t, Reading: r, Recorded: &trace.Recorded{Gear: d.State, Forced: d.Forced, Reason: d.Reason}})
+		err := rec.Write(trace.Sample{Time: t, Reading: r, Recorded: &trace.Recorded{Gear: d.Gear, Forced: d.Forced, Reason: d.Reason}})
 		if err != nil {
 			tb.Fatal(err)
 		}

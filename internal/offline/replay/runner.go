@@ -34,11 +34,11 @@ func NewRunner(cfg state.Config, fast time.Duration) *Runner {
 // Step decides on the reading r recorded at t, where the daemon was in
 // gear, forced or not. The decision is the one that changed the gear at t,
 // if any.
-func (r *Runner) Step(t time.Time, rd state.Reading, gear state.State, forced bool) state.Decision {
+func (r *Runner) Step(t time.Time, rd state.Reading, gear state.Gear, forced bool) state.Decision {
 	r.begin(t, gear)
 	var pinned state.Decision
 	switch {
-	case forced && (!r.forced || r.m.Current().State != gear):
+	case forced && (!r.forced || r.m.Current().Gear != gear):
 		pinned = r.m.Force(t, gear, time.Time{})
 	case !forced && r.forced:
 		r.m.Auto(t)
@@ -65,7 +65,7 @@ func (r *Runner) Pass(t time.Time) {
 // on which no rule of any gear holds, after one on which no enter rule
 // held, changes nothing in it and can be passed.
 func (r *Runner) Idle() bool {
-	return r.m != nil && !r.forced && r.m.Current().State == state.Lightest
+	return r.m != nil && !r.forced && r.m.Current().Gear == state.Lightest
 }
 
 // AfterGap tells whether the last record came after a gap in the
@@ -73,16 +73,16 @@ func (r *Runner) Idle() bool {
 func (r *Runner) AfterGap() bool { return r.gapped }
 
 // Gear is the gear the machine is in; light before the first record.
-func (r *Runner) Gear() state.State {
+func (r *Runner) Gear() state.Gear {
 	if r.m == nil {
 		return state.Lightest
 	}
-	return r.m.Current().State
+	return r.m.Current().Gear
 }
 
 // begin starts the machine at the first record, in the recorded gear, and
 // again after a gap, in its own.
-func (r *Runner) begin(t time.Time, gear state.State) {
+func (r *Runner) begin(t time.Time, gear state.Gear) {
 	r.gapped = false
 	if r.m == nil {
 		r.m = state.New(r.cfg, r.fast)
@@ -99,7 +99,7 @@ func (r *Runner) begin(t time.Time, gear state.State) {
 	// in, as the daemon resumes the gear Varnish runs.
 	if report.Gap(dt, r.minStep) {
 		r.gapped = true
-		cur := r.m.Current().State
+		cur := r.m.Current().Gear
 		r.m = state.New(r.cfg, r.fast)
 		r.m.Resume(t, cur, "resuming after a gap in the history")
 		r.forced = false

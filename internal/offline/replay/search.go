@@ -35,7 +35,7 @@ type Suggestion struct {
 
 // coord is one threshold the search moves: an enter threshold of a gear.
 type coord struct {
-	gear state.State
+	gear state.Gear
 	sig  state.Signal
 }
 

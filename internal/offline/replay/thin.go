@@ -22,11 +22,11 @@ type thinner struct {
 
 type point struct {
 	s       trace.Sample
-	cand    state.State
+	cand    state.Gear
 	stretch int64
 }
 
-func (th *thinner) add(s trace.Sample, cand state.State) {
+func (th *thinner) add(s trace.Sample, cand state.Gear) {
 	if th.max <= 0 {
 		return
 	}
@@ -68,12 +68,12 @@ func heavier(a, b point) point {
 	return keep
 }
 
-func (th *thinner) points() ([]trace.Sample, []state.State) {
+func (th *thinner) points() ([]trace.Sample, []state.Gear) {
 	if len(th.pts) == 0 {
 		return nil, nil
 	}
 	ss := make([]trace.Sample, len(th.pts))
-	cs := make([]state.State, len(th.pts))
+	cs := make([]state.Gear, len(th.pts))
 	for i, p := range th.pts {
 		ss[i], cs[i] = p.s, p.cand
 		if th.width > time.Second {

@@ -16,7 +16,7 @@ import (
 type TraceShift struct {
 	Offset   time.Duration // since the first sample
 	Sample   trace.Sample
-	From, To state.State
+	From, To state.Gear
 	Reason   string
 }
 
@@ -44,7 +44,7 @@ func ReplayTrace(m *state.Machine, src trace.Source) (TraceResult, error) {
 	var (
 		res         TraceResult
 		first, prev trace.Sample
-		gear        state.State
+		gear        state.Gear
 	)
 	err := trace.Each(src, func(s trace.Sample) error {
 		if res.Samples == 0 {
@@ -60,7 +60,7 @@ func ReplayTrace(m *state.Machine, src trace.Source) (TraceResult, error) {
 
 		d := m.Step(s.Time, s.Reading)
 		if d.Changed {
-			res.Transitions = append(res.Transitions, TraceShift{Offset: off, Sample: s, From: d.From, To: d.State, Reason: d.Reason})
+			res.Transitions = append(res.Transitions, TraceShift{Offset: off, Sample: s, From: d.From, To: d.Gear, Reason: d.Reason})
 		}
 		if v, _ := d.Signals.Get("load_per_cpu"); res.Samples == 1 || v > res.Peak.Value {
 			res.Peak = Extreme{v, off}
@@ -68,7 +68,7 @@ func ReplayTrace(m *state.Machine, src trace.Source) (TraceResult, error) {
 		if v, ok := d.Signals.Get("mem_available_pct"); ok && (res.LowMem == nil || v < res.LowMem.Value) {
 			res.LowMem = &Extreme{v, off}
 		}
-		gear, prev = d.State, s
+		gear, prev = d.Gear, s
 		return nil
 	})
 	return res, err

@@ -234,7 +234,7 @@ func statesMap(st config.States) map[string]any {
 	out := map[string]any{}
 	for g, b := range st.Bands() {
 		if b != nil {
-			out[state.State(g).String()] = map[string]config.Rule{"enter": b.Enter, "stay": b.Stay}
+			out[state.Gear(g).String()] = map[string]config.Rule{"enter": b.Enter, "stay": b.Stay}
 		}
 	}
 	return out
