@@ -39,6 +39,7 @@ type Config struct {
 	PIDFile       string           `yaml:"pid_file"`       // the daemon's pid file
 	MetricsListen string           `yaml:"metrics_listen"` // address of the Prometheus metrics and the status page (host:port); "": none
 	History       History          `yaml:"history"`
+	Sites         []Site           `yaml:"sites"` // many sites on one Varnish, each in its own gear (sites.go)
 
 	// GuestSecret is the secret of this start of the daemon that heavy's
 	// guest answers must carry (profiles.Site.GuestSecret); never read
