@@ -27,7 +27,7 @@ var restartKeys = []struct {
 	// The guest listener starts with the daemon (the profiles follow a
 	// reload: off stops heavy asking at once).
 	{"profiles.guest_listen", func(r, n *Config) bool {
-		return n.Profiles.Guests() && (!r.Profiles.Guests() || n.Profiles.GuestListen != r.Profiles.GuestListen)
+		return n.Guests() && (!r.Guests() || n.Profiles.GuestListen != r.Profiles.GuestListen)
 	}},
 }
 

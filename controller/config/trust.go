@@ -222,7 +222,8 @@ func (c *Config) validateAll() error {
 // Warnings returns what is risky in a config that works: an admin secret
 // that other users may read, credentials sent over plain http, a
 // history.dir the daemon will not record in (CheckTrustedDir refuses it,
-// or a file stands in its path). `config check` prints them, and the
+// or a file stands in its path), sites whose VCLs could pass Varnish's
+// max_vcl. `config check` prints them, and the
 // daemon logs them at start and at every reload; none stops it.
 func (c *Config) Warnings() []Problem {
 	var ws []Problem
@@ -252,14 +253,12 @@ func (c *Config) Warnings() []Problem {
 			})
 		}
 	}
-	if f := c.Profiles.PurgeTokenFile; f != "" {
-		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 {
-			ws = append(ws, Problem{
-				Path: "profiles.purge_token_file",
-				Msg:  fmt.Sprintf("%s can be read by every user (mode %04o), and the token lets anyone empty the cache: chmod o-r %s", f, fi.Mode().Perm(), f),
-				Kind: Machine,
-			})
-		}
+	ws = appendPurgeTokenWarning(ws, "profiles.purge_token_file", c.Profiles.PurgeTokenFile)
+	for i, s := range c.Sites {
+		ws = appendPurgeTokenWarning(ws, fmt.Sprintf("sites[%d].purge_token_file", i), s.PurgeTokenFile)
+	}
+	if w := c.maxVCLWarning(); w != nil {
+		ws = append(ws, *w)
 	}
 	if dir, missing := profiles.MissingModulesHere(); len(missing) > 0 && c.usesBuiltinProfiles() {
 		ws = append(ws, Problem{
@@ -274,6 +273,22 @@ func (c *Config) Warnings() []Problem {
 		ws = append(ws, Problem{
 			Path: "sensor.prometheus.url",
 			Msg:  "credentials go to " + u.Redacted() + " over plain http, readable on the way: use https",
+		})
+	}
+	return ws
+}
+
+// appendPurgeTokenWarning adds the warning of a purge token file f (at
+// key) that every user may read.
+func appendPurgeTokenWarning(ws []Problem, key, f string) []Problem {
+	if f == "" {
+		return ws
+	}
+	if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 {
+		ws = append(ws, Problem{
+			Path: key,
+			Msg:  fmt.Sprintf("%s can be read by every user (mode %04o), and the token lets anyone empty the cache: chmod o-r %s", f, fi.Mode().Perm(), f),
+			Kind: Machine,
 		})
 	}
 	return ws

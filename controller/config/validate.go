@@ -148,6 +148,7 @@ func (c *Config) validateSettings(v *validator) {
 	sensor.Check(c.SensorConfig(), v.add)
 
 	c.Profiles.Check(v.add)
+	c.validateSites(v)
 
 	if !contains(OnExitValues, c.OnExit) {
 		v.add("on_exit", "must be one of %s, got %q", strings.Join(OnExitValues, ", "), c.OnExit)
@@ -211,6 +212,7 @@ func (c *Config) validateFiles(v *validator) {
 			v.addKind(Machine, "profiles.purge_token_file", "%v", err)
 		}
 	}
+	c.validateSiteFiles(v)
 	for st, src := range c.Profiles.Sources() {
 		if src.VCLFile == "" {
 			continue
