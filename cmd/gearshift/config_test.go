@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/testsupport/configtest"
@@ -155,5 +156,53 @@ func TestHelpGolden(t *testing.T) {
 			}
 			golden.Check(t, "help/"+name+".golden", []byte(stdout))
 		})
+	}
+}
+
+// config check refuses a bad sites block with every problem's key and
+// line, and warns, without refusing, about sites whose profiles could
+// pass Varnish's max_vcl.
+func TestConfigCheckSites(t *testing.T) {
+	const target = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ] }\n"
+	path, _ := configtest.File(t, target+`sites:
+  - { name: shop, hosts: [shop.example.com] }
+  - { name: wiki, hosts: [Shop.Example.com, 'a*.example.com'] }
+  - { name: default, hosts: [www.example.com] }
+`)
+	code, stdout, stderr := runMain(t, "config", "check", "--config", path)
+	want := "gearshift: config " + path + " has 3 problems:\n" +
+		"sites[1].hosts[0]: Shop.Example.com is already a host of site shop (sites[0].hosts[0]), not of wiki too: a host belongs to one site (line 4)\n" +
+		`sites[1].hosts[1]: "a*.example.com": a glob's * must be the whole leftmost label, as in *.example.com (line 4)` + "\n" +
+		"sites[2].hosts: the default site serves every host no other site claims: drop its hosts, or give them a site of their own (line 5)\n"
+	if code != 2 || stdout != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant 2 and:\n%s", code, stdout, stderr, want)
+	}
+
+	var b strings.Builder
+	b.WriteString(target + "sites:\n")
+	for i := range 40 {
+		fmt.Fprintf(&b, "  - { name: s%d, hosts: [s%d.example.com], profiles: { heavy_min_ttl: %dm } }\n", i, i, 3+i)
+	}
+	path, _ = configtest.File(t, b.String())
+	code, stdout, stderr = runMain(t, "config", "check", "--config", path)
+	want = "gearshift: warning: sites: 41 distinct sets of site profiles overrides load 124 VCLs, and a reload briefly 248 beside Varnish's own: more than varnishd's default max_vcl (100)"
+	if code != 0 || !strings.HasPrefix(stdout, "config OK") || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, config OK and a warning beginning %q", code, stdout, stderr, want)
+	}
+}
+
+// A reload with a sites block the daemon would refuse sends nothing: the
+// running daemon keeps its sites.
+func TestReloadRefusesBadSites(t *testing.T) {
+	config, _ := stub(t, `trap "echo hup >> hups" HUP`)
+	b, _ := os.ReadFile(config)
+	os.WriteFile(config, append(b, "sites: [ { name: shop, hosts: [shop.example.com] }, { name: wiki, hosts: [SHOP.example.com] } ]\n"...), 0o644)
+	code, _, stderr := runMain(t, "reload", "--config", config)
+	if code != 2 || !strings.Contains(stderr, "sites[1].hosts[0]: SHOP.example.com is already a host of site shop") || !strings.Contains(stderr, "not reloading") {
+		t.Errorf("reload with bad sites: exit %d, %q", code, stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(config), "hups")); err == nil {
+		t.Error("SIGHUP sent despite the bad sites")
 	}
 }
