@@ -21,8 +21,13 @@ const DefaultSite = "default"
 
 // Site is one entry of `sites:`: a set of host names with its own gear.
 type Site struct {
-	Name  string   `yaml:"name"`  // [a-z0-9-]{1,32}, unique
-	Hosts []string `yaml:"hosts"` // host names, or globs whose * is the whole leftmost label
+	// Name is the site's: 1 to 32 of a-z, 0-9 and -, unique; default is
+	// the site of every host no other site claims.
+	Name string `yaml:"name"`
+	// Hosts are the site's host names, or globs whose * is the whole
+	// leftmost label (*.example.com), matched lower-cased against the
+	// Host without its port; none for default.
+	Hosts []string `yaml:"hosts"`
 	// Profiles are the site's own values of some profiles.* keys; the
 	// rest are the server's.
 	Profiles SiteProfiles `yaml:"profiles"`
@@ -36,14 +41,14 @@ type Site struct {
 // SiteProfiles are the profiles.* keys a site may set for itself; a nil
 // field is the server's value.
 type SiteProfiles struct {
-	NeverCache      *[]string         `yaml:"never_cache"`       // the site's profiles.never_cache
-	SessionCookies  *[]string         `yaml:"session_cookies"`   // the site's profiles.session_cookies
-	IgnoreCookies   *[]string         `yaml:"ignore_cookies"`    // the site's profiles.ignore_cookies
-	StripSetCookies *[]string         `yaml:"strip_set_cookies"` // the site's profiles.strip_set_cookies
-	GuestPages      *string           `yaml:"guest_pages"`       // the site's profiles.guest_pages
-	DropQueryParams *[]string         `yaml:"drop_query_params"` // the site's profiles.drop_query_params
-	HeavyMinTTL     *timefmt.Duration `yaml:"heavy_min_ttl"`     // the site's profiles.heavy_min_ttl
-	PurgeACL        *[]string         `yaml:"purge_acl"`         // the site's profiles.purge_acl
+	NeverCache      *[]string         `yaml:"never_cache"`       // the site's own profiles.never_cache; unset: the server's
+	SessionCookies  *[]string         `yaml:"session_cookies"`   // the site's own profiles.session_cookies; unset: the server's
+	IgnoreCookies   *[]string         `yaml:"ignore_cookies"`    // the site's own profiles.ignore_cookies; unset: the server's
+	StripSetCookies *[]string         `yaml:"strip_set_cookies"` // the site's own profiles.strip_set_cookies; unset: the server's
+	GuestPages      *string           `yaml:"guest_pages"`       // the site's own profiles.guest_pages; unset: the server's
+	DropQueryParams *[]string         `yaml:"drop_query_params"` // the site's own profiles.drop_query_params; unset: the server's
+	HeavyMinTTL     *timefmt.Duration `yaml:"heavy_min_ttl"`     // the site's own profiles.heavy_min_ttl; unset: the server's
+	PurgeACL        *[]string         `yaml:"purge_acl"`         // the site's own profiles.purge_acl; unset: the server's
 }
 
 // Apply returns the server's options o with the site's own values.

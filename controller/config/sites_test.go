@@ -391,3 +391,32 @@ func TestGuestsOfASite(t *testing.T) {
 		t.Errorf("RestartKeys when a site turns guest pages on = %v", keys)
 	}
 }
+
+// The example of docs/sites.md is a good config, with the sites and sets
+// the page says it has.
+func TestSitesDocExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "sites.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), "## The sites key\n\n```yaml\n")
+	example, _, ok := strings.Cut(rest, "```\n")
+	if !ok {
+		t.Fatal("docs/sites.md has no yaml example under \"The sites key\"")
+	}
+	r := fixture(t)
+	cfg, err := ParseSettings([]byte(r.Replace(base) + example))
+	if err != nil {
+		t.Fatalf("the example of docs/sites.md: %v", err)
+	}
+	var got []string
+	for _, s := range cfg.SiteList(60) {
+		got = append(got, fmt.Sprintf("%s:%d", s.Name, s.MaxConnections))
+	}
+	if want := []string{"default:10", "shop:20", "wiki:30", "blogs:30"}; !slices.Equal(got, want) {
+		t.Errorf("the example's sites = %v, want %v", got, want)
+	}
+	if n := len(cfg.OverrideSets()); n != 3 {
+		t.Errorf("the example has %d sets of overrides, want 3", n)
+	}
+}
