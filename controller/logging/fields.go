@@ -34,6 +34,7 @@ const (
 	FieldActiveVCL = "active_vcl"
 	FieldLabelVCL  = "label_vcl"
 	FieldLabel     = "label"
+	FieldSite      = "site"     // a site of the config's sites
 	FieldExpected  = "expected" // the VCL gearshift left, found changed
 	FieldHint      = "hint"
 	FieldMissing   = "missing" // profiles to load

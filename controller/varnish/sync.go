@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,6 +24,16 @@ import (
 // recorded on the target (Status) and retried with backoff: until then
 // Sync does nothing.
 func (t *Target) Sync(ctx context.Context, now time.Time, set *profiles.Set, want state.Gear) (switchMS float64, switched bool) {
+	return t.attempt(ctx, now, func() (float64, bool, error) {
+		return t.reconcile(ctx, now, t.profiles(set), want)
+	})
+}
+
+// attempt runs one reconcile against the target, unless it is backing off:
+// it dials first, runs reconcile once more with the Plain twins when the
+// compiler refuses varnish-modules, and records a failure (backoff) or a
+// success.
+func (t *Target) attempt(ctx context.Context, now time.Time, reconcile func() (float64, bool, error)) (switchMS float64, switched bool) {
 	if t.failures > 0 && now.Before(t.retryAt) {
 		return 0, false
 	}
@@ -38,9 +49,9 @@ func (t *Target) Sync(ctx context.Context, now time.Time, set *profiles.Set, wan
 	if t.plain && t.conn.Sessions() != t.plainSessions {
 		t.plain = false // a new session: perhaps a manager with the modules
 	}
-	ms, switched, err := t.reconcile(ctx, now, t.profiles(set), want)
+	ms, switched, err := reconcile()
 	if err != nil && t.learnPlain(err) {
-		ms, switched, err = t.reconcile(ctx, now, t.profiles(set), want)
+		ms, switched, err = reconcile()
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -56,27 +67,11 @@ func (t *Target) Sync(ctx context.Context, now time.Time, set *profiles.Set, wan
 }
 
 func (t *Target) reconcile(ctx context.Context, now time.Time, set *profiles.Set, want state.Gear) (float64, bool, error) {
-	vcls, err := t.list(ctx)
+	vcls, present, err := t.observe(ctx)
 	if err != nil {
 		return 0, false, err
 	}
-	t.reachable = true
-	if n := t.conn.Sessions(); n != t.sessions {
-		t.reconnected = t.reconnected || t.sessions != 0 // a session after the first: the client re-dialled
-		t.sessions = n
-	}
-	present := map[string]bool{}
-	active := ""
-	for _, v := range vcls {
-		present[v.Name] = true
-		if v.Active {
-			active = v.Name
-		}
-	}
-	t.active = active
-	if err := t.checkChild(ctx); err != nil {
-		return 0, false, err
-	}
+	active := t.active
 
 	missing := 0
 	for _, p := range set {
@@ -130,6 +125,7 @@ func (t *Target) reconcile(ctx context.Context, now time.Time, set *profiles.Set
 	}
 	t.contacted = true
 	t.inSync = true
+	t.lastSites = nil // no sites now: their labels go with the stale
 	return ms, switched, t.discardStale(ctx, vcls, set, desired)
 }
 
@@ -204,8 +200,9 @@ const foreignHint = "gearshift keeps its profile active in varnish.mode active; 
 	"(varnishreload, systemctl reload varnish), set varnish.mode: label and hand requests to " +
 	"vcl(" + profiles.Label + ") from the site's VCL (see docs/gears.md, \"Label mode\"); to pin a gear, use gearshift force"
 
-// discardStale discards gearshift's own profiles that are not in set and
-// that nothing references: not the active VCL, not the target of any
+// discardStale discards gearshift's own VCLs that are not in set and
+// that nothing references: routers and site labels left by a config with
+// sites, and profiles that are not the active VCL nor the target of any
 // label (Varnish refuses those). labelled is what the label gearshift
 // points to now, whatever vcls said before a relabel.
 func (t *Target) discardStale(ctx context.Context, vcls []VCL, set *profiles.Set, labelled string) error {
@@ -213,34 +210,99 @@ func (t *Target) discardStale(ctx context.Context, vcls []VCL, set *profiles.Set
 	for _, p := range set {
 		keep[p.Name] = true
 	}
+	now := map[string]string{}
+	if t.settings.Mode == config.ModeLabel {
+		now[profiles.Label] = labelled
+	}
+	return t.discard(ctx, vcls, keep, now)
+}
+
+// discard discards gearshift's own VCLs that are not in keep: first the
+// routers that are not active, then the site labels (a router's go first:
+// it references them), then the profiles no label left references.
+// labels are the labels gearshift has just pointed elsewhere, by name,
+// whatever vcls said.
+func (t *Target) discard(ctx context.Context, vcls []VCL, keep map[string]bool, labels map[string]string) error {
+	keep[t.active] = true // as it is now, after a switch
+	var routers, siteLabels, programs []string
+	referenced := map[string]bool{}
 	for _, v := range vcls {
-		if v.Label != "" && (v.Name != profiles.Label || t.settings.Mode != config.ModeLabel) {
-			keep[v.Label] = true
+		switch {
+		case ownRouter.MatchString(v.Name):
+			routers = append(routers, v.Name)
+		case v.Label != "" && strings.HasPrefix(v.Name, profiles.SiteLabelPrefix) && !keep[v.Name]:
+			siteLabels = append(siteLabels, v.Name)
+		case v.Label != "":
+			to := v.Label
+			if now, ok := labels[v.Name]; ok {
+				to = now
+			}
+			referenced[to] = true
+		case ownName.MatchString(v.Name):
+			programs = append(programs, v.Name)
 		}
 	}
-	keep[t.active] = true // as it is now, after a switch
-	if t.settings.Mode == config.ModeLabel {
-		keep[labelled] = true
+	for _, to := range labels {
+		referenced[to] = true
 	}
-	for _, v := range vcls {
-		if !ownName.MatchString(v.Name) || keep[v.Name] || t.noDiscard[v.Name] {
+	var stale []string
+	for _, name := range routers {
+		if !keep[name] {
+			stale = append(stale, name)
+		}
+	}
+	stale = append(stale, siteLabels...)
+	for _, name := range programs {
+		if !keep[name] && !referenced[name] {
+			stale = append(stale, name)
+		}
+	}
+	for _, name := range stale {
+		if t.noDiscard[name] {
 			continue
 		}
 		cctx, cancel := t.cmdCtx(ctx, false)
-		err := t.conn.VCLDiscard(cctx, v.Name)
+		err := t.conn.VCLDiscard(cctx, name)
 		cancel()
 		if err != nil {
 			if !IsCommandError(err) {
-				return fmt.Errorf("discard %s on %s: %w", v.Name, t.addr, err)
+				return fmt.Errorf("discard %s on %s: %w", name, t.addr, err)
 			}
 			// Still referenced (a label), say: leave it, and say so once.
-			t.noDiscard[v.Name] = true
-			t.log.Warn("discard stale profile", zap.String(logging.FieldVCL, v.Name), zap.Error(err))
+			t.noDiscard[name] = true
+			t.log.Warn("discard stale profile", zap.String(logging.FieldVCL, name), zap.Error(err))
 			continue
 		}
-		t.log.Info("discarded stale profile", zap.String(logging.FieldVCL, v.Name))
+		t.log.Info("discarded stale profile", zap.String(logging.FieldVCL, name))
 	}
 	return nil
+}
+
+// observe lists the target's VCLs and asks for its cache child: what is
+// loaded (present, by name), what is active (t.active) and whether the
+// admin session is a new one (t.reconnected).
+func (t *Target) observe(ctx context.Context) ([]VCL, map[string]bool, error) {
+	vcls, err := t.list(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.reachable = true
+	if n := t.conn.Sessions(); n != t.sessions {
+		t.reconnected = t.reconnected || t.sessions != 0 // a session after the first: the client re-dialled
+		t.sessions = n
+	}
+	present := map[string]bool{}
+	t.active = ""
+	for _, v := range vcls {
+		present[v.Name] = true
+		if v.Active {
+			t.active = v.Name
+		}
+	}
+	if err := t.checkChild(ctx); err != nil {
+		return nil, nil, err
+	}
+	return vcls, present, nil
 }
 
 func (t *Target) list(ctx context.Context) ([]VCL, error) {

@@ -69,6 +69,10 @@ type Metrics struct {
 // ever discarded (a temporary name used by `profiles check` is not).
 var ownName = regexp.MustCompile(`^` + regexp.QuoteMeta(profiles.NamePrefix) + `(` + state.OneOf("|") + `)-[0-9a-f]{8}$`)
 
+// ownRouter matches the names gearshift gives its routers (a config with
+// sites).
+var ownRouter = regexp.MustCompile(`^` + regexp.QuoteMeta(profiles.RouterPrefix) + `[0-9a-f]{8}$`)
+
 // Target keeps one Varnish admin port on the profile of the gear in
 // force. Its methods run one at a time: on the loop's goroutine, or on
 // the one the loop hands a Sync to; only Ban and Running may run beside
@@ -85,9 +89,10 @@ type Target struct {
 
 	lastUsed  string // what gearshift last made active (labelled) on this manager
 	active    string
-	label     string    // what the label gearshift points to (label mode)
-	foreignAt time.Time // when gearshift's VCL was last found changed by someone else
-	unusedLab bool      // "no VCL uses the label" was logged
+	label     string            // what the label gearshift points to (label mode)
+	lastSites map[string]string // with sites: what gearshift last pointed each site's label at, by label
+	foreignAt time.Time         // when gearshift's VCL was last found changed by someone else
+	unusedLab bool              // "no VCL uses the label" was logged
 	// reconnected: the client opened a new session (it re-dialled a lost
 	// connection) since the last sync that succeeded. A VCL found changed
 	// then is put back without calling it foreign: a restarted manager

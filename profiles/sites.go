@@ -1,0 +1,109 @@
+package profiles
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/gearshift/gearshift/vcl"
+)
+
+// SiteLabelPrefix starts the VCL label of every site: gearshift-site-NAME
+// points at the profile of the site's gear.
+const SiteLabelPrefix = NamePrefix + "site-"
+
+// RouterPrefix starts the name of the router, the active VCL when the
+// config has sites: gearshift-router-<first 8 hex of sha256(VCL)>.
+const RouterPrefix = NamePrefix + "router-"
+
+// DefaultSite is the site of every host no other site claims.
+const DefaultSite = "default"
+
+// SiteLabel returns the VCL label of the site named site.
+func SiteLabel(site string) string { return SiteLabelPrefix + site }
+
+// Route is one site as the router tells it: its name and the hosts it
+// claims, lower-case names or globs whose "*" is the whole leftmost
+// label (checked by the config).
+type Route struct {
+	Site  string
+	Hosts []string
+}
+
+// routerCase is one `if` of the router: a condition over X-Gs-Route and
+// the label it hands the request to.
+type routerCase struct {
+	Cond  string
+	Label string
+	depth int // labels of a glob's suffix: the narrower glob first
+}
+
+// Router returns the router program for routes: each request to the label
+// of the site that claims its Host (an exact name before any glob, a
+// narrower glob before a wider one), DefaultSite's when none does.
+// routes must be checked (the config's validation does); DefaultSite
+// needs no entry, and one with hosts is refused.
+func Router(routes []Route) (Profile, error) {
+	var data struct {
+		Sites        int
+		Exact, Globs []routerCase
+		Default      string
+	}
+	data.Default = SiteLabel(DefaultSite)
+	data.Sites = 1
+	for _, r := range routes {
+		if r.Site == DefaultSite {
+			if len(r.Hosts) > 0 {
+				return Profile{}, fmt.Errorf("router: site %s claims no hosts: it has every host no other site claims", DefaultSite)
+			}
+			continue
+		}
+		if !siteName.MatchString(r.Site) {
+			return Profile{}, fmt.Errorf("router: site name %q: want 1 to 32 of a-z, 0-9 and -", r.Site)
+		}
+		data.Sites++
+		var exact []string
+		for _, h := range r.Hosts {
+			h = strings.ToLower(h)
+			if !hostPattern.MatchString(h) {
+				return Profile{}, fmt.Errorf("router: site %s: host %q: want a host name, or *. and a host name", r.Site, h)
+			}
+			if suffix, ok := strings.CutPrefix(h, "*."); ok {
+				data.Globs = append(data.Globs, routerCase{
+					Cond:  `req.http.X-Gs-Route ~ "^[^.]+(\.[^.]+)*\.` + regexp.QuoteMeta(suffix) + `$"`,
+					Label: SiteLabel(r.Site),
+					depth: strings.Count(suffix, ".") + 1,
+				})
+				continue
+			}
+			exact = append(exact, `req.http.X-Gs-Route == "`+h+`"`)
+		}
+		if len(exact) > 0 {
+			data.Exact = append(data.Exact, routerCase{Cond: strings.Join(exact, " ||\n        "), Label: SiteLabel(r.Site)})
+		}
+	}
+	slices.SortStableFunc(data.Globs, func(a, b routerCase) int { return b.depth - a.depth })
+	t, err := template.New("router").Option("missingkey=error").ParseFS(vcl.FS, "router.vcl")
+	if err != nil {
+		return Profile{}, fmt.Errorf("render router: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "router.vcl", data); err != nil {
+		return Profile{}, fmt.Errorf("render router: %w", err)
+	}
+	text := buf.String()
+	sum := sha256.Sum256([]byte(text))
+	return Profile{Name: RouterPrefix + hex.EncodeToString(sum[:4]), VCL: text, Source: SourceBuiltin}, nil
+}
+
+var (
+	siteName = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+	// hostPattern is a host name of lower-case labels, optionally behind
+	// "*." (a glob); the config's validation says more when it fails.
+	hostPattern = regexp.MustCompile(`^(\*\.)?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$`)
+)
