@@ -170,7 +170,7 @@ func TestLoopServesWhileTargetStalls(t *testing.T) {
 	}
 
 	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
-	s, err := r.c.Force(fctx, state.Heavy, time.Time{})
+	s, err := r.c.Force(fctx, "", state.Heavy, time.Time{})
 	fcancel()
 	if err != nil {
 		t.Fatalf("force while a target stalls: %v", err)

@@ -86,7 +86,7 @@ func TestReloadDoesNotBlockTheLoop(t *testing.T) {
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer fcancel()
-	if s, err := c.Force(fctx, state.Heavy, time.Time{}); err != nil || s.State != "heavy" {
+	if s, err := c.Force(fctx, "", state.Heavy, time.Time{}); err != nil || s.State != "heavy" {
 		t.Fatalf("force while a reload read its config = %+v, %v", s, err)
 	}
 	select {

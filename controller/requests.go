@@ -19,6 +19,7 @@ const (
 
 type request struct {
 	kind  requestKind
+	site  string // reqForce, reqAuto: one site; "": every site
 	state state.Gear
 	until time.Time
 	next  *nextConfig // reqReload: the config read off the loop
@@ -73,15 +74,15 @@ func (c *Controller) call(ctx context.Context, r request) (api.Status, error) {
 	}
 }
 
-// Force pins st until the deadline (zero: until Auto) and returns the status
-// once the gear is applied.
-func (c *Controller) Force(ctx context.Context, st state.Gear, until time.Time) (api.Status, error) {
-	return c.call(ctx, request{kind: reqForce, state: st, until: until})
+// Force pins gear g on site (every site when "") until the deadline (zero:
+// until Auto) and returns the status once the gear is applied.
+func (c *Controller) Force(ctx context.Context, site string, g state.Gear, until time.Time) (api.Status, error) {
+	return c.call(ctx, request{kind: reqForce, site: site, state: g, until: until})
 }
 
-// Auto releases a pinned gear.
-func (c *Controller) Auto(ctx context.Context) (api.Status, error) {
-	return c.call(ctx, request{kind: reqAuto})
+// Auto releases the pin of site, or every pin when site is "".
+func (c *Controller) Auto(ctx context.Context, site string) (api.Status, error) {
+	return c.call(ctx, request{kind: reqAuto, site: site})
 }
 
 // Reload re-reads the config and profiles. The new profiles are loaded into

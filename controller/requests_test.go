@@ -53,7 +53,7 @@ func TestRunServesRequestsAndAppliesOnExit(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.c.Run(ctx) }()
 
-	s, err := r.c.Force(context.Background(), state.Moderate, time.Time{})
+	s, err := r.c.Force(context.Background(), "", state.Moderate, time.Time{})
 	if err != nil || s.State != "moderate" {
 		t.Fatalf("Force = %+v, %v", s, err)
 	}
@@ -64,7 +64,7 @@ func TestRunServesRequestsAndAppliesOnExit(t *testing.T) {
 	if _, active := r.vcls(t); active != r.c.set[state.Heavy].Name {
 		t.Errorf("on_exit heavy: active = %s", active)
 	}
-	if _, err := r.c.Auto(context.Background()); err != api.ErrStopped {
+	if _, err := r.c.Auto(context.Background(), ""); err != api.ErrStopped {
 		t.Errorf("Auto after stop = %v, want api.ErrStopped", err)
 	}
 }

@@ -30,10 +30,13 @@ var ErrStopped = errors.New("gearshift daemon is stopping")
 // API is what the control socket serves. *Controller implements it.
 type API interface {
 	Status() Status
-	// Force pins st until the deadline (zero: until Auto) and returns the
-	// status once the gear is applied.
-	Force(ctx context.Context, st state.Gear, until time.Time) (Status, error)
-	Auto(ctx context.Context) (Status, error)
+	// Force pins gear g on site (every site when "") until the deadline
+	// (zero: until Auto) and returns the status once the gear is applied.
+	// A site the config does not have is an *UnknownSiteError.
+	Force(ctx context.Context, site string, g state.Gear, until time.Time) (Status, error)
+	// Auto releases the pin of site, or every pin (per-site ones too)
+	// when site is "".
+	Auto(ctx context.Context, site string) (Status, error)
 	// Reload re-reads the config and profiles; on error the old ones stay.
 	Reload(ctx context.Context) (Status, error)
 }
@@ -42,6 +45,13 @@ type API interface {
 type ForceRequest struct {
 	State string `json:"state"`         // light, moderate or heavy
 	For   string `json:"for,omitempty"` // Go duration ("30m"); empty or "0" = until auto
+	Site  string `json:"site,omitempty"` // one site of the config's sites; empty = every site
+}
+
+// AutoRequest is the body of POST /v1/auto; an empty body releases every
+// pin.
+type AutoRequest struct {
+	Site string `json:"site,omitempty"` // release this site's pin alone
 }
 
 type errorBody struct {
@@ -96,7 +106,17 @@ func (h *handler) only(method string, fn http.HandlerFunc) http.HandlerFunc {
 }
 
 func (h *handler) status(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, h.api.Status())
+	st := h.api.Status()
+	if name := r.URL.Query().Get("site"); name != "" {
+		site, ok := st.Site(name)
+		if !ok {
+			writeError(w, http.StatusNotFound, (&UnknownSiteError{Site: name}).Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, site)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (h *handler) force(w http.ResponseWriter, r *http.Request) {
@@ -125,12 +145,19 @@ func (h *handler) force(w http.ResponseWriter, r *http.Request) {
 	if d > 0 {
 		until = h.now().Add(d)
 	}
-	s, err := h.api.Force(r.Context(), st, until)
+	s, err := h.api.Force(r.Context(), req.Site, st, until)
 	h.reply(w, s, err)
 }
 
 func (h *handler) auto(w http.ResponseWriter, r *http.Request) {
-	s, err := h.api.Auto(r.Context())
+	var req AutoRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`bad request body: %v (want {"site":"NAME"}, or nothing)`, err))
+		return
+	}
+	s, err := h.api.Auto(r.Context(), req.Site)
 	h.reply(w, s, err)
 }
 
@@ -148,6 +175,8 @@ func (h *handler) reply(w http.ResponseWriter, s Status, err error) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, s)
+	case errors.As(err, new(*UnknownSiteError)):
+		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrStopped):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -83,6 +83,9 @@ type Status struct {
 	// FrontDoor counts the requests of the last minute by how their
 	// visitor was known; nil while the Varnish log cannot be read.
 	FrontDoor *FrontDoor `json:"front_door"`
+	// Sites are the config's sites, the default site first (SPEC 15);
+	// State is then the heaviest site's gear.
+	Sites []SiteStatus `json:"sites"`
 
 	// LogWriteErrors counts the log lines that could not be written
 	// (metrics; not part of the JSON contract).
