@@ -18,7 +18,7 @@ func newAutoCmd(a *app) *cobra.Command {
 			socket, _ := a.controlSocket()
 			ctx, cancel := context.WithTimeout(ctxOrBackground(cmd.Context()), 90*time.Second)
 			defer cancel()
-			s, err := api.NewClient(socket).Auto(ctx)
+			s, err := api.NewClient(socket).Auto(ctx, "")
 			if err != nil {
 				return clientFailure(err)
 			}

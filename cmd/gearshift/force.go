@@ -33,7 +33,7 @@ func newForceCmd(a *app) *cobra.Command {
 			socket, _ := a.controlSocket()
 			ctx, cancel := context.WithTimeout(ctxOrBackground(cmd.Context()), 90*time.Second)
 			defer cancel()
-			s, err := api.NewClient(socket).Force(ctx, st, d)
+			s, err := api.NewClient(socket).Force(ctx, "", st, d)
 			if err != nil {
 				return clientFailure(err)
 			}

@@ -38,7 +38,7 @@ func TestClientFailureBusyDaemon(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = api.NewClient(socket).Force(ctx, state.Heavy, 0)
+	_, err = api.NewClient(socket).Force(ctx, "", state.Heavy, 0)
 	code, err := clientFailure(err)
 	if code != exitFailure || err == nil || strings.Contains(err.Error(), "is the daemon running") ||
 		!strings.Contains(err.Error(), "did not answer within 200ms") {

@@ -72,19 +72,27 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return c.do(ctx, http.MethodGet, "/v1/status", nil)
 }
 
-// Force pins the gear st, for d or, when d is 0, until Auto (POST /v1/force).
-// It returns the status once the gear is applied to the targets.
-func (c *Client) Force(ctx context.Context, st state.Gear, d time.Duration) (*Status, error) {
-	req := ForceRequest{State: st.String()}
+// Force pins the gear st on site (every site when ""), for d or, when d
+// is 0, until Auto (POST /v1/force). It returns the status once the gear
+// is applied to the targets. A site the daemon does not have is an
+// *APIError with StatusCode 404.
+func (c *Client) Force(ctx context.Context, site string, st state.Gear, d time.Duration) (*Status, error) {
+	req := ForceRequest{State: st.String(), Site: site}
 	if d > 0 {
 		req.For = d.String()
 	}
 	return c.do(ctx, http.MethodPost, "/v1/force", req)
 }
 
-// Auto releases a pinned gear (POST /v1/auto).
-func (c *Client) Auto(ctx context.Context) (*Status, error) {
-	return c.do(ctx, http.MethodPost, "/v1/auto", nil)
+// Auto releases the pin of site, or every pin (per-site ones too) when
+// site is "" (POST /v1/auto). A site the daemon does not have is an
+// *APIError with StatusCode 404.
+func (c *Client) Auto(ctx context.Context, site string) (*Status, error) {
+	if site == "" {
+		// No body: every pin, as a daemon before sites understands it.
+		return c.do(ctx, http.MethodPost, "/v1/auto", nil)
+	}
+	return c.do(ctx, http.MethodPost, "/v1/auto", AutoRequest{Site: site})
 }
 
 // Reload makes the daemon re-read its config and profiles (POST /v1/reload).

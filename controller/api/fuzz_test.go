@@ -13,8 +13,9 @@ import (
 )
 
 // FuzzForceBody posts arbitrary bodies to /v1/force: the handler must not
-// panic, must answer 200 or 400 with JSON, and must force only what a
-// valid body asked for, with a deadline within the longest force allowed.
+// panic, must answer 200 or 400 with JSON (404 for a site the config does
+// not have), and must force only what a valid body asked for, with a
+// deadline within the longest force allowed.
 func FuzzForceBody(f *testing.F) {
 	for _, s := range []string{
 		`{"state":"heavy","for":"30m"}`,
@@ -25,6 +26,9 @@ func FuzzForceBody(f *testing.F) {
 		`{"state":"HEAVY","for":"1h30m"}`,
 		`{"state":"heavy"} {"state":"light"}`,
 		`{"state":"heavy","x":1}`,
+		`{"state":"heavy","site":"shop"}`,
+		`{"state":"heavy","site":"nosuch"}`,
+		`{"state":"heavy","site":7}`,
 		`{"state":1}`,
 		`[]`,
 		`null`,
@@ -54,10 +58,13 @@ func FuzzForceBody(f *testing.F) {
 			if !api.until.IsZero() && !api.until.After(now) {
 				t.Fatalf("%q: forced until %s, not after now", body, api.until)
 			}
-		case http.StatusBadRequest:
+		case http.StatusBadRequest, http.StatusNotFound:
 			var e errorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" || strings.Contains(e.Error, "\n") {
-				t.Fatalf("%q: 400 with %q (%v): want one line in \"error\"", body, rec.Body, err)
+				t.Fatalf("%q: %d with %q (%v): want one line in \"error\"", body, rec.Code, rec.Body, err)
+			}
+			if rec.Code == http.StatusNotFound && !strings.HasPrefix(e.Error, "no site ") {
+				t.Fatalf("%q: 404 %q, want an unknown site named", body, e.Error)
 			}
 			if api.forced != nil {
 				t.Fatalf("%q: refused, yet forced %v", body, *api.forced)

@@ -43,8 +43,8 @@ type API interface {
 
 // ForceRequest is the body of POST /v1/force.
 type ForceRequest struct {
-	State string `json:"state"`         // light, moderate or heavy
-	For   string `json:"for,omitempty"` // Go duration ("30m"); empty or "0" = until auto
+	State string `json:"state"`          // light, moderate or heavy
+	For   string `json:"for,omitempty"`  // Go duration ("30m"); empty or "0" = until auto
 	Site  string `json:"site,omitempty"` // one site of the config's sites; empty = every site
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,10 +21,14 @@ import (
 	"github.com/gearshift/gearshift/controller/state"
 )
 
+// fakeSites are the sites of fakeAPI's config.
+var fakeSites = []string{"default", "shop"}
+
 // fakeAPI records what the handler asked for.
 type fakeAPI struct {
 	forced    *state.Gear
 	until     time.Time
+	site      string // the site of the last Force or Auto ("" every site)
 	autos     int
 	reloadErr error
 	block     chan struct{} // when set, Force waits for it (a busy loop)
@@ -31,10 +36,28 @@ type fakeAPI struct {
 }
 
 func (f *fakeAPI) Status() Status {
-	return Status{Version: "0.0.0-test", State: "light", Mode: "auto", Targets: f.targets}
+	s := Status{Version: "0.0.0-test", State: "light", Mode: "auto", Targets: f.targets}
+	for _, name := range fakeSites {
+		s.Sites = append(s.Sites, SiteStatus{Name: name, Hosts: []string{}, Gear: "light", Mode: "auto"})
+	}
+	if f.forced != nil {
+		for i := range s.Sites {
+			if f.site == "" || f.site == s.Sites[i].Name {
+				s.Sites[i].Gear, s.Sites[i].Mode = f.forced.String(), "forced"
+			}
+		}
+	}
+	return s
 }
 
-func (f *fakeAPI) Force(ctx context.Context, st state.Gear, until time.Time) (Status, error) {
+func (f *fakeAPI) knows(site string) error {
+	if site != "" && !slices.Contains(fakeSites, site) {
+		return &UnknownSiteError{Site: site}
+	}
+	return nil
+}
+
+func (f *fakeAPI) Force(ctx context.Context, site string, st state.Gear, until time.Time) (Status, error) {
 	if f.block != nil {
 		select {
 		case <-f.block:
@@ -42,7 +65,10 @@ func (f *fakeAPI) Force(ctx context.Context, st state.Gear, until time.Time) (St
 			return Status{}, ctx.Err()
 		}
 	}
-	f.forced, f.until = &st, until
+	if err := f.knows(site); err != nil {
+		return Status{}, err
+	}
+	f.forced, f.until, f.site = &st, until, site
 	s := f.Status()
 	s.State, s.Mode = st.String(), "forced"
 	if !until.IsZero() {
@@ -51,7 +77,13 @@ func (f *fakeAPI) Force(ctx context.Context, st state.Gear, until time.Time) (St
 	return s, nil
 }
 
-func (f *fakeAPI) Auto(context.Context) (Status, error) { f.autos++; return f.Status(), nil }
+func (f *fakeAPI) Auto(_ context.Context, site string) (Status, error) {
+	if err := f.knows(site); err != nil {
+		return Status{}, err
+	}
+	f.autos, f.site, f.forced = f.autos+1, site, nil
+	return f.Status(), nil
+}
 
 func (f *fakeAPI) Reload(context.Context) (Status, error) {
 	s := f.Status()
@@ -193,11 +225,11 @@ func TestClientOverSocket(t *testing.T) {
 	if err != nil || s.State != "light" {
 		t.Fatalf("Status = %+v, %v", s, err)
 	}
-	s, err = c.Force(ctx, state.Heavy, 30*time.Minute)
+	s, err = c.Force(ctx, "", state.Heavy, 30*time.Minute)
 	if err != nil || s.State != "heavy" || s.Mode != "forced" || s.ForcedUntil == nil {
 		t.Fatalf("Force = %+v, %v", s, err)
 	}
-	if _, err := c.Auto(ctx); err != nil || f.autos != 1 {
+	if _, err := c.Auto(ctx, ""); err != nil || f.autos != 1 {
 		t.Fatalf("Auto: %v (autos %d)", err, f.autos)
 	}
 	f.reloadErr = errors.New("profiles.heavy.vcl_file: no such file")
@@ -262,7 +294,7 @@ func TestClientNoAnswer(t *testing.T) {
 	path := serveSocket(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := NewClient(path).Force(ctx, state.Heavy, 0)
+	_, err := NewClient(path).Force(ctx, "", state.Heavy, 0)
 	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, ErrUnreachable) {
 		t.Fatalf("err = %v, want ErrNoAnswer and not ErrUnreachable", err)
 	}
@@ -425,7 +457,7 @@ func TestClientReadsTheLargestStatus(t *testing.T) {
 	if len(s.Targets) != config.MaxTargets || s.Targets[config.MaxTargets-1].Error != long {
 		t.Fatalf("Status has %d targets", len(s.Targets))
 	}
-	s, err = c.Force(context.Background(), state.Heavy, 0)
+	s, err = c.Force(context.Background(), "", state.Heavy, 0)
 	if err != nil || len(s.Targets) != config.MaxTargets {
 		t.Fatalf("Force: %v", err)
 	}
