@@ -103,9 +103,22 @@ func StartTerminator(tb testing.TB, addr string, args ...string) {
 // varnishd -a NAME=ADDR,PROXY listener); it returns hitch's address.
 func StartHitch(tb testing.TB, backend string) string {
 	tb.Helper()
+	return RunHitch(tb, backend).Addr
+}
+
+// Hitch is a running hitch: its TLS listener and the certificate it
+// shows (SelfSigned's, for localhost, 127.0.0.1 and example.org).
+type Hitch struct {
+	Addr string // host:port
+	Cert string // the certificate's PEM file, for a client to trust (Roots)
+}
+
+// RunHitch is StartHitch, also giving the certificate hitch shows.
+func RunHitch(tb testing.TB, backend string) Hitch {
+	tb.Helper()
 	bin := testenv.Need(tb, "hitch", "hitch")
 	dir := tb.TempDir()
-	both, _, _ := SelfSigned(tb, dir)
+	both, cert, _ := SelfSigned(tb, dir)
 	addr := testenv.FreeAddr(tb)
 	host, port, _ := net.SplitHostPort(addr)
 	bhost, bport, _ := net.SplitHostPort(backend)
@@ -116,5 +129,20 @@ func StartHitch(tb testing.TB, backend string) string {
 		tb.Fatal(err)
 	}
 	StartTerminator(tb, addr, bin, "--config="+conf)
-	return addr
+	return Hitch{Addr: addr, Cert: cert}
+}
+
+// Roots is a pool holding the certificates of the PEM file cert, for a
+// TLS client that trusts SelfSigned's certificate and nothing else.
+func Roots(tb testing.TB, cert string) *x509.CertPool {
+	tb.Helper()
+	raw, err := os.ReadFile(cert)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(raw) {
+		tb.Fatalf("no certificate in %s", cert)
+	}
+	return pool
 }
