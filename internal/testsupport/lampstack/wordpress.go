@@ -78,7 +78,15 @@ func (wp *WordPress) install(tb testing.TB, dir string, opt WordPressOptions) {
 	tb.Helper()
 	wp.Root = filepath.Join(dir, "wordpress")
 	CopyWordPress(tb, wp.Root, wp.DB.Port, wp.URL)
+	wp.Posts = installSite(tb, dir, wp.Root, strings.TrimPrefix(wp.URL, "http://"), wp.URL, wp.Password, opt, wp.bin["php"])
+}
 
+// installSite installs, with WordPress's own wp_install(), the site of
+// the tree at root that answers for host (the Host header, which Debian's
+// wp-config.php picks a site's config by), its siteurl and home siteURL,
+// with the posts and subscribers of opt; it returns the posts' paths.
+func installSite(tb testing.TB, dir, root, host, siteURL, password string, opt WordPressOptions, php string) []string {
+	tb.Helper()
 	users, _ := json.Marshal(opt.Subscribers)
 	script := filepath.Join(dir, "install.php")
 	WriteFile(tb, script, fmt.Sprintf(`<?php
@@ -90,6 +98,10 @@ require_once ABSPATH . 'wp-admin/includes/upgrade.php';
 function wp_new_blog_notification() {}
 $r = wp_install('gearshift test site', 'admin', 'admin@example.invalid', false, '', %[3]q);
 if (is_wp_error($r)) { fwrite(STDERR, $r->get_error_message()); exit(1); }
+// The address a visitor of the web installer would have given.
+update_option('siteurl', %[6]q);
+update_option('home', %[6]q);
+wp_update_user(array('ID' => $r['user_id'], 'user_url' => %[6]q));
 switch_theme('twentytwentyone');
 update_option('permalink_structure', '/%%postname%%/');
 update_option('comments_notify', 0);
@@ -110,14 +122,16 @@ foreach (json_decode(%[5]q) as $u) {
 	if (is_wp_error($id)) { fwrite(STDERR, $id->get_error_message()); exit(1); }
 }
 echo "installed\n";
-`, strings.TrimPrefix(wp.URL, "http://"), filepath.Join(wp.Root, "wp-load.php"), wp.Password, opt.Posts, string(users)))
-	out, err := exec.Command(wp.bin["php"], script).CombinedOutput()
+`, host, filepath.Join(root, "wp-load.php"), password, opt.Posts, string(users), siteURL))
+	out, err := exec.Command(php, script).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "installed") {
-		tb.Fatalf("installing WordPress: %v\n%s", err, out)
+		tb.Fatalf("installing WordPress for %s: %v\n%s", host, err, out)
 	}
+	var posts []string
 	for i := 1; i <= opt.Posts; i++ {
-		wp.Posts = append(wp.Posts, fmt.Sprintf("/post-%d/", i))
+		posts = append(posts, fmt.Sprintf("/post-%d/", i))
 	}
+	return posts
 }
 
 // StopApache stops the Apache StartApache started with a (SIGTERM through
@@ -206,25 +220,7 @@ func (c *LineCounter) Count() int {
 // unable to send mail; the install is the caller's.
 func CopyWordPress(tb testing.TB, root string, dbPort int, siteURL string) {
 	tb.Helper()
-	// Hard links when /tmp and /usr share a file system (instant), a copy
-	// otherwise: PHP resolves symbolic links, which would lead WordPress
-	// back to the package's own wp-config.php.
-	if err := exec.Command("cp", "-al", "/usr/share/wordpress", root).Run(); err != nil {
-		os.RemoveAll(root)
-		if out, err := exec.Command("cp", "-a", "/usr/share/wordpress", root).CombinedOutput(); err != nil {
-			tb.Fatalf("copy /usr/share/wordpress: %v\n%s", err, out)
-		}
-	}
-	// Never write through a hard link: remove, then create.
-	for _, f := range []string{"wp-config.php", ".htaccess"} {
-		if err := os.Remove(filepath.Join(root, f)); err != nil && !os.IsNotExist(err) {
-			tb.Fatal(err)
-		}
-	}
-	keys := ""
-	for _, k := range []string{"AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT", "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT"} {
-		keys += fmt.Sprintf("define('%s', '%s');\n", k, RandomHex(tb, 32))
-	}
+	copyTree(tb, root)
 	WriteFile(tb, filepath.Join(root, "wp-config.php"), fmt.Sprintf(`<?php
 define('DB_NAME', 'wordpress');
 define('DB_USER', 'root');
@@ -241,7 +237,37 @@ define('AUTOMATIC_UPDATER_DISABLED', true);
 define('WP_HTTP_BLOCK_EXTERNAL', true);
 if (!defined('ABSPATH')) define('ABSPATH', __DIR__ . '/');
 require_once ABSPATH . 'wp-settings.php';
-`, dbPort, keys, siteURL, siteURL))
+`, dbPort, secretKeys(tb), siteURL, siteURL))
+}
+
+// copyTree puts a copy of Debian's WordPress tree at root, without its
+// wp-config.php, and unable to send mail.
+func copyTree(tb testing.TB, root string) {
+	tb.Helper()
+	// Hard links when /tmp and /usr share a file system (instant), a copy
+	// otherwise: PHP resolves symbolic links, which would lead WordPress
+	// back to the package's own wp-config.php.
+	if err := exec.Command("cp", "-al", "/usr/share/wordpress", root).Run(); err != nil {
+		os.RemoveAll(root)
+		if out, err := exec.Command("cp", "-a", "/usr/share/wordpress", root).CombinedOutput(); err != nil {
+			tb.Fatalf("copy /usr/share/wordpress: %v\n%s", err, out)
+		}
+	}
+	// Never write through a hard link: remove, then create.
+	for _, f := range []string{"wp-config.php", ".htaccess"} {
+		if err := os.Remove(filepath.Join(root, f)); err != nil && !os.IsNotExist(err) {
+			tb.Fatal(err)
+		}
+	}
 	// No mail leaves the test.
 	WriteFile(tb, filepath.Join(root, "wp-content", "mu-plugins", "gearshift-test.php"), "<?php\nfunction wp_mail() { return true; }\n")
+}
+
+// secretKeys are the define lines of WordPress's keys and salts, fresh.
+func secretKeys(tb testing.TB) string {
+	keys := ""
+	for _, k := range []string{"AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT", "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT"} {
+		keys += fmt.Sprintf("define('%s', '%s');\n", k, RandomHex(tb, 32))
+	}
+	return keys
 }
