@@ -72,6 +72,23 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return c.do(ctx, http.MethodGet, "/v1/status", nil)
 }
 
+// SiteStatus returns the status of the site named name alone
+// (GET /v1/status?site=NAME). A site the daemon does not have is an
+// *APIError with StatusCode 404.
+func (c *Client) SiteStatus(ctx context.Context, name string) (*SiteStatus, error) {
+	var site SiteStatus
+	q := url.Values{"site": {name}}
+	if err := c.call(ctx, http.MethodGet, "/v1/status?"+q.Encode(), nil, &site); err != nil {
+		return nil, err
+	}
+	if site.Name != name {
+		// A daemon before sites ignores the query and answers its
+		// whole status.
+		return nil, fmt.Errorf("the daemon on %s answered no site %q: it knows no sites (older than 0.5?)", c.socket, name)
+	}
+	return &site, nil
+}
+
 // Force pins the gear st on site (every site when ""), for d or, when d
 // is 0, until Auto (POST /v1/force). It returns the status once the gear
 // is applied to the targets. A site the daemon does not have is an
@@ -103,11 +120,20 @@ func (c *Client) Reload(ctx context.Context) (*Status, error) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body any) (*Status, error) {
+	var st Status
+	if err := c.call(ctx, method, path, body, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// call sends body (none when nil) as JSON and decodes the answer into answer.
+func (c *Client) call(ctx context.Context, method, path string, body, answer any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rd = bytes.NewReader(b)
 	}
@@ -120,42 +146,41 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*Status
 	// The host is ignored by the Unix dialer; "gearshift" reads well in logs.
 	req, err := http.NewRequestWithContext(ctx, method, "http://gearshift"+path, rd)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, c.failure(ctx, start, err)
+		return c.failure(ctx, start, err)
 	}
 	defer resp.Body.Close()
 	ans := &io.LimitedReader{R: resp.Body, N: maxAnswer + 1}
 	if resp.StatusCode/100 != 2 {
 		b, err := io.ReadAll(io.LimitReader(ans, 64<<10))
 		if err != nil {
-			return nil, c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
+			return c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
 		}
 		var e errorBody
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("daemon answered %s", resp.Status)
 		}
-		return nil, &APIError{StatusCode: resp.StatusCode, Message: e.Error}
+		return &APIError{StatusCode: resp.StatusCode, Message: e.Error}
 	}
 	// Decoded as it arrives: a large status is never held twice.
-	var st Status
-	if err := json.NewDecoder(ans).Decode(&st); err != nil {
+	if err := json.NewDecoder(ans).Decode(answer); err != nil {
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
 		switch {
 		case ans.N <= 0:
-			return nil, fmt.Errorf("decode status from %s: the answer is larger than %s", c.socket, sizeString(maxAnswer))
+			return fmt.Errorf("decode status from %s: the answer is larger than %s", c.socket, sizeString(maxAnswer))
 		case errors.As(err, &se) || errors.As(err, &te) || errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF:
-			return nil, fmt.Errorf("decode status from %s: %w", c.socket, err)
+			return fmt.Errorf("decode status from %s: %w", c.socket, err)
 		}
-		return nil, c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
+		return c.failure(ctx, start, fmt.Errorf("read answer: %w", err))
 	}
-	return &st, nil
+	return nil
 }
 
 // failure tells a daemon that could not be reached (ErrUnreachable) from

@@ -157,6 +157,10 @@ func (h *handler) auto(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(`bad request body: %v (want {"site":"NAME"}, or nothing)`, err))
 		return
 	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "bad request body: trailing data after the JSON object")
+		return
+	}
 	s, err := h.api.Auto(r.Context(), req.Site)
 	h.reply(w, s, err)
 }

@@ -135,12 +135,42 @@ func TestHandler(t *testing.T) {
 		{name: "absurd duration", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":"8760h"}`, code: 400, errHas: "at most"},
 		{name: "not a duration", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":"soon"}`, code: 400, errHas: "bad duration"},
 		{name: "duration as number", method: "POST", path: "/v1/force", body: `{"state":"heavy","for":30}`, code: 400, errHas: "bad request body"},
-		{name: "auto", method: "POST", path: "/v1/auto", code: 200,
+		{name: "force a site", method: "POST", path: "/v1/force", body: `{"state":"heavy","site":"shop"}`, code: 200,
 			check: func(t *testing.T, f *fakeAPI) {
-				if f.autos != 1 {
-					t.Errorf("autos = %d", f.autos)
+				if f.forced == nil || *f.forced != state.Heavy || f.site != "shop" {
+					t.Errorf("forced %v on site %q", f.forced, f.site)
 				}
 			}},
+		{name: "force an unknown site", method: "POST", path: "/v1/force", body: `{"state":"heavy","site":"nosuch"}`, code: 404, errHas: `no site "nosuch"`,
+			check: func(t *testing.T, f *fakeAPI) {
+				if f.forced != nil {
+					t.Errorf("forced %v", *f.forced)
+				}
+			}},
+		{name: "force a site as a number", method: "POST", path: "/v1/force", body: `{"state":"heavy","site":7}`, code: 400, errHas: "bad request body"},
+		{name: "auto", method: "POST", path: "/v1/auto", code: 200,
+			check: func(t *testing.T, f *fakeAPI) {
+				if f.autos != 1 || f.site != "" {
+					t.Errorf("autos = %d, site %q; want every pin released", f.autos, f.site)
+				}
+			}},
+		{name: "auto empty object", method: "POST", path: "/v1/auto", body: `{}`, code: 200,
+			check: func(t *testing.T, f *fakeAPI) {
+				if f.autos != 1 || f.site != "" {
+					t.Errorf("autos = %d, site %q; want every pin released", f.autos, f.site)
+				}
+			}},
+		{name: "auto a site", method: "POST", path: "/v1/auto", body: `{"site":"shop"}`, code: 200,
+			check: func(t *testing.T, f *fakeAPI) {
+				if f.autos != 1 || f.site != "shop" {
+					t.Errorf("autos = %d, site %q", f.autos, f.site)
+				}
+			}},
+		{name: "auto an unknown site", method: "POST", path: "/v1/auto", body: `{"site":"nosuch"}`, code: 404, errHas: `no site "nosuch"`},
+		{name: "auto bad json", method: "POST", path: "/v1/auto", body: `{"site":`, code: 400, errHas: "bad request body"},
+		{name: "auto not an object", method: "POST", path: "/v1/auto", body: `"shop"`, code: 400, errHas: "bad request body"},
+		{name: "auto unknown field", method: "POST", path: "/v1/auto", body: `{"state":"light"}`, code: 400, errHas: "unknown field"},
+		{name: "auto trailing data", method: "POST", path: "/v1/auto", body: `{"site":"shop"} {}`, code: 400, errHas: "trailing"},
 		{name: "reload", method: "POST", path: "/v1/reload", code: 200},
 	}
 	for _, tc := range tests {
@@ -172,6 +202,8 @@ func TestHandler(t *testing.T) {
 			}
 			if tc.check != nil {
 				tc.check(t, f)
+			} else if tc.code/100 != 2 && (f.forced != nil || f.autos != 0) {
+				t.Errorf("refused, yet forced %v, autos %d", f.forced, f.autos)
 			}
 		})
 	}
@@ -231,6 +263,27 @@ func TestClientOverSocket(t *testing.T) {
 	}
 	if _, err := c.Auto(ctx, ""); err != nil || f.autos != 1 {
 		t.Fatalf("Auto: %v (autos %d)", err, f.autos)
+	}
+	s, err = c.Force(ctx, "shop", state.Moderate, 0)
+	if shop, _ := s.Site("shop"); err != nil || f.site != "shop" || shop.Gear != "moderate" || shop.Mode != "forced" {
+		t.Fatalf("Force shop = %+v, %v (site %q)", s, err, f.site)
+	}
+	site, err := c.SiteStatus(ctx, "shop")
+	if err != nil || site.Name != "shop" || site.Gear != "moderate" {
+		t.Fatalf("SiteStatus shop = %+v, %v", site, err)
+	}
+	if _, err := c.Auto(ctx, "shop"); err != nil || f.autos != 2 || f.site != "shop" {
+		t.Fatalf("Auto shop: %v (autos %d, site %q)", err, f.autos, f.site)
+	}
+	for name, call := range map[string]func() error{
+		"Force":      func() error { _, err := c.Force(ctx, "nosuch", state.Heavy, 0); return err },
+		"Auto":       func() error { _, err := c.Auto(ctx, "nosuch"); return err },
+		"SiteStatus": func() error { _, err := c.SiteStatus(ctx, "nosuch"); return err },
+	} {
+		var ae *APIError
+		if err := call(); !errors.As(err, &ae) || ae.StatusCode != 404 || ae.Message != `no site "nosuch" in the config (gearshift sites lists them)` {
+			t.Errorf("%s of an unknown site = %v, want a 404 with the daemon's message", name, err)
+		}
 	}
 	f.reloadErr = errors.New("profiles.heavy.vcl_file: no such file")
 	_, err = c.Reload(ctx)
