@@ -38,6 +38,7 @@ func (s *Status) WriteText(w io.Writer, set *state.Set, th *state.Config, now ti
 	fmt.Fprintf(tw, "since\t%s (%s ago), %d transitions since start\n",
 		s.Since.In(loc).Format(timefmt.Stamp), timefmt.Coarse(now.Sub(s.Since)), s.Transitions)
 	fmt.Fprintf(tw, "why\t%s\n", s.Reason)
+	s.writeSitesBlock(tw, now)
 
 	if sm := s.Sample; sm != nil {
 		for _, l := range signalLines(sm, set, th) {
@@ -230,6 +231,12 @@ func (s *Status) WriteApplied(w io.Writer) (notInSync []string) {
 	default:
 		fmt.Fprintf(w, "gear %s, auto: %s\n", s.State, s.Reason)
 	}
+	return s.writeTargetsApplied(w)
+}
+
+// writeTargetsApplied writes each target's profile after a force or auto,
+// and returns the targets that did not follow.
+func (s *Status) writeTargetsApplied(w io.Writer) (notInSync []string) {
 	for _, t := range s.Targets {
 		if t.InSync {
 			// In label mode the gear is the label's VCL; the active VCL
