@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/internal/offline/ban"
-	"github.com/gearshift/gearshift/profiles"
 )
 
 func newBanCmd(a *app) *cobra.Command {
@@ -18,7 +18,8 @@ func newBanCmd(a *app) *cobra.Command {
 		Short: "Ban objects from the cache of every Varnish target (Varnish's ban syntax)",
 		Long: `Send a ban to every Varnish target of the config at once and report
 each one's answer. A fleet's config (or every node's) lists all the nodes'
-admin ports: an HTTP PURGE reaches one node only.`,
+admin ports: an HTTP PURGE reaches one node only. A ban is the server's:
+it reaches every site.`,
 		Example: `  gearshift ban 'req.url ~ ^/news/'
   gearshift --config /etc/gearshift/fleet.yaml ban 'obj.http.X-Gs-Host == example.com'`,
 		Args: cobra.MinimumNArgs(1),
@@ -27,22 +28,26 @@ admin ports: an HTTP PURGE reaches one node only.`,
 			if err != nil {
 				return exitUsage, err
 			}
-			return a.ban(cmd.Context(), func(*profiles.Options) ([]string, error) { return words, nil })
+			return a.ban(cmd.Context(), func(*config.Config) ([]string, int, error) { return words, exitOK, nil })
 		}),
 	}
 }
 
 func newPurgeCmd(a *app) *cobra.Command {
 	var tags []string
+	var site string
 	cmd := &cobra.Command{
 		Use:   "purge URL | --tag TAG...",
 		Short: "Remove a URL (every variant of it), or every page with a tag, from the cache of every Varnish target",
 		Long: `Remove a URL from the cache of every Varnish target, every variant of it
 (both schemes, every session's copy). With --tag, remove every page the
 backend tagged with TAG in its xkey or Surrogate-Key response header, on
-every host; --tag may be given more than once.`,
+every host; --tag may be given more than once. With --site, a tag purge
+reaches the pages of that site's hosts alone, and a URL must be one of
+that site's (else it is a usage error).`,
 		Example: `  gearshift purge https://example.com/news/today
-  gearshift purge --tag product-42 --tag category-7`,
+  gearshift purge --tag product-42 --tag category-7
+  gearshift purge --tag product-42 --site shop   # the shop's pages alone`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(tags) > 0 && len(args) > 0:
@@ -58,27 +63,31 @@ every host; --tag may be given more than once.`,
 				if err != nil {
 					return exitUsage, err
 				}
-				return a.ban(cmd.Context(), func(*profiles.Options) ([]string, error) { return words, nil })
+				return a.ban(cmd.Context(), func(cfg *config.Config) ([]string, int, error) {
+					return scopeToSite(cfg, site, words)
+				})
 			}
-			return a.ban(cmd.Context(), func(p *profiles.Options) ([]string, error) {
-				return ban.Purge(args[0], p)
+			return a.ban(cmd.Context(), func(cfg *config.Config) ([]string, int, error) {
+				return purgeURL(cfg, site, args[0])
 			})
 		}),
 	}
 	cmd.Flags().StringArrayVar(&tags, "tag", nil, "remove every page with this tag (xkey or Surrogate-Key header); repeatable")
+	a.siteFlag(cmd, &site, "purge this site's pages alone; without it, every site's")
 	return cmd
 }
 
-// ban sends the ban that words makes of the config's profiles block to
-// every target: exit 0 when all took it, 1 when any did not.
-func (a *app) ban(ctx context.Context, words func(*profiles.Options) ([]string, error)) (int, error) {
+// ban sends the ban that words makes of the config to every target: exit
+// 0 when all took it, 1 when any did not. words returns the exit code of
+// its error.
+func (a *app) ban(ctx context.Context, words func(*config.Config) ([]string, int, error)) (int, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return exitUsage, err
 	}
-	w, err := words(&cfg.Profiles)
+	w, code, err := words(cfg)
 	if err != nil {
-		return exitUsage, err
+		return code, err
 	}
 	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 30*time.Second)
 	defer cancel()

@@ -43,7 +43,7 @@ func TestPrintAppliedNamesTheGearVCL(t *testing.T) {
 			}
 			s.Targets = []api.TargetStatus{ts}
 			var b strings.Builder
-			if code, err := printApplied(&b, s); code != exitOK || err != nil {
+			if code, err := printApplied(&b, s, ""); code != exitOK || err != nil {
 				t.Fatalf("printApplied = %d, %v", code, err)
 			}
 			if out := b.String(); !strings.Contains(out, "127.0.0.1:6082: "+tc.want+" (0.40 ms)") || strings.Contains(out, tc.not) {

@@ -43,7 +43,7 @@ const rootSections = `.SH FILES
 the config (see \fBgearshift\-config\fR(8)); without it the built-in defaults apply, which match a stock Debian Varnish
 .TP
 \fI/run/gearshift/gearshift.sock\fR
-the control socket (status, force, auto, check)
+the control socket (status, sites, force, auto, check)
 .TP
 \fI/run/gearshift/gearshift.pid\fR
 the pid file (stop, reload, logrotate)

@@ -44,7 +44,7 @@ func TestManPages(t *testing.T) {
 		t.Fatalf("manpages: exit %d: %s", code, stderr)
 	}
 	for _, name := range []string{
-		"gearshift.8", "gearshift-run.8", "gearshift-check.8", "gearshift-force.8",
+		"gearshift.8", "gearshift-run.8", "gearshift-check.8", "gearshift-force.8", "gearshift-sites.8",
 		"gearshift-config-check.8", "gearshift-profiles-show.8", "gearshift-completion-bash.8",
 	} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
@@ -72,7 +72,9 @@ func TestManPages(t *testing.T) {
 		}},
 		{"gearshift-run.8", []string{"STATUS=gear <state>.", "SIGUSR1 reopens the log file"}},
 		{"gearshift-profiles.8", []string{"profiles.<gear>.vcl_file", "(gearshift-<gear>-<8 hex of sha256>)"}},
-		{"gearshift-force.8", []string{"gearshift force heavy --for 30m"}},
+		{"gearshift-force.8", []string{"gearshift force heavy --for 30m", "--site=\"\" pin the gear of this site alone"}},
+		{"gearshift-sites.8", []string{"GEARSHIFT-SITES(8)", `{"sites": [...]}`, "gearshift sites --json"}},
+		{"gearshift-purge.8", []string{"--site=\"\" purge this site's pages alone", "gearshift purge --tag product-42 --site shop"}},
 	} {
 		t.Run(tc.page, func(t *testing.T) {
 			got := renderMan(t, filepath.Join(dir, tc.page))
