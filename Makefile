@@ -137,8 +137,10 @@ bench-fleet: deps
 bench-history:
 	$(GO) test -run '^$$' -bench '^BenchmarkRecorderDay$$' -benchtime 3x ./controller/history
 
-# A local Apache + PHP site, Varnish and gearshift on loopback; Ctrl-C stops
-# all. DEMO_SECONDS=90 make demo runs for 90 s and exits 0; SITE=wordpress
+# A local Apache + PHP site, Varnish (http, and https through Debian's
+# hitch speaking PROXY v2 to it: both URLs in the banner) and gearshift on
+# loopback; Ctrl-C stops all. DEMO_SECONDS=90 make demo runs for 90 s and
+# exits 0; SITE=wordpress
 # puts Debian's WordPress (and a private MariaDB) behind it instead;
 # STACK=fpm runs PHP as PHP-FPM behind Apache's event MPM, its pool's
 # status read by gearshift (sensor.phpfpm).

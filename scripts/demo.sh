@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # gearshift demo: a small PHP site on a private Apache, a Varnish in front of
-# it, and gearshift in the foreground driving that Varnish, all on loopback.
-# About 30 s after start a bounded wrk surge loads the site, the gear shifts
-# up to heavy, and once the surge is over it steps back down.
+# it (http, and https through Debian's hitch speaking PROXY v2 to it), and
+# gearshift in the foreground driving that Varnish, all on loopback. About
+# 30 s after start a bounded wrk surge loads the site, the gear shifts up
+# to heavy, and once the surge is over it steps back down. The surge and
+# the probes come as the visitors they play (X-Forwarded-For through a
+# trusted proxy on loopback, or through hitch), so gearshift counts none
+# of them as unidentified (status front_door).
 #
 #   scripts/demo.sh              run the demo until Ctrl-C (make demo)
 #   DEMO_SITE=wordpress scripts/demo.sh
@@ -28,6 +32,7 @@
 # STACK_KEEP=1 keeps the temporary directory, GEARSHIFT=path uses that binary.
 set -euo pipefail
 STACK_NAME=demo
+STACK_HTTPS=1
 # shellcheck source=scripts/demo/lib.sh
 . "$(dirname "$0")/demo/lib.sh"
 
@@ -50,6 +55,9 @@ wordpress)
 esac
 # The cookie that carries a logged-in session, and the surge's mix.
 SESSION_COOKIE=PHPSESSID
+# The address alice's probe comes from (a documentation address, through
+# the trusted proxy on loopback that this script plays).
+ALICE_IP=192.0.2.10
 export DEMO_NEWS=/news.php DEMO_STATICS="/style.css /logo.png"
 # Where a running demo leaves its addresses for `demo.sh load|status|...`.
 DEMO_ENV=${DEMO_ENV:-/tmp/gearshift-demo.env}
@@ -63,10 +71,11 @@ load_env() {
 	alive "$DEMO_PID" || die "the demo recorded in $DEMO_ENV is no longer running"
 }
 
-# surge_start SECONDS CONNS OUT starts a bounded wrk run in the background.
+# surge_start SECONDS CONNS OUT starts a bounded wrk run in the background:
+# plain http, each request from a visitor of surge.lua's crowd.
 surge_start() {
 	need_cmds wrk
-	DEMO_SESSIONS="$SESSIONS" DEMO_SESSION_COOKIE="$SESSION_COOKIE" wrk -t2 -c"$2" -d"$1s" --timeout 10s --latency \
+	DEMO_CROWD=1 DEMO_SESSIONS="$SESSIONS" DEMO_SESSION_COOKIE="$SESSION_COOKIE" wrk -t2 -c"$2" -d"$1s" --timeout 10s --latency \
 		-s "$DEMO_SRC/surge.lua" "$SITE/" >"$3" 2>&1 &
 	SURGE_PID=$!
 }
@@ -96,11 +105,12 @@ cmd_load() {
 
 # ---- the demo itself --------------------------------------------------------
 
-# probe LABEL [curl args] prints what a client sees: gear, cache verdict, time.
+# probe LABEL BASE [curl args] prints what a client of BASE (the http or
+# the https URL) sees: gear, cache verdict, time.
 probe() {
-	local label=$1
-	shift
-	curl -s -o /dev/null -D - -w 'time %{time_total}\n' --max-time 5 "$@" "$SITE/" | tr -d '\r' |
+	local label=$1 base=$2
+	shift 2
+	curl -s -o /dev/null -D - -w 'time %{time_total}\n' --max-time 5 "$@" "$base/" | tr -d '\r' |
 		awk -v label="$label" -F': ' '
 			tolower($1) == "x-gearshift-profile" { gear = $2 }
 			tolower($1) == "x-cache" { cache = $2 }
@@ -122,7 +132,8 @@ tick() {
 		lpc="${lpc:-?} fpm queue ${queue:-?} busy ${busy:-?}"
 	fi
 	note "$t" "$(printf 'gear %-8s %-6s load/cpu %-5s | GET / %s | %s' "${gear:-?}" "${mode:-?}" \
-		"${lpc:-?}" "$(probe anon)" "$(probe alice -b "$SESSION_COOKIE=$ALICE")")"
+		"${lpc:-?}" "$(probe https "$SITE_HTTPS" --cacert "$STACK_CERT")" \
+		"$(probe alice "$SITE" -H "X-Forwarded-For: $ALICE_IP" -b "$SESSION_COOKIE=$ALICE")")"
 }
 
 transitions_summary() {
@@ -139,6 +150,7 @@ banner() {
 
 gearshift demo with WordPress: everything on loopback, in $STACK_DIR
   WordPress, through Varnish  $SITE/            (log in at $SITE/wp-login.php)
+  the same over https (hitch) $SITE_HTTPS/           (certificate $STACK_CERT)
   Apache + PHP ($STACK) directly $ORIGIN/
   MariaDB                     127.0.0.1:$DB_PORT (socket $STACK_DIR/mysql.sock, root without password)
   users                       admin (administrator), $WP_USERS; password $WP_PASS
@@ -146,6 +158,7 @@ gearshift demo with WordPress: everything on loopback, in $STACK_DIR
 
 Try, in a browser or another terminal:
   curl -sI $SITE/ | grep -i '^x-'                          # X-Gearshift-Profile, X-Cache
+  curl -sI --cacert $STACK_CERT $SITE_HTTPS/ | grep -i '^x-'  # over https, through hitch
   curl -sI -b $STACK_DIR/jar-alice $SITE/ | grep -i '^x-'   # alice, logged in (her cookie jar)
   scripts/demo.sh force heavy --for 60s   # then log in as admin and comment on "Hello world!":
                                           # the comment shows at once, logging out logs out
@@ -157,12 +170,14 @@ EOF
 
 gearshift demo: everything on loopback, in $STACK_DIR
   the site, through Varnish   $SITE/            (also /news.php /login.php /style.css /logo.png)
+  the same over https (hitch) $SITE_HTTPS/           (certificate $STACK_CERT)
   Apache + PHP ($STACK) directly $ORIGIN/
   Varnish admin port          127.0.0.1:$ADMIN_PORT (secret $STACK_DIR/secret)
   gearshift config            $GS_CONFIG
 
 Try, in another terminal:
   curl -sI $SITE/ | grep -i '^x-'                         # X-Gearshift-Profile, X-Cache
+  curl -sI --cacert $STACK_CERT $SITE_HTTPS/ | grep -i '^x-'  # over https, through hitch
   curl -sI -b PHPSESSID=$ALICE $SITE/ | grep -i '^x-'     # alice, logged in
   scripts/demo.sh status                 # = $GEARSHIFT status --config $GS_CONFIG
   scripts/demo.sh force heavy --for 30s  # pin a gear; 'scripts/demo.sh auto' releases it
@@ -194,14 +209,14 @@ demo_down() {
 			gs report --since 1h --svg "$STACK_DIR/report.svg" >&2 || true
 		fi
 	fi
-	say "demo: stopping gearshift, Varnish, Apache and PHP"
+	say "demo: stopping gearshift, hitch, Varnish, Apache and PHP"
 	stack_down
 	if [ "${ENV_OURS:-0}" = 1 ]; then rm -f "$DEMO_ENV"; fi
 	exit "$rc"
 }
 
 cmd_run() {
-	need_cmds go apache2 varnishd curl wrk
+	need_cmds go apache2 varnishd hitch openssl curl wrk
 	trap demo_down EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
@@ -214,8 +229,10 @@ cmd_run() {
 	fi
 	say "demo: starting Apache + PHP ($STACK) on $ORIGIN"
 	stack_apache
-	say "demo: starting Varnish on $SITE (admin 127.0.0.1:$ADMIN_PORT)"
+	say "demo: starting Varnish on $SITE (admin 127.0.0.1:$ADMIN_PORT, PROXY listener $PROXY_ADDR)"
 	stack_varnish
+	say "demo: starting hitch on $SITE_HTTPS (TLS, PROXY v2 to Varnish)"
+	stack_hitch
 	local i login=login
 	if [ "$DEMO_SITE" = wordpress ]; then
 		login=wp_login
@@ -248,6 +265,8 @@ cmd_run() {
 DEMO_PID=$$
 STACK_DIR=$STACK_DIR
 SITE=$SITE
+SITE_HTTPS=$SITE_HTTPS
+STACK_CERT=$STACK_CERT
 ORIGIN=$ORIGIN
 GS_CONFIG=$GS_CONFIG
 GEARSHIFT=$GEARSHIFT

@@ -7,6 +7,9 @@
 # Source it, set STACK_* variables if the defaults do not suit, then:
 #   stack_init; stack_apache; stack_varnish; stack_gearshift
 # It sets APACHE_PORT, VARNISH_PORT, ADMIN_PORT, STACK_DIR, GS_CONFIG.
+# With STACK_HTTPS=1, stack_varnish adds a PROXY listener and stack_hitch
+# puts Debian's hitch in front of it: https on SITE_HTTPS (HTTPS_PORT),
+# its self-signed certificate in STACK_CERT.
 #
 # STACK says how PHP runs: mod_php (the default; Apache prefork) or fpm
 # (Apache event + proxy_fcgi to a private PHP-FPM pool of
@@ -34,7 +37,7 @@ free_port() {
 	local p i
 	for i in $(seq 1 200); do
 		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		case " ${APACHE_PORT:-} ${VARNISH_PORT:-} ${ADMIN_PORT:-} " in *" $p "*) continue ;; esac
+		case " ${APACHE_PORT:-} ${VARNISH_PORT:-} ${ADMIN_PORT:-} ${HTTPS_PORT:-} ${PROXY_PORT:-} " in *" $p "*) continue ;; esac
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return 0
@@ -86,6 +89,20 @@ stack_init() {
 	GS_CONFIG="$STACK_DIR/gearshift.yaml"
 	SITE="http://127.0.0.1:$VARNISH_PORT"
 	ORIGIN="http://127.0.0.1:$APACHE_PORT"
+	if [ "${STACK_HTTPS:-0}" = 1 ]; then
+		HTTPS_PORT=$(free_port)
+		PROXY_PORT=$(free_port)
+		SITE_HTTPS="https://127.0.0.1:$HTTPS_PORT"
+		STACK_CERT="$STACK_DIR/tls/cert.pem"
+		# Varnish takes a PROXY connection for a visitor's when the
+		# address hitch tells differs from hitch's own: on one host a
+		# browser connects to hitch from 127.0.0.1, the address hitch
+		# would connect to Varnish from. Over ::1, hitch's is another.
+		PROXY_HOST=127.0.0.1 PROXY_ADDR=127.0.0.1:$PROXY_PORT
+		if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
+			PROXY_HOST=::1 PROXY_ADDR="[::1]:$PROXY_PORT"
+		fi
+	fi
 }
 
 # wait_http URL SECONDS waits until URL answers with any HTTP status.
@@ -172,13 +189,50 @@ stack_varnish() {
 	head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$STACK_DIR/secret"
 	echo >>"$STACK_DIR/secret"
 	chmod 600 "$STACK_DIR/secret"
+	local proxy=()
+	# The PROXY listener on loopback alone: whoever reaches it says which
+	# address it is.
+	[ "${STACK_HTTPS:-0}" != 1 ] || proxy=(-a "proxy=$PROXY_ADDR,PROXY")
 	setsid varnishd -F -n "$STACK_DIR/varnish" \
-		-a "127.0.0.1:$VARNISH_PORT" -T "127.0.0.1:$ADMIN_PORT" -S "$STACK_DIR/secret" \
+		-a "127.0.0.1:$VARNISH_PORT" "${proxy[@]}" -T "127.0.0.1:$ADMIN_PORT" -S "$STACK_DIR/secret" \
 		-f "$STACK_DIR/boot.vcl" -s malloc,128m \
 		>>"$STACK_DIR/varnishd.log" 2>&1 &
 	VARNISH_PID=$!
 	STACK_PIDS+=("$VARNISH_PID")
 	wait_http "$SITE/" 30 || die "varnish did not answer on $SITE: $(tail -5 "$STACK_DIR/varnishd.log")"
+}
+
+# stack_hitch starts Debian's hitch (STACK_HTTPS=1, after stack_varnish):
+# TLS on $SITE_HTTPS with a self-signed certificate for localhost,
+# 127.0.0.1 and ::1 made here ($STACK_CERT), PROXY v2 to Varnish's PROXY
+# listener, as docs/frontdoor.md sets it up.
+stack_hitch() {
+	local dir=$STACK_DIR/tls user="" i
+	need_cmds hitch openssl
+	mkdir -p "$dir"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=localhost \
+		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1" \
+		-keyout "$dir/key.pem" -out "$STACK_CERT" >"$dir/openssl.log" 2>&1 ||
+		die "openssl could not make a certificate: $(tail -3 "$dir/openssl.log")"
+	(umask 077 && cat "$dir/key.pem" "$STACK_CERT" >"$dir/hitch.pem")
+	if [ "$(id -u)" -eq 0 ]; then
+		# hitch refuses to run its workers as root; Debian's package
+		# makes a user for them.
+		user=nobody
+		if id -u _hitch >/dev/null 2>&1; then user=_hitch; fi
+		user="user = \"$user\""
+	fi
+	printf '%s\n' "frontend = \"[127.0.0.1]:$HTTPS_PORT\"" "backend = \"[$PROXY_HOST]:$PROXY_PORT\"" \
+		"pem-file = \"$dir/hitch.pem\"" "write-proxy-v2 = on" "workers = 1" "daemon = off" "$user" >"$dir/hitch.conf"
+	setsid hitch --config="$dir/hitch.conf" >>"$STACK_DIR/hitch.log" 2>&1 &
+	HITCH_PID=$!
+	STACK_PIDS+=("$HITCH_PID")
+	for i in $(seq 1 150); do
+		alive "$HITCH_PID" || die "hitch exited: $(tail -3 "$STACK_DIR/hitch.log")"
+		curl -s -o /dev/null --max-time 1 --cacert "$STACK_CERT" "$SITE_HTTPS/" && return 0
+		sleep 0.1
+	done
+	die "hitch did not answer on $SITE_HTTPS within 15 s: $(tail -3 "$STACK_DIR/hitch.log")"
 }
 
 # stack_gearshift_config writes the daemon's config. The way up is the

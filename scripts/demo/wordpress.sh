@@ -56,8 +56,13 @@ define('DB_HOST', '127.0.0.1:$DB_PORT');
 define('DB_CHARSET', 'utf8mb4');
 define('DB_COLLATE', '');
 ${keys}\$table_prefix = 'wp_';
-define('WP_HOME', '$SITE');
-define('WP_SITEURL', '$SITE');
+// Over https (hitch, then Varnish's X-Forwarded-Proto: docs/frontdoor.md),
+// the demo's site is at its https address; over http at its http one.
+if (isset(\$_SERVER['HTTP_X_FORWARDED_PROTO']) && \$_SERVER['HTTP_X_FORWARDED_PROTO'] === 'https') {
+    \$_SERVER['HTTPS'] = 'on';
+}
+define('WP_HOME', empty(\$_SERVER['HTTPS']) ? '$SITE' : '${SITE_HTTPS:-$SITE}');
+define('WP_SITEURL', WP_HOME);
 define('WP_CONTENT_DIR', __DIR__ . '/wp-content');
 define('DISABLE_WP_CRON', true);
 define('AUTOMATIC_UPDATER_DISABLED', true);
