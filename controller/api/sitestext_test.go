@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,6 +74,26 @@ func TestSitesGolden(t *testing.T) {
 	buf.Reset()
 	WriteSites(&buf, s.Sites, now)
 	golden.Check(t, filepath.Join("sites", "table-no-counters.txt"), buf.Bytes())
+}
+
+// The example of docs/sites.md#commands is what gearshift sites prints.
+func TestSitesDocExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "sites.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, ok := strings.Cut(string(doc), "\n$ gearshift sites\n")
+	example, _, ok2 := strings.Cut(example, "\n$ ")
+	if !ok || !ok2 {
+		t.Fatal("docs/sites.md has no example of gearshift sites")
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "sites", "table.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if example+"\n" != string(want) {
+		t.Errorf("docs/sites.md's gearshift sites differs from testdata/sites/table.txt:\n%s", example)
+	}
 }
 
 func TestSiteTextGolden(t *testing.T) {
