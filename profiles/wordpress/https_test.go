@@ -42,7 +42,7 @@ type httpsStack struct {
 // address (Settings, General: WordPress Address and Site Address, the
 // siteurl and home options) on https; HTTPS=on for PHP when Varnish sends
 // X-Forwarded-Proto: https, which Debian's own wp-config.php already does
-// (elsewhere, two lines in wp-config.php); and, for a site on https alone,
+// (elsewhere, a few lines in wp-config.php); and, for a site on https alone,
 // Apache's 301 to https for what did not come over it
 // (lampstack.HTTPSRedirect). The plain site sets nothing.
 //
@@ -78,7 +78,9 @@ func TestWordPressHTTPS(t *testing.T) {
 }
 
 // visitor is a browser of its own for the site at base, connecting from
-// 127.0.0.<n> (the gear's block of addresses, one per visitor).
+// 127.0.0.<n> (the gear's block of addresses, one per visitor), never
+// from 127.0.0.1: hitch connects to Varnish from there, and a visitor at
+// hitch's own address is taken for a local tool (docs/frontdoor.md).
 func (st *httpsStack) visitor(t *testing.T, base string, gear, n int) *browser {
 	return lampstack.NewVisitor(t, base, fmt.Sprintf("127.0.0.%d", 20+20*gear+n), st.net)
 }
