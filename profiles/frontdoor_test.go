@@ -164,6 +164,17 @@ func TestFrontDoorsAgainstVarnish(t *testing.T) {
 			if f := o.header(u, "X-Forwarded-For"); !strings.HasPrefix(f, visitor) {
 				t.Errorf("the backend got X-Forwarded-For %q, want the visitor %s first", f, visitor)
 			}
+			if door.name == "hitch" {
+				// A visitor on hitch's own address (curl on the host):
+				// PROXY v2's TLS flag still tells its scheme.
+				local := "/g/heavy/hitch/local?cc=max-age%3D600"
+				if r := door.get(t, "127.0.0.1", "heavy", "GET", local); r.status != http.StatusOK {
+					t.Fatalf("GET %s over https from 127.0.0.1: status %d", local, r.status)
+				}
+				if p := o.header(local, "X-Forwarded-Proto"); p != "https" {
+					t.Errorf("a visitor on hitch's own address: the backend got X-Forwarded-Proto %q, want https", p)
+				}
+			}
 			if r := door.get(t, visitor, "heavy", "GET", u); r.header.Get("X-Cache") != "HIT" {
 				t.Errorf("a second https view: X-Cache %s, want HIT", r.header.Get("X-Cache"))
 			}

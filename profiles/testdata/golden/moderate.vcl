@@ -136,12 +136,15 @@ sub gearshift_recv {
                 unset req.http.X-Forwarded-Proto;
             }
         }
-        if (client.ip != remote.ip) {
+        if (client.ip != remote.ip || proxy.is_ssl()) {
             set req.http.X-Gs-Door = "proxy_protocol";
             # PROXY protocol (a listener "-a NAME=ADDR,PROXY", as Debian's
             # hitch speaks it): the terminator told the visitor's address
             # (client.ip) and, in PROXY v2, whether it came over TLS. The
-            # scheme is part of the cache key and reaches the backend.
+            # scheme is part of the cache key and reaches the backend. A
+            # visitor on the terminator's own address (curl on the host)
+            # has client.ip == remote.ip: its TLS still tells it (only a
+            # PROXY listener reads a PROXY header).
             if (proxy.is_ssl()) {
                 set req.http.X-Forwarded-Proto = "https";
             } else {
