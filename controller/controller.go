@@ -124,6 +124,7 @@ type Controller struct {
 	// Owned by the loop goroutine.
 	cfg         *config.Config
 	set         profiles.Set
+	sites       *sites // the config's sites and their gears
 	machine     *state.Machine
 	targets     []*slot
 	lastSample  *sensor.Sample
@@ -179,6 +180,10 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render profiles: %w", err)
 	}
+	sites, err := buildSites(opts.Config, set, opts.Build)
+	if err != nil {
+		return nil, fmt.Errorf("render profiles: %w", err)
+	}
 	signals, err := opts.Config.Signals()
 	if err != nil {
 		return nil, fmt.Errorf("signals: %w", err)
@@ -190,6 +195,7 @@ func New(opts Options) (*Controller, error) {
 		now:     opts.Now,
 		cfg:     opts.Config,
 		set:     set,
+		sites:   sites,
 		machine: state.New(rules, time.Duration(opts.Config.FastWindow)),
 		reqs:    make(chan request),
 		done:    make(chan struct{}),
@@ -339,6 +345,7 @@ func (c *Controller) sourceProblems(problems []sensor.Problem) {
 // apply makes every target follow d, taken on the sample s (nil for an
 // operator's request or a poll without a sample), and records the outcome.
 func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Sample) {
+	c.followSites(c.clock(), d)
 	switchMS := c.syncAll(ctx, d.Gear, c.opts.SyncWait)
 	incident, ended := c.record(s, d, switchMS)
 	if ended {
@@ -391,6 +398,7 @@ func (c *Controller) stop() {
 			for _, t := range c.targets {
 				t.Retry() // one last try, backoff or not
 			}
+			c.sites.exit(st)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			ms := c.syncAll(ctx, st, -1)
 			cancel()

@@ -22,6 +22,7 @@ import (
 type nextConfig struct {
 	cfg     *config.Config
 	set     profiles.Set
+	sites   *sites
 	signals *state.Set
 	err     error
 }
@@ -41,11 +42,15 @@ func (c *Controller) prepare() *nextConfig {
 	if err != nil {
 		return &nextConfig{err: fmt.Errorf("reload profiles: %w", err)}
 	}
+	sites, err := buildSites(cfg, set, c.opts.Build)
+	if err != nil {
+		return &nextConfig{err: fmt.Errorf("reload profiles: %w", err)}
+	}
 	signals, err := cfg.Signals()
 	if err != nil {
 		return &nextConfig{err: fmt.Errorf("reload signals: %w", err)}
 	}
-	return &nextConfig{cfg: cfg, set: set, signals: signals}
+	return &nextConfig{cfg: cfg, set: set, sites: sites, signals: signals}
 }
 
 // reload starts the new config and profiles, then retires the old: the new
@@ -59,7 +64,7 @@ func (c *Controller) reload(ctx context.Context, next *nextConfig) error {
 	}
 	err := next.err
 	if err == nil {
-		err = c.tryReload(ctx, next.cfg, next.set, next.signals)
+		err = c.tryReload(ctx, next)
 	}
 	if err != nil {
 		c.configErr = err.Error()
@@ -71,8 +76,9 @@ func (c *Controller) reload(ctx context.Context, next *nextConfig) error {
 	return nil
 }
 
-func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set profiles.Set, signals *state.Set) error {
-	rules := cfg.StateConfig(signals)
+func (c *Controller) tryReload(ctx context.Context, next *nextConfig) error {
+	cfg, set := next.cfg, next.set
+	rules := cfg.StateConfig(next.signals)
 	// A target with a sync in flight is not to be touched: wait for it
 	// (bounded by its command timeouts).
 	c.waitIdle()
@@ -88,6 +94,16 @@ func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set prof
 		go func() {
 			defer wg.Done()
 			names[i], errs[i] = t.Preload(ctx, &set)
+			if plan := next.sites.plan; plan != nil {
+				for _, s := range plan.Sets {
+					if errs[i] != nil {
+						break
+					}
+					var more []string
+					more, errs[i] = t.Preload(ctx, s)
+					names[i] = append(names[i], more...)
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -122,7 +138,8 @@ func (c *Controller) tryReload(ctx context.Context, cfg *config.Config, set prof
 	// Switch.
 	c.drop(c.targets, targets)
 	applyTimeouts()
-	c.cfg, c.set, c.targets = cfg, set, targets
+	next.sites.keep(c.sites)
+	c.cfg, c.set, c.sites, c.targets = cfg, set, next.sites, targets
 	c.machine.SetConfig(rules, time.Duration(cfg.FastWindow))
 	c.configErr = ""
 	c.rules.Store(&rules)

@@ -41,10 +41,26 @@ func (c *Controller) handle(ctx context.Context, r request) response {
 			// (monotonic), then kept on the loop's clock.
 			until = now.Add(r.until.Sub(c.now()))
 		}
+		if r.site != "" {
+			if err := c.pinSite(r.site, r.state, until); err != nil {
+				return response{status: c.Status(), err: err}
+			}
+			d := c.machine.Current()
+			d.Changed = false
+			c.apply(ctx, d, nil)
+			break
+		}
 		d := c.machine.Force(now, r.state, until)
 		c.apply(ctx, d, nil)
 	case reqAuto:
-		d := c.machine.Auto(now)
+		if err := c.unpinSite(r.site); err != nil {
+			return response{status: c.Status(), err: err}
+		}
+		d := c.machine.Current()
+		d.Changed = false
+		if r.site == "" {
+			d = c.machine.Auto(now)
+		}
 		c.apply(ctx, d, nil)
 	case reqReload:
 		c.notify(sdnotify.Reloading()...)

@@ -57,6 +57,15 @@ func (c *Controller) publish() api.Status {
 			s.GuestPrivateURLs = append(s.GuestPrivateURLs, path)
 		}
 	}
+	s.Sites = c.siteStatus(d)
+	if c.sites.plan != nil {
+		// With sites the server is in its heaviest site's gear.
+		top, g := c.sites.heaviest()
+		s.State = top.String()
+		if g != nil && !d.Forced {
+			s.Since, s.Reason = c.wall(g.since), g.reason
+		}
+	}
 	if s.Since.IsZero() {
 		s.Since = c.wall(c.started)
 	}
@@ -92,7 +101,7 @@ func (c *Controller) publish() api.Status {
 		}
 	}
 	for _, t := range c.targets {
-		ts := t.status(c.set[d.Gear], c.cfg.Varnish.Mode)
+		ts := t.status(c.set[d.Gear], c.cfg.Varnish.Mode, c.sites.plan)
 		if at := ts.ForeignVCLAt; at != nil {
 			w := c.wall(*at)
 			ts.ForeignVCLAt = &w

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -68,7 +69,13 @@ func (c *Controller) makeTargets(cfg *config.Config, old []*slot) (ts []*slot, a
 // status is the target's status, in sync when it runs p (or p's Plain
 // twin, on a Varnish without varnish-modules). While the target is busy
 // it is the status last shown, out of sync unless that runs p.
-func (t *slot) status(p profiles.Profile, mode string) api.TargetStatus {
+func (t *slot) status(p profiles.Profile, mode string, sites *varnish.Sites) api.TargetStatus {
+	if sites != nil {
+		if !t.busy {
+			t.shown = t.SitesStatus(sites)
+		}
+		return t.shown
+	}
 	if t.busy {
 		// The target's twin is the sync's: either will do.
 		plain, _ := p.Plain()
@@ -95,6 +102,12 @@ func (t *slot) status(p profiles.Profile, mode string) api.TargetStatus {
 func (c *Controller) syncAll(ctx context.Context, want state.Gear, wait time.Duration) float64 {
 	now := c.clock()
 	set := c.set
+	var sites *varnish.Sites
+	if c.sites.plan != nil {
+		plan := *c.sites.plan
+		plan.Labels = slices.Clone(plan.Labels) // the loop moves them on while the sync runs
+		sites = &plan
+	}
 	started := map[*slot]bool{}
 	for _, t := range c.targets {
 		if t.busy {
@@ -104,7 +117,11 @@ func (c *Controller) syncAll(ctx context.Context, want state.Gear, wait time.Dur
 		t.busy = true
 		started[t] = true
 		go func() {
-			t.result.ms, t.result.switched = t.Sync(ctx, now, &set, want)
+			if sites != nil {
+				t.result.ms, t.result.switched = t.SyncSites(ctx, now, sites)
+			} else {
+				t.result.ms, t.result.switched = t.Sync(ctx, now, &set, want)
+			}
 			c.synced <- t
 		}()
 	}

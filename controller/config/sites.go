@@ -154,7 +154,7 @@ func (c *Config) OverrideSets() []OverrideSet {
 	index := map[string]int{}
 	for _, s := range c.SiteList(0) {
 		o := c.SiteOptions(s)
-		k := optionsKey(o)
+		k := OptionsKey(o)
 		i, ok := index[k]
 		if !ok {
 			i = len(sets)
@@ -166,9 +166,9 @@ func (c *Config) OverrideSets() []OverrideSet {
 	return sets
 }
 
-// optionsKey is o as one string, equal for equal options: an absent list
+// OptionsKey is o as one string, equal for equal options: an absent list
 // and an empty one render the same profile, and read the same here.
-func optionsKey(o profiles.Options) string {
+func OptionsKey(o profiles.Options) string {
 	b, err := yaml.Marshal(o)
 	if err != nil {
 		return fmt.Sprintf("%#v", o) // no Options field fails to marshal
@@ -387,7 +387,7 @@ func (c *Config) checkSiteProfiles(v *validator, i int, sp SiteProfiles, server 
 	if len(own) == 0 {
 		return
 	}
-	k := optionsKey(sp.Apply(profiles.Options{})) + fmt.Sprint(own)
+	k := OptionsKey(sp.Apply(profiles.Options{})) + fmt.Sprint(own)
 	problems, ok := checked[k]
 	if !ok {
 		o := c.SiteOptions(Site{Profiles: sp})

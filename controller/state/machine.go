@@ -117,6 +117,12 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 	return m.decide(now, next, released+reason, sig, cause)
 }
 
+// Pressing tells whether g's enter rule has held for up_confirm samples
+// up to the last one: the distress that calls for g is still there.
+func (m *Machine) Pressing(g Gear) bool {
+	return g > Light && g.Valid() && m.run[g] >= m.upConfirm()
+}
+
 // Force pins the machine to s until the deadline; a zero until pins it
 // until Auto. A deadline is checked by Step: the force expires on the first
 // sample at or after it.

@@ -1,0 +1,303 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gearshift/gearshift/controller/api"
+	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/varnish"
+	"github.com/gearshift/gearshift/internal/numfmt"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// sites is the loop's view of the config's sites: the profiles each set
+// of overrides renders, the router, and each site's gear. Without a
+// sites key it holds the default site alone and plan is nil: the targets
+// run the gear's profile active, as in 0.4.
+type sites struct {
+	list    []config.Site
+	gears   map[string]*siteGear
+	plan    *varnish.Sites // nil without a sites key
+	climbed time.Time      // loop clock: when a site last took the machine's gear
+}
+
+// siteGear is one site's gear, why, and its own pin.
+type siteGear struct {
+	gear        state.Gear
+	since       time.Time // loop clock
+	reason      string
+	transitions int
+
+	pinned   bool
+	pin      state.Gear
+	pinUntil time.Time // loop clock; zero: until auto
+}
+
+// buildSites renders the profiles of each set of site overrides with
+// build, and the router; base is the server's set (the default site's when
+// it has no overrides of its own). Without a sites key it renders nothing.
+func buildSites(cfg *config.Config, base profiles.Set, build BuildFunc) (*sites, error) {
+	s := &sites{list: cfg.SiteList(cfg.Site().Backend.MaxConnections), gears: map[string]*siteGear{}}
+	if !cfg.HasSites() {
+		return s, nil
+	}
+	plan := &varnish.Sites{}
+	setOf := map[string]int{}
+	server := config.OptionsKey(cfg.Profiles)
+	for i, ov := range cfg.OverrideSets() {
+		set := base
+		if config.OptionsKey(ov.Options) != server {
+			one := *cfg // its sites too: each profile tells a request's site
+			one.Profiles = ov.Options
+			var err error
+			if set, err = build(&one); err != nil {
+				return nil, fmt.Errorf("sites %v: %w", ov.Sites, err)
+			}
+		}
+		plan.Sets = append(plan.Sets, &set)
+		for _, name := range ov.Sites {
+			setOf[name] = i
+		}
+	}
+	var routes []profiles.Route
+	for _, site := range s.list {
+		routes = append(routes, profiles.Route{Site: site.Name, Hosts: site.Hosts})
+		plan.Labels = append(plan.Labels, varnish.SiteLabel{Site: site.Name, Set: setOf[site.Name]})
+	}
+	router, err := profiles.Router(routes)
+	if err != nil {
+		return nil, err
+	}
+	plan.Router = router
+	s.plan = plan
+	return s, nil
+}
+
+// keep carries the gears and pins of old's sites that s still has: a
+// reload leaves the sites it did not change where they were.
+func (s *sites) keep(old *sites) {
+	for _, site := range s.list {
+		if g, ok := old.gears[site.Name]; ok {
+			s.gears[site.Name] = g
+		}
+	}
+}
+
+// has tells whether site is one of the config's sites.
+func (s *sites) has(site string) bool {
+	return slices.ContainsFunc(s.list, func(x config.Site) bool { return x.Name == site })
+}
+
+// gear returns the state of site, made on first use in the gear d is in.
+func (s *sites) gear(site string, d state.Decision) *siteGear {
+	g := s.gears[site]
+	if g == nil {
+		g = &siteGear{gear: d.Gear, since: d.Since, reason: d.Reason}
+		s.gears[site] = g
+	}
+	return g
+}
+
+// siteEscalation is how long the distress must hold after a site took
+// the machine's gear before the next site, by backend share, takes it too
+// (docs/sites.md, "Which site shifts").
+const siteEscalation = 10 * time.Second
+
+// followSites moves every site to the gear it should be in under d, the
+// server's decision, at now: its own pin while one holds; the machine's
+// gear for every site while a pin of every site holds, while the sites'
+// backend requests are not known (0.4's way), or without a sites key;
+// else no site above the machine's gear, and the site that costs the
+// backend most takes the machine's gear first, the next one only when the
+// distress holds siteEscalation after that.
+func (c *Controller) followSites(now time.Time, d state.Decision) {
+	shares, known := c.siteShares()
+	spread := c.sites.plan == nil || d.Forced || !known
+	climbing := false
+	for _, site := range c.sites.list {
+		g := c.sites.gear(site.Name, d)
+		if g.pinned && !g.pinUntil.IsZero() && !now.Before(g.pinUntil) {
+			g.pinned = false
+			c.log.Info("site pin expired", zap.String(logging.FieldSite, site.Name), zap.String(logging.FieldState, g.pin.String()))
+		}
+		switch {
+		case g.pinned:
+			reason := "forced by operator for this site"
+			if !g.pinUntil.IsZero() {
+				reason += " until " + c.wall(g.pinUntil).Format(time.RFC3339)
+			}
+			c.shiftSite(now, site.Name, g, g.pin, reason)
+		case spread || g.gear > d.Gear:
+			c.shiftSite(now, site.Name, g, d.Gear, d.Reason)
+		default:
+			climbing = climbing || g.gear == d.Gear && d.Gear > state.Lightest
+		}
+	}
+	pressing := now.Sub(c.sites.climbed) >= siteEscalation && c.machine.Pressing(d.Gear)
+	if !spread && d.Gear > state.Lightest && (!climbing || pressing) {
+		c.climb(now, d, shares)
+	}
+	if c.sites.plan != nil {
+		for i, l := range c.sites.plan.Labels {
+			c.sites.plan.Labels[i].Gear = c.sites.gears[l.Site].gear
+		}
+	}
+}
+
+// climb moves the site not pinned, below d's gear, with the largest share
+// of the backend's requests to d's gear.
+func (c *Controller) climb(now time.Time, d state.Decision, shares map[string]float64) {
+	top, best := "", 0.0
+	for _, site := range c.sites.list {
+		g := c.sites.gears[site.Name]
+		if !g.pinned && g.gear < d.Gear && shares[site.Name] > best {
+			top, best = site.Name, shares[site.Name]
+		}
+	}
+	if top == "" {
+		return
+	}
+	c.sites.climbed = now
+	c.shiftSite(now, top, c.sites.gears[top], d.Gear,
+		fmt.Sprintf("site %s: %.0f %% of backend requests; %s", top, 100*best, d.Reason))
+}
+
+// shiftSite puts site in gear want, for reason, logging a shift.
+func (c *Controller) shiftSite(now time.Time, site string, g *siteGear, want state.Gear, reason string) {
+	if want != g.gear {
+		if c.sites.plan != nil {
+			c.log.Info("site shifted", zap.String(logging.FieldSite, site), zap.String(logging.FieldFrom, g.gear.String()),
+				zap.String(logging.FieldTo, want.String()), zap.String(logging.FieldReason, reason))
+		}
+		g.gear, g.since, g.transitions = want, now, g.transitions+1
+	}
+	g.reason = reason
+}
+
+// siteShares are the sites' shares of the backend requests of the last
+// minute, known only with sites, while the Varnish log is read and the
+// backend had requests.
+func (c *Controller) siteShares() (map[string]float64, bool) {
+	fetches, total := c.siteFetches()
+	if fetches == nil || total == 0 {
+		return nil, false
+	}
+	shares := make(map[string]float64, len(fetches))
+	for site, n := range fetches {
+		shares[site] = float64(n) / float64(total)
+	}
+	return shares, true
+}
+
+// siteFetches are the backend requests of the last minute by site, and
+// their sum; nil while they cannot be read.
+func (c *Controller) siteFetches() (map[string]int, int) {
+	if c.sites.plan == nil || c.opts.Doors == nil {
+		return nil, 0
+	}
+	fetches, ok := c.opts.Doors.Fetches(time.Now()) // the reader counts on the wall clock
+	if !ok {
+		return nil, 0
+	}
+	total := 0
+	for _, site := range c.sites.list {
+		total += fetches[site.Name]
+	}
+	return fetches, total
+}
+
+// exit puts every site in gear g: on_exit leaves them all there.
+func (s *sites) exit(g state.Gear) {
+	if s.plan == nil {
+		return
+	}
+	for i := range s.plan.Labels {
+		s.plan.Labels[i].Gear = g
+	}
+}
+
+// pinSite pins site to gear g until the deadline (zero: until auto).
+func (c *Controller) pinSite(site string, g state.Gear, until time.Time) error {
+	if !c.sites.has(site) {
+		return &api.UnknownSiteError{Site: site}
+	}
+	sg := c.sites.gear(site, c.machine.Current())
+	sg.pinned, sg.pin, sg.pinUntil = true, g, until
+	return nil
+}
+
+// unpinSite releases the pin of site ("": of every site).
+func (c *Controller) unpinSite(site string) error {
+	if site != "" && !c.sites.has(site) {
+		return &api.UnknownSiteError{Site: site}
+	}
+	for name, g := range c.sites.gears {
+		if site == "" || name == site {
+			g.pinned = false
+		}
+	}
+	return nil
+}
+
+// heaviest is the heaviest site's gear and the site that reached it last.
+func (s *sites) heaviest() (state.Gear, *siteGear) {
+	var top *siteGear
+	for _, site := range s.list {
+		g := s.gears[site.Name]
+		if g != nil && (top == nil || g.gear > top.gear || g.gear == top.gear && g.since.After(top.since)) {
+			top = g
+		}
+	}
+	if top == nil {
+		return state.Lightest, nil
+	}
+	return top.gear, top
+}
+
+// siteStatus is status sites: a site each, the default site first.
+func (c *Controller) siteStatus(d state.Decision) []api.SiteStatus {
+	out := make([]api.SiteStatus, 0, len(c.sites.list))
+	fetches, total := c.siteFetches()
+	for _, site := range c.sites.list {
+		g := c.sites.gear(site.Name, d)
+		st := api.SiteStatus{
+			Name:           site.Name,
+			Hosts:          append([]string{}, site.Hosts...),
+			Gear:           g.gear.String(),
+			Mode:           "auto",
+			Since:          c.wall(g.since),
+			Reason:         g.reason,
+			MaxConnections: site.MaxConnections,
+		}
+		if g.pinned || d.Forced {
+			st.Mode = "forced"
+			until := d.ForcedUntil
+			if g.pinned {
+				until = g.pinUntil
+			}
+			if !until.IsZero() {
+				u := c.wall(until)
+				st.ForcedUntil = &u
+			}
+		}
+		if st.Since.IsZero() {
+			st.Since = c.wall(c.started)
+		}
+		if fetches != nil {
+			rps := numfmt.Round(float64(fetches[site.Name])/60, 2)
+			share := 0.0
+			if total > 0 {
+				share = numfmt.Round(float64(fetches[site.Name])/float64(total), 3)
+			}
+			st.BackendRPS, st.BackendShare = &rps, &share
+		}
+		out = append(out, st)
+	}
+	return out
+}

@@ -1,0 +1,226 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/api"
+	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/top"
+	"github.com/gearshift/gearshift/profiles"
+)
+
+// Tests in this file run the loop with the config's sites against a real
+// varnishd: the router active, each site's label on its gear.
+
+func threeSites(cfg *config.Config) {
+	wikiCookies := []string{"wiki_session"}
+	cfg.Sites = []config.Site{
+		{Name: "shop", Hosts: []string{"shop.example", "www.shop.example"}},
+		{Name: "wiki", Hosts: []string{"*.wiki.example"}, Profiles: config.SiteProfiles{SessionCookies: &wikiCookies}},
+	}
+}
+
+// labels returns varnishd's site labels and what each points to.
+func (r *rig) labels(t *testing.T) map[string]string {
+	t.Helper()
+	out, err := r.v.Adm("vcl.list", "-j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{}
+	// {"status": …, "name": "gearshift-site-shop", …, "label": {"name": "gearshift-heavy-…", …}}
+	for _, entry := range strings.Split(out, "\"name\": \""+profiles.SiteLabelPrefix)[1:] {
+		name, rest, _ := strings.Cut(entry, "\"")
+		_, target, ok := strings.Cut(rest, "\"label\": {\n      \"name\": \"")
+		if !ok {
+			continue
+		}
+		target, _, _ = strings.Cut(target, "\"")
+		labels[name] = target
+	}
+	return labels
+}
+
+// wantSites checks each site's gear in the status and in Varnish.
+func (r *rig) wantSites(t *testing.T, want map[string]state.Gear) {
+	t.Helper()
+	st := r.c.Status()
+	labels := r.labels(t)
+	for name, g := range want {
+		site, ok := st.Site(name)
+		if !ok || site.Gear != g.String() {
+			t.Errorf("status of site %s = %+v, want gear %s", name, site, g)
+		}
+		set := r.c.sites.plan.Sets[r.setOf(name)]
+		if labels[name] != set[g].Name {
+			t.Errorf("label of %s -> %q, want %s's %q", name, labels[name], g, set[g].Name)
+		}
+	}
+	if len(st.Targets) != 1 || !st.Targets[0].InSync || !strings.HasPrefix(st.Targets[0].ActiveVCL, profiles.RouterPrefix) {
+		t.Errorf("targets %+v, want the router active, in sync", st.Targets)
+	}
+}
+
+// reload runs a reload on the test's loop.
+func (r *rig) reload() (api.Status, error) {
+	resp := r.c.handle(context.Background(), request{kind: reqReload})
+	return resp.status, resp.err
+}
+
+// request runs one control-socket request on the test's loop.
+func (r *rig) request(kind requestKind, site string, g state.Gear) (api.Status, error) {
+	resp := r.c.handle(context.Background(), request{kind: kind, site: site, state: g})
+	return resp.status, resp.err
+}
+
+func (r *rig) setOf(site string) int {
+	for _, l := range r.c.sites.plan.Labels {
+		if l.Site == site {
+			return l.Set
+		}
+	}
+	return -1
+}
+
+// Forcing one site moves its label alone; the others stay in the
+// machine's gear; the status shows each, and the heaviest as the
+// server's; auto --site gives it back to the machine.
+func TestSitesForceOne(t *testing.T) {
+	r := newRig(t, threeSites)
+	r.tick(t)
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Light, "wiki": state.Light})
+	if n := len(r.c.sites.plan.Sets); n != 2 {
+		t.Errorf("%d sets of profiles, want 2 (wiki has its own session cookies)", n)
+	}
+	r.cmds.take()
+
+	st, err := r.request(reqForce, "shop", state.Heavy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.cmds.take(); len(got) != 1 || !strings.HasPrefix(got[0], "label "+profiles.SiteLabel("shop")+" ") {
+		t.Errorf("forcing one site sent %q, want one vcl.label", got)
+	}
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Heavy, "wiki": state.Light})
+	shop, _ := st.Site("shop")
+	wiki, _ := st.Site("wiki")
+	if st.State != "heavy" || st.Mode != "auto" || shop.Mode != "forced" || wiki.Mode != "auto" || len(shop.Hosts) != 2 {
+		t.Errorf("status state %s mode %s, shop %+v, wiki %+v; want heavy auto, shop forced, wiki auto", st.State, st.Mode, shop, wiki)
+	}
+	if def, _ := st.Site("default"); def.Hosts == nil || len(def.Hosts) != 0 {
+		t.Errorf("default's hosts = %#v, want []", def.Hosts)
+	}
+
+	// The load rises: every site not pinned follows the machine.
+	r.sensor.set(50)
+	r.tick(t)
+	r.tick(t)
+	if g := r.c.machine.Current().Gear; g == state.Light {
+		t.Fatalf("machine still light at load 50")
+	}
+	g := r.c.machine.Current().Gear
+	r.wantSites(t, map[string]state.Gear{"default": g, "shop": state.Heavy, "wiki": g})
+
+	if _, err := r.request(reqForce, "nosuch", state.Heavy); !errors.As(err, new(*api.UnknownSiteError)) {
+		t.Errorf("Force on an unknown site = %v, want an UnknownSiteError", err)
+	}
+	if _, err := r.request(reqAuto, "nosuch", 0); !errors.As(err, new(*api.UnknownSiteError)) {
+		t.Errorf("Auto on an unknown site = %v, want an UnknownSiteError", err)
+	}
+
+	r.sensor.set(0)
+	if _, err := r.request(reqAuto, "shop", 0); err != nil {
+		t.Fatal(err)
+	}
+	r.wantSites(t, map[string]state.Gear{"default": g, "shop": g, "wiki": g})
+}
+
+// A reload keeps the gears and pins of the sites it did not remove; one
+// without sites goes back to the gear's profile active.
+func TestSitesReloadKeepsGears(t *testing.T) {
+	r := newRig(t, threeSites)
+	r.tick(t)
+	if _, err := r.request(reqForce, "shop", state.Moderate); err != nil {
+		t.Fatal(err)
+	}
+	r.next = func() (*config.Config, error) {
+		cfg := testConfig(r.v)
+		threeSites(cfg)
+		cfg.Sites = cfg.Sites[:1] // wiki removed
+		return cfg, nil
+	}
+	if _, err := r.reload(); err != nil {
+		t.Fatal(err)
+	}
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Moderate})
+	if _, ok := r.labels(t)["wiki"]; ok {
+		t.Error("the removed site's label is still loaded")
+	}
+	if st := r.c.Status(); len(st.Sites) != 2 {
+		t.Errorf("sites after the reload: %+v", st.Sites)
+	}
+
+	r.next = func() (*config.Config, error) { return testConfig(r.v), nil }
+	if _, err := r.reload(); err != nil {
+		t.Fatal(err)
+	}
+	r.wantActive(t, state.Light)
+	if labels := r.labels(t); len(labels) != 0 {
+		t.Errorf("site labels without sites: %v", labels)
+	}
+	if st := r.c.Status(); len(st.Sites) != 1 || st.Sites[0].Name != "default" || st.Sites[0].Gear != "light" {
+		t.Errorf("sites without a sites key: %+v, want default alone", st.Sites)
+	}
+}
+
+// The site that costs the backend most takes the machine's gear first;
+// the next one only when the distress holds siteEscalation after that;
+// all come down with the machine.
+func TestSitesWhichShifts(t *testing.T) {
+	doors := &top.Doors{}
+	r := newRig(t, threeSites, func(o *Options) { o.Doors = doors })
+	now := time.Now()
+	doors.Reading(now)
+	for site, n := range map[string]int{"shop": 70, "wiki": 20, "default": 10} {
+		for range n {
+			doors.AddFetch(now, site)
+		}
+	}
+	r.tick(t)
+	if st := r.c.Status(); st.Sites[1].BackendShare == nil || *st.Sites[1].BackendShare != 0.7 || *st.Sites[1].BackendRPS != 1.17 {
+		t.Errorf("shop's share and rate: %+v, want 0.7 and 70/60", st.Sites[1])
+	}
+	r.sensor.set(50)
+	r.tick(t)
+	g := r.c.machine.Current().Gear
+	if g == state.Light {
+		t.Fatal("the machine stayed light at load 50")
+	}
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": state.Light})
+	status := r.c.Status()
+	shop, _ := status.Site("shop")
+	if !strings.HasPrefix(shop.Reason, "site shop: 70 % of backend requests; ") {
+		t.Errorf("shop's reason %q", shop.Reason)
+	}
+	if st := r.c.Status(); st.State != g.String() || st.Reason != shop.Reason {
+		t.Errorf("server state %s reason %q, want the heaviest site's", st.State, st.Reason)
+	}
+	for range 5 {
+		r.tick(t)
+	}
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": state.Light})
+	r.clock.add(siteEscalation)
+	r.tick(t)
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": g})
+
+	r.sensor.set(0)
+	for range 10 {
+		r.tick(t)
+	}
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Light, "wiki": state.Light})
+}
