@@ -149,6 +149,9 @@ type Site struct {
 	// reads (sensor.phpfpm): like Apache's /server-status, never answered
 	// through Varnish.
 	StatusPaths []string
+	// Routes are the config's sites (nil without a sites key): each
+	// profile tells a request's site as the router does.
+	Routes []Route
 }
 
 // RedactedGuestSecret stands in for the daemon's guest secret where a

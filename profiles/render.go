@@ -127,7 +127,7 @@ func Render(site Site, s state.Gear) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t, err := template.New(s.String()).Option("missingkey=error").Funcs(d.funcs()).ParseFS(vcl.FS, vcl.Common, s.String()+".vcl")
+	t, err := template.New(s.String()).Option("missingkey=error").Funcs(d.funcs()).ParseFS(vcl.FS, vcl.Common, "site.vcl", s.String()+".vcl")
 	if err != nil {
 		return "", fmt.Errorf("render profile %s: %w", s, err)
 	}
@@ -197,6 +197,10 @@ type vclData struct {
 	ExpandSteps []int
 
 	GuestSecretHeader string // the header of the daemon's answers that carries Guest.Secret
+
+	Sites       *siteChain // the config's sites; nil without a sites key
+	DefaultSite string
+	FetchLog    string // FetchLog, as the templates see it
 }
 
 // vclBudget is profiles.client_budget as vsthrottle's arguments: Limit
@@ -317,6 +321,15 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		BackendPort:   site.Backend.Port,
 		NormalizeHost: p.NormalizeHost,
 		ExposeHeaders: p.ExposeHeaders,
+		DefaultSite:   DefaultSite,
+		FetchLog:      FetchLog,
+	}
+	if len(site.Routes) > 0 {
+		chain, err := chainOf(site.Routes)
+		if err != nil {
+			return nil, fmt.Errorf("render profile %s: %w", s, err)
+		}
+		d.Sites = &chain
 	}
 	// site is checked (Options.Check): the checks live there alone.
 	d.StaticTTL = vclDuration(time.Duration(p.StaticTTL))

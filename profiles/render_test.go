@@ -55,6 +55,9 @@ func TestRenderCompiles(t *testing.T) {
 			c.Options.NeverCache = []string{`^/(?:shop|basket)/`, `\?add-to-cart=`, `(?i)\.php$`}
 			c.Options.HeavySessionTTL = timefmt.Duration(1500 * time.Millisecond)
 		}},
+		{"sites", func(c *Site) {
+			c.Routes = []Route{{Site: DefaultSite}, {Site: "shop", Hosts: []string{"shop.example", "*.shop.example"}}, {Site: "w-1", Hosts: []string{"*.wiki.example"}}}
+		}},
 	} {
 		cfg := defaultSite()
 		tc.edit(cfg)

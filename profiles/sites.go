@@ -24,6 +24,11 @@ const RouterPrefix = NamePrefix + "router-"
 // DefaultSite is the site of every host no other site claims.
 const DefaultSite = "default"
 
+// FetchLog starts the VCL_Log record of every backend request when the
+// config has sites, followed by the request's site: the daemon counts
+// them for each site's share of the backend.
+const FetchLog = "gearshift-fetch: "
+
 // SiteLabel returns the VCL label of the site named site.
 func SiteLabel(site string) string { return SiteLabelPrefix + site }
 
@@ -35,48 +40,51 @@ type Route struct {
 	Hosts []string
 }
 
-// routerCase is one `if` of the router: a condition over X-Gs-Route and
-// the label it hands the request to.
-type routerCase struct {
+// routeCase is one `if` of a site chain: a condition over X-Gs-Route
+// and the site it names.
+type routeCase struct {
 	Cond  string
-	Label string
+	Site  string
 	depth int // labels of a glob's suffix: the narrower glob first
 }
 
-// Router returns the router program for routes: each request to the label
-// of the site that claims its Host (an exact name before any glob, a
-// narrower glob before a wider one), DefaultSite's when none does.
-// routes must be checked (the config's validation does); DefaultSite
-// needs no entry, and one with hosts is refused.
-func Router(routes []Route) (Profile, error) {
-	var data struct {
-		Sites        int
-		Exact, Globs []routerCase
-		Default      string
-	}
-	data.Default = SiteLabel(DefaultSite)
-	data.Sites = 1
+// Label is the case's site label, for the router.
+func (c routeCase) Label() string { return SiteLabel(c.Site) }
+
+// siteChain is how the router, and each profile, tell a request's site
+// from X-Gs-Route: every exact name before any glob, a narrower glob
+// before a wider one, DefaultSite when none matches.
+type siteChain struct {
+	Sites        int
+	Exact, Globs []routeCase
+}
+
+// chainOf returns the chain of routes. routes must be checked (the
+// config's validation does); DefaultSite needs no entry, and one with
+// hosts is refused.
+func chainOf(routes []Route) (siteChain, error) {
+	chain := siteChain{Sites: 1}
 	for _, r := range routes {
 		if r.Site == DefaultSite {
 			if len(r.Hosts) > 0 {
-				return Profile{}, fmt.Errorf("router: site %s claims no hosts: it has every host no other site claims", DefaultSite)
+				return chain, fmt.Errorf("site %s claims no hosts: it has every host no other site claims", DefaultSite)
 			}
 			continue
 		}
 		if !siteName.MatchString(r.Site) {
-			return Profile{}, fmt.Errorf("router: site name %q: want 1 to 32 of a-z, 0-9 and -", r.Site)
+			return chain, fmt.Errorf("site name %q: want 1 to 32 of a-z, 0-9 and -", r.Site)
 		}
-		data.Sites++
+		chain.Sites++
 		var exact []string
 		for _, h := range r.Hosts {
 			h = strings.ToLower(h)
 			if !hostPattern.MatchString(h) {
-				return Profile{}, fmt.Errorf("router: site %s: host %q: want a host name, or *. and a host name", r.Site, h)
+				return chain, fmt.Errorf("site %s: host %q: want a host name, or *. and a host name", r.Site, h)
 			}
 			if suffix, ok := strings.CutPrefix(h, "*."); ok {
-				data.Globs = append(data.Globs, routerCase{
+				chain.Globs = append(chain.Globs, routeCase{
 					Cond:  `req.http.X-Gs-Route ~ "^[^.]+(\.[^.]+)*\.` + regexp.QuoteMeta(suffix) + `$"`,
-					Label: SiteLabel(r.Site),
+					Site:  r.Site,
 					depth: strings.Count(suffix, ".") + 1,
 				})
 				continue
@@ -84,11 +92,26 @@ func Router(routes []Route) (Profile, error) {
 			exact = append(exact, `req.http.X-Gs-Route == "`+h+`"`)
 		}
 		if len(exact) > 0 {
-			data.Exact = append(data.Exact, routerCase{Cond: strings.Join(exact, " ||\n        "), Label: SiteLabel(r.Site)})
+			chain.Exact = append(chain.Exact, routeCase{Cond: strings.Join(exact, " ||\n        "), Site: r.Site})
 		}
 	}
-	slices.SortStableFunc(data.Globs, func(a, b routerCase) int { return b.depth - a.depth })
-	t, err := template.New("router").Option("missingkey=error").ParseFS(vcl.FS, "router.vcl")
+	slices.SortStableFunc(chain.Globs, func(a, b routeCase) int { return b.depth - a.depth })
+	return chain, nil
+}
+
+// Router returns the router program for routes: each request to the label
+// of the site that claims its Host (see siteChain). Its Gear means
+// nothing.
+func Router(routes []Route) (Profile, error) {
+	chain, err := chainOf(routes)
+	if err != nil {
+		return Profile{}, fmt.Errorf("router: %w", err)
+	}
+	data := struct {
+		siteChain
+		Default string
+	}{chain, SiteLabel(DefaultSite)}
+	t, err := template.New("router").Option("missingkey=error").ParseFS(vcl.FS, "router.vcl", "site.vcl")
 	if err != nil {
 		return Profile{}, fmt.Errorf("render router: %w", err)
 	}

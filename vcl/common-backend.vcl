@@ -16,6 +16,13 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Over;
     unset bereq.http.X-Gs-Flight;
     unset bereq.http.X-Gs-Tags;
+{{- if .Sites}}
+    # The site's backend request, for its share of the backend (the
+    # daemon reads these records: status sites backend_rps).
+    std.log("{{.FetchLog}}" + bereq.http.X-Gs-Site);
+{{- end}}
+    unset bereq.http.X-Gs-Site;
+    unset bereq.http.X-Gs-Route;
 {{- if .Probe}}
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the

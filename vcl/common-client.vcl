@@ -133,6 +133,8 @@ sub vcl_pipe {
     # the pipe to it past every rule and budget.
     set bereq.http.Upgrade = "websocket";
     set bereq.http.Connection = "Upgrade, close";
+    unset bereq.http.X-Gs-Site;
+    unset bereq.http.X-Gs-Route;
 }
 
 sub vcl_hash {

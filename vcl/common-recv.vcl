@@ -112,11 +112,16 @@ sub gearshift_recv {
         unset req.http.X-Gs-Over;
         unset req.http.X-Gs-Flight;
         unset req.http.X-Gs-Tags;
+        unset req.http.X-Gs-Site;
+        unset req.http.X-Gs-Route;
 {{- if .Budget}}
         call gearshift_client;
 {{- end}}
     }
     set req.backend_hint = default;
+{{- if .Sites}}
+    call gearshift_site;
+{{- end}}
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
     unset req.http.X-Gs-Reason;
     # HTTP/2 and some clients split cookies over several headers.

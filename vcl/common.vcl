@@ -93,5 +93,5 @@ acl gearshift_trusted {
 {{- end}}
 }
 {{- end}}
-{{template "common-recv" .}}{{template "common-client" .}}{{template "common-backend" .}}{{template "common-deliver" .}}
+{{template "site-sub" .}}{{template "common-recv" .}}{{template "common-client" .}}{{template "common-backend" .}}{{template "common-deliver" .}}
 {{- end}}

@@ -13,15 +13,7 @@ import std;
 backend gs_none none;
 
 sub vcl_recv {
-    # The Host the profile takes: an absolute-form target's authority
-    # (RFC 9112), else the Host header; lower case, without its port or a
-    # final dot. No Host at all is the default site's.
-    if (req.url ~ "(?i)^https?://") {
-        set req.http.X-Gs-Route = regsub(req.url, "(?i)^https?://([^/?]*).*$", "\1");
-    } else {
-        set req.http.X-Gs-Route = req.http.Host;
-    }
-    set req.http.X-Gs-Route = std.tolower(regsub(regsub(req.http.X-Gs-Route, ":[0-9]*$", ""), "\.$", ""));
+{{- template "site-route"}}
 {{- range .Exact}}
     if ({{.Cond}}) {
         return (vcl({{.Label}}));

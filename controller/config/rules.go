@@ -222,6 +222,11 @@ func (c *Config) Site() profiles.Site {
 		site.SecretFiles = append(site.SecretFiles, t.SecretFile)
 	}
 	site.StatusPaths = c.Sensor.PHPFPM.StatusPaths()
+	if c.HasSites() {
+		for _, s := range c.SiteList(0) {
+			site.Routes = append(site.Routes, profiles.Route{Site: s.Name, Hosts: s.Hosts})
+		}
+	}
 	return site
 }
 

@@ -14,8 +14,10 @@ import (
 )
 
 // Doors counts the requests of the last minute by how their visitor was
-// known (the profiles' front door records, profiles.Doors), in fixed
-// memory. Safe for concurrent use.
+// known (the profiles' front door records, profiles.Doors), and, with the
+// config's sites, the backend requests of the last minute by site (the
+// profiles' profiles.FetchLog records), in bounded memory. Safe for
+// concurrent use.
 type Doors struct {
 	mu      sync.Mutex
 	buckets [refusalWindow]doorBucket
@@ -23,9 +25,15 @@ type Doors struct {
 }
 
 type doorBucket struct {
-	sec    int64
-	counts [len(profiles.Doors)]int
+	sec     int64
+	counts  [len(profiles.Doors)]int
+	fetches map[string]int // by site
 }
+
+// maxFetchSites bounds the sites a second's bucket counts: the config's
+// sites are at most 1000 (a VCL of the operator's own could log more
+// names).
+const maxFetchSites = 1024
 
 // Add counts one request of door at now; a word that is no door is not
 // counted.
@@ -42,6 +50,44 @@ func (d *Doors) Add(now time.Time, door string) {
 		*b = doorBucket{sec: sec}
 	}
 	b.counts[i]++
+}
+
+// AddFetch counts one backend request of site at now.
+func (d *Doors) AddFetch(now time.Time, site string) {
+	sec := now.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := &d.buckets[sec%refusalWindow]
+	if b.sec != sec {
+		*b = doorBucket{sec: sec}
+	}
+	if b.fetches == nil {
+		b.fetches = map[string]int{}
+	}
+	if _, ok := b.fetches[site]; ok || len(b.fetches) < maxFetchSites {
+		b.fetches[site]++
+	}
+}
+
+// Fetches sums the backend requests of the minute before now by site; ok
+// is false while the log is not read.
+func (d *Doors) Fetches(now time.Time) (bySite map[string]int, ok bool) {
+	sec := now.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.read.IsZero() {
+		return nil, false
+	}
+	bySite = map[string]int{}
+	for _, b := range d.buckets {
+		if b.sec <= sec-refusalWindow || b.sec > sec {
+			continue
+		}
+		for site, n := range b.fetches {
+			bySite[site] += n
+		}
+	}
+	return bySite, true
 }
 
 // Reading marks the log as read at now (the reader runs), so that Stats
@@ -104,10 +150,10 @@ func doorIndex(door string) int {
 }
 
 // DoorArgs are varnishlog's arguments for WatchDoors: the raw front door
-// records only. Without a name, the default instance's log (a stock
+// and site fetch records only. Without a name, the default instance's log (a stock
 // Varnish's).
 func (l Log) DoorArgs() []string {
-	args := []string{"-t", "0", "-g", "raw", "-i", "VCL_Log", "-I", "VCL_Log:^" + profiles.DoorLog}
+	args := []string{"-t", "0", "-g", "raw", "-i", "VCL_Log", "-I", "VCL_Log:^(" + profiles.DoorLog + "|" + profiles.FetchLog + ")"}
 	if l.Name != "" {
 		args = append([]string{"-n", l.Name}, args...)
 	}
@@ -131,8 +177,12 @@ func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) err
 		}
 	}()
 	err := l.run(ctx, l.DoorArgs(), func(rd io.Reader) error {
-		return parseDoors(rd, func(door string) {
+		return parseDoors(rd, func(door, site string) {
 			d.Reading(now())
+			if site != "" {
+				d.AddFetch(now(), site)
+				return
+			}
 			d.Add(now(), door)
 		})
 	})
@@ -147,13 +197,18 @@ func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) err
 const doorsSettle = 2 * time.Second
 
 // parseDoors reads varnishlog's raw records ("  32770 VCL_Log  c
-// gearshift-door: proxy_protocol") and calls emit with each door word.
-func parseDoors(rd io.Reader, emit func(door string)) error {
+// gearshift-door: proxy_protocol", "  32771 VCL_Log  b gearshift-fetch:
+// shop") and calls emit with each door word, or each fetch's site.
+func parseDoors(rd io.Reader, emit func(door, site string)) error {
 	br := bufio.NewReaderSize(rd, maxLine)
 	for {
 		line, err := readLine(br)
 		if _, rest, ok := strings.Cut(string(line), profiles.DoorLog); ok {
-			emit(strings.TrimSpace(rest))
+			emit(strings.TrimSpace(rest), "")
+		} else if _, rest, ok := strings.Cut(string(line), profiles.FetchLog); ok {
+			if site := strings.TrimSpace(rest); site != "" {
+				emit("", site)
+			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {

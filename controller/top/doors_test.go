@@ -1,6 +1,7 @@
 package top
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,18 @@ func TestDoorsCountTheLastMinute(t *testing.T) {
 		"    32771 VCL_Log        c gearshift-door: unidentified\n" +
 		"    32772 VCL_Log        c gearshift-door: unidentified\n" +
 		"    32773 VCL_Log        c gearshift-door: backdoor\n" +
-		"    32774 VCL_Log        c gearshift-reason: miss\n"
-	if err := parseDoors(strings.NewReader(raw), func(door string) { d.Add(now, door) }); err != nil {
+		"    32774 VCL_Log        c gearshift-reason: miss\n" +
+		"    32775 VCL_Log        b gearshift-fetch: shop\n" +
+		"    32776 VCL_Log        b gearshift-fetch: shop\n" +
+		"    32777 VCL_Log        b gearshift-fetch: default\n" +
+		"    32778 VCL_Log        b gearshift-fetch: \n"
+	if err := parseDoors(strings.NewReader(raw), func(door, site string) {
+		if site != "" {
+			d.AddFetch(now, site)
+		} else {
+			d.Add(now, door)
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	d.Add(now.Add(-61*time.Second), profiles.DoorDirect)
@@ -31,6 +42,16 @@ func TestDoorsCountTheLastMinute(t *testing.T) {
 	counts, ok := d.Stats(now)
 	if want := [len(profiles.Doors)]int{0, 1, 1, 2}; !ok || counts != want {
 		t.Errorf("Stats = %v %v, want %v (direct, proxy_protocol, forwarded, unidentified)", counts, ok, want)
+	}
+	d.AddFetch(now.Add(-61*time.Second), "shop")
+	if fetches, ok := d.Fetches(now); !ok || len(fetches) != 2 || fetches["shop"] != 2 || fetches["default"] != 1 {
+		t.Errorf("Fetches = %v %v, want shop 2, default 1", fetches, ok)
+	}
+	for i := range maxFetchSites + 10 {
+		d.AddFetch(now, fmt.Sprint("site-", i))
+	}
+	if fetches, _ := d.Fetches(now); len(fetches) != maxFetchSites {
+		t.Errorf("a second's bucket counts %d sites, want at most %d", len(fetches), maxFetchSites)
 	}
 	if counts, _ := d.Stats(now.Add(time.Minute)); counts != [len(profiles.Doors)]int{} {
 		t.Errorf("a minute later: %v, want nothing", counts)

@@ -175,6 +175,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Over;
         unset req.http.X-Gs-Flight;
         unset req.http.X-Gs-Tags;
+        unset req.http.X-Gs-Site;
+        unset req.http.X-Gs-Route;
         call gearshift_client;
     }
     set req.backend_hint = default;
@@ -546,6 +548,8 @@ sub vcl_pipe {
     # the pipe to it past every rule and budget.
     set bereq.http.Upgrade = "websocket";
     set bereq.http.Connection = "Upgrade, close";
+    unset bereq.http.X-Gs-Site;
+    unset bereq.http.X-Gs-Route;
 }
 
 sub vcl_hash {
@@ -624,6 +628,8 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Over;
     unset bereq.http.X-Gs-Flight;
     unset bereq.http.X-Gs-Tags;
+    unset bereq.http.X-Gs-Site;
+    unset bereq.http.X-Gs-Route;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
         # backend sick: the visitor waits the probe's timeout at most, not
