@@ -21,7 +21,7 @@ its share of the server's backend requests over the last minute ("-" while
 Varnish's counters cannot be read) and why it is in that gear. Without a
 sites key in the config, the default site alone, in the server's gear.`,
 		Example: `  gearshift sites
-  gearshift sites --json | jq -r '.sites[] | select(.gear == "heavy") | .name'`,
+  gearshift sites --json | jq -r '.sites[] | select(.mode == "forced") | .name'`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) (int, error) {
 			return a.sites(cmd.Context(), asJSON)
