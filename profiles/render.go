@@ -198,7 +198,8 @@ type vclData struct {
 
 	GuestSecretHeader string // the header of the daemon's answers that carries Guest.Secret
 
-	Sites       *siteChain // the config's sites; nil without a sites key
+	Sites       *siteChain     // the config's sites; nil without a sites key
+	SiteLimits  *vclSiteLimits // with sites and varnish-modules: the backend's limits over every VCL
 	DefaultSite string
 	FetchLog    string // FetchLog, as the templates see it
 }
@@ -223,6 +224,14 @@ type vclBudget struct {
 // client whose requests are slow (PHP's session lock) holds no more than
 // InFlight after its first minute, however long it holds them.
 const flightToken = 2 * time.Minute
+
+// vclSiteLimits is backend.max_connections as a vsthrottle bucket that
+// every loaded VCL shares: Backend connections, a token back every
+// flightToken on its own (Flow for them all).
+type vclSiteLimits struct {
+	Backend int
+	Flow    string
+}
 
 // vclGuest is profiles.guest_listen, where heavy asks the daemon for
 // guest pages.
@@ -423,6 +432,9 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		}
 		d.Hops = make([]int, maxProxyHops)
 		d.ExpandSteps = make([]int, 6)
+	}
+	if d.Sites != nil && d.Modules && d.MaxConnections > 0 {
+		d.SiteLimits = &vclSiteLimits{Backend: d.MaxConnections, Flow: vclDuration(time.Duration(d.MaxConnections) * flightToken)}
 	}
 	if site.PurgeToken != "" {
 		d.PurgeToken = `{"` + site.PurgeToken + `"}`

@@ -56,7 +56,9 @@ func TestRenderCompiles(t *testing.T) {
 			c.Options.HeavySessionTTL = timefmt.Duration(1500 * time.Millisecond)
 		}},
 		{"sites", func(c *Site) {
-			c.Routes = []Route{{Site: DefaultSite}, {Site: "shop", Hosts: []string{"shop.example", "*.shop.example"}}, {Site: "w-1", Hosts: []string{"*.wiki.example"}}}
+			c.Backend.MaxConnections = 40
+			c.Routes = []Route{{Site: DefaultSite, MaxConnections: 20}, {Site: "shop", Hosts: []string{"shop.example", "*.shop.example"}, MaxConnections: 8},
+				{Site: "w-1", Hosts: []string{"*.wiki.example"}}}
 		}},
 	} {
 		cfg := defaultSite()

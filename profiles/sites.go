@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"text/template"
 
 	"github.com/gearshift/gearshift/vcl"
@@ -38,6 +39,9 @@ func SiteLabel(site string) string { return SiteLabelPrefix + site }
 type Route struct {
 	Site  string
 	Hosts []string
+	// MaxConnections bounds the backend connections the site's requests
+	// hold at once, over every loaded VCL (0: no bound of its own).
+	MaxConnections int
 }
 
 // routeCase is one `if` of a site chain: a condition over X-Gs-Route
@@ -45,7 +49,9 @@ type Route struct {
 type routeCase struct {
 	Cond  string
 	Site  string
-	depth int // labels of a glob's suffix: the narrower glob first
+	Limit int    // the site's max_connections (0: none of its own)
+	Flow  string // how long its bucket takes to refill: Limit tokens of flightToken
+	depth int    // labels of a glob's suffix: the narrower glob first
 }
 
 // Label is the case's site label, for the router.
@@ -57,18 +63,20 @@ func (c routeCase) Label() string { return SiteLabel(c.Site) }
 type siteChain struct {
 	Sites        int
 	Exact, Globs []routeCase
+	Default      routeCase // the default site's own limit
 }
 
 // chainOf returns the chain of routes. routes must be checked (the
 // config's validation does); DefaultSite needs no entry, and one with
 // hosts is refused.
 func chainOf(routes []Route) (siteChain, error) {
-	chain := siteChain{Sites: 1}
+	chain := siteChain{Sites: 1, Default: routeCase{Site: DefaultSite}}
 	for _, r := range routes {
 		if r.Site == DefaultSite {
 			if len(r.Hosts) > 0 {
 				return chain, fmt.Errorf("site %s claims no hosts: it has every host no other site claims", DefaultSite)
 			}
+			chain.Default = limited(chain.Default, r.MaxConnections)
 			continue
 		}
 		if !siteName.MatchString(r.Site) {
@@ -82,21 +90,29 @@ func chainOf(routes []Route) (siteChain, error) {
 				return chain, fmt.Errorf("site %s: host %q: want a host name, or *. and a host name", r.Site, h)
 			}
 			if suffix, ok := strings.CutPrefix(h, "*."); ok {
-				chain.Globs = append(chain.Globs, routeCase{
+				chain.Globs = append(chain.Globs, limited(routeCase{
 					Cond:  `req.http.X-Gs-Route ~ "^[^.]+(\.[^.]+)*\.` + regexp.QuoteMeta(suffix) + `$"`,
 					Site:  r.Site,
 					depth: strings.Count(suffix, ".") + 1,
-				})
+				}, r.MaxConnections))
 				continue
 			}
 			exact = append(exact, `req.http.X-Gs-Route == "`+h+`"`)
 		}
 		if len(exact) > 0 {
-			chain.Exact = append(chain.Exact, routeCase{Cond: strings.Join(exact, " ||\n        "), Site: r.Site})
+			chain.Exact = append(chain.Exact, limited(routeCase{Cond: strings.Join(exact, " ||\n        "), Site: r.Site}, r.MaxConnections))
 		}
 	}
 	slices.SortStableFunc(chain.Globs, func(a, b routeCase) int { return b.depth - a.depth })
 	return chain, nil
+}
+
+// limited gives c the limit n (0: none).
+func limited(c routeCase, n int) routeCase {
+	if n > 0 {
+		c.Limit, c.Flow = n, vclDuration(time.Duration(n)*flightToken)
+	}
+	return c
 }
 
 // Router returns the router program for routes: each request to the label

@@ -23,6 +23,9 @@ sub vcl_backend_fetch {
 {{- end}}
     unset bereq.http.X-Gs-Site;
     unset bereq.http.X-Gs-Route;
+    unset bereq.http.X-Gs-Site-Limit;
+    unset bereq.http.X-Gs-Site-Flow;
+    unset bereq.http.X-Gs-Held;
 {{- if .Probe}}
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the

@@ -135,6 +135,9 @@ sub vcl_pipe {
     set bereq.http.Connection = "Upgrade, close";
     unset bereq.http.X-Gs-Site;
     unset bereq.http.X-Gs-Route;
+    unset bereq.http.X-Gs-Site-Limit;
+    unset bereq.http.X-Gs-Site-Flow;
+    unset bereq.http.X-Gs-Held;
 }
 
 sub vcl_hash {
@@ -197,6 +200,9 @@ sub vcl_miss {
 {{- if .Budget}}
     call gearshift_budget;
 {{- end}}
+{{- if .SiteLimits}}
+    call gearshift_site_limit;
+{{- end}}
 }
 
 sub vcl_pass {
@@ -209,5 +215,59 @@ sub vcl_pass {
 {{- if .Budget}}
     call gearshift_budget;
 {{- end}}
+{{- if .SiteLimits}}
+    call gearshift_site_limit;
+{{- end}}
 }
+{{- if .SiteLimits}}
+
+# With the config's sites the backend's connections are shared out over
+# every loaded VCL: Varnish counts a backend's .max_connections in each
+# VCL apart, so sites in three gears would let three times through. The
+# server's backend.max_connections ({{.SiteLimits.Backend}}) and each
+# site's max_connections are vsthrottle buckets, which every VCL shares:
+# a request to the backend holds a token of each until its answer comes
+# (gearshift_site_landed), and a token lost on the way comes back on its
+# own. Over either, an anonymous visitor gets a stored copy when there is
+# one, else a fast 503: never a place in a queue.
+sub gearshift_site_limit {
+    if (req.http.X-Gs-Site && !req.http.X-Gs-Held) {
+        if (vsthrottle.is_denied("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}})) {
+            set req.http.X-Gs-Full = "backend max_connections={{.SiteLimits.Backend}}";
+        } elsif (req.http.X-Gs-Site-Limit && vsthrottle.is_denied("gearshift-site:" + req.http.X-Gs-Site,
+                std.integer(req.http.X-Gs-Site-Limit, 1), std.duration(req.http.X-Gs-Site-Flow, 1h))) {
+            vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+            set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " max_connections=" + req.http.X-Gs-Site-Limit;
+        } else {
+            set req.http.X-Gs-Held = req.http.X-Gs-Site;
+        }
+        if (req.http.X-Gs-Full) {
+            set req.http.X-Gs-Reason = {{reason "backend_full"}} + " " + req.http.X-Gs-Full;
+            {{logReason "req.http.X-Gs-Reason"}}
+            unset req.http.X-Gs-Reason;
+            unset req.http.X-Gs-Full;
+{{- if .StaleIfError}}
+            if (req.http.X-Gs-Anon && req.restarts < 3) {
+                set req.http.X-Gs-Stale = "1";
+                return (restart);
+            }
+{{- end}}
+            return (synth(503, "Backend busy"));
+        }
+    }
+}
+
+# The answer to a request gearshift_site_limit let go to the backend has
+# come: the server and its site have one fewer connection in use.
+sub gearshift_site_landed {
+    if (req.http.X-Gs-Held) {
+        vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+        if (req.http.X-Gs-Site-Limit) {
+            vsthrottle.return_token("gearshift-site:" + req.http.X-Gs-Held,
+                std.integer(req.http.X-Gs-Site-Limit, 1), std.duration(req.http.X-Gs-Site-Flow, 1h));
+        }
+        unset req.http.X-Gs-Held;
+    }
+}
+{{- end}}
 {{end}}

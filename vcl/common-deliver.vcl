@@ -4,6 +4,9 @@ sub vcl_deliver {
 {{- if .Budget}}
     call gearshift_landed;
 {{- end}}
+{{- if .SiteLimits}}
+    call gearshift_site_landed;
+{{- end}}
 {{- if .StaleIfError}}
     call gearshift_stale_if_error;
 {{- end}}
@@ -41,6 +44,9 @@ sub vcl_deliver {
 sub vcl_synth {
 {{- if .Budget}}
     call gearshift_landed;
+{{- end}}
+{{- if .SiteLimits}}
+    call gearshift_site_landed;
 {{- end}}
 {{- if .StaleIfError}}
     call gearshift_stale_if_error;

@@ -114,6 +114,10 @@ sub gearshift_recv {
         unset req.http.X-Gs-Tags;
         unset req.http.X-Gs-Site;
         unset req.http.X-Gs-Route;
+        unset req.http.X-Gs-Site-Limit;
+        unset req.http.X-Gs-Site-Flow;
+        unset req.http.X-Gs-Held;
+        unset req.http.X-Gs-Full;
 {{- if .Budget}}
         call gearshift_client;
 {{- end}}

@@ -11,6 +11,14 @@
     set req.http.X-Gs-Route = std.tolower(regsub(regsub(req.http.X-Gs-Route, ":[0-9]*$", ""), "\.$", ""));
 {{- end}}
 
+{{define "site-set"}}
+        set req.http.X-Gs-Site = "{{.Site}}";
+{{- if .Limit}}
+        set req.http.X-Gs-Site-Limit = "{{.Limit}}";
+        set req.http.X-Gs-Site-Flow = "{{.Flow}}";
+{{- end}}
+{{- end}}
+
 {{define "site-sub"}}
 {{- if .Sites}}
 
@@ -21,17 +29,19 @@ sub gearshift_site {
 {{- template "site-route"}}
 {{- range .Sites.Exact}}
     if ({{.Cond}}) {
-        set req.http.X-Gs-Site = "{{.Site}}";
+{{- template "site-set" .}}
         return;
     }
 {{- end}}
 {{- range .Sites.Globs}}
     if ({{.Cond}}) {
-        set req.http.X-Gs-Site = "{{.Site}}";
+{{- template "site-set" .}}
         return;
     }
 {{- end}}
-    set req.http.X-Gs-Site = "{{.DefaultSite}}";
+{{- with .Sites.Default}}
+{{- template "site-set" .}}
+{{- end}}
 }
 {{- end}}
 {{- end}}

@@ -223,8 +223,8 @@ func (c *Config) Site() profiles.Site {
 	}
 	site.StatusPaths = c.Sensor.PHPFPM.StatusPaths()
 	if c.HasSites() {
-		for _, s := range c.SiteList(0) {
-			site.Routes = append(site.Routes, profiles.Route{Site: s.Name, Hosts: s.Hosts})
+		for _, s := range c.SiteList(site.Backend.MaxConnections) {
+			site.Routes = append(site.Routes, profiles.Route{Site: s.Name, Hosts: s.Hosts, MaxConnections: s.MaxConnections})
 		}
 	}
 	return site

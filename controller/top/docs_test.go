@@ -48,6 +48,15 @@ func TestReasonsRendered(t *testing.T) {
 	for _, p := range set {
 		all.WriteString(p.VCL)
 	}
+	// Some words are a config with sites' alone.
+	site.Routes = []profiles.Route{{Site: profiles.DefaultSite, MaxConnections: 10}}
+	site.Backend.MaxConnections = 20
+	if set, err = profiles.Build(site); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range set {
+		all.WriteString(p.VCL)
+	}
 	for _, r := range profiles.Reasons {
 		if !strings.Contains(all.String(), `"`+r.Word+`"`) {
 			t.Errorf("no built-in profile logs %q", r.Word)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -303,5 +304,103 @@ func TestSitesForeignLabel(t *testing.T) {
 	}
 	if s.logged("site label changed outside gearshift") != 1 {
 		t.Errorf("the foreign relabel was not logged once")
+	}
+}
+
+// The backend's limits hold over every loaded VCL: with three sites in
+// three gears, backend.max_connections bounds them all together (each
+// VCL would let that many through on its own), and a site's
+// max_connections bounds its own; a request over either is answered at
+// once (503: no copy to serve), not queued.
+func TestSitesLimitsOverEveryVCL(t *testing.T) {
+	var mu sync.Mutex
+	inFlight, most := map[string]int{}, map[string]int{}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slow" { // the backend probe's
+			return
+		}
+		mu.Lock()
+		inFlight[r.Host]++
+		inFlight[""]++
+		most[r.Host] = max(most[r.Host], inFlight[r.Host])
+		most[""] = max(most[""], inFlight[""])
+		mu.Unlock()
+		time.Sleep(time.Second)
+		mu.Lock()
+		inFlight[r.Host]--
+		inFlight[""]--
+		mu.Unlock()
+		w.Header().Set("Cache-Control", "no-store")
+		io.WriteString(w, r.Host)
+	}))
+	t.Cleanup(origin.Close)
+	routes := []profiles.Route{{Site: profiles.DefaultSite}, {Site: "shop", Hosts: []string{"shop.example"}}, {Site: "wiki", Hosts: []string{"wiki.example"}}}
+	r := newRig(t, func(cfg *config.Config) {
+		host, port, _ := net.SplitHostPort(strings.TrimPrefix(origin.URL, "http://"))
+		cfg.Backend.Host = host
+		cfg.Backend.Port, _ = strconv.Atoi(port)
+		cfg.Backend.MaxConnections = 4
+		cfg.Profiles.StaleIfError = 0
+		cfg.Profiles.ClientBudget.Rate = 0 // one client sends it all
+		cfg.Sites = []config.Site{{Name: "shop", Hosts: []string{"shop.example"}, MaxConnections: 2}, {Name: "wiki", Hosts: []string{"wiki.example"}}}
+	})
+	s := &sitesRig{rig: r, origin: origin}
+	s.plan(t, routes, map[string]state.Gear{"default": state.Light, "shop": state.Heavy, "wiki": state.Moderate})
+	s.syncSites(t)
+
+	burst := func(hosts ...string) (ok, busy int, slowest time.Duration) {
+		var wg sync.WaitGroup
+		var rmu sync.Mutex
+		for i, host := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest(http.MethodGet, s.v.URL(fmt.Sprintf("/slow?n=%d", i)), nil)
+				req.Host = host
+				start := time.Now()
+				resp, err := http.DefaultClient.Do(req)
+				took := time.Since(start)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				rmu.Lock()
+				defer rmu.Unlock()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					ok++
+				case http.StatusServiceUnavailable:
+					busy++
+					slowest = max(slowest, took)
+				default:
+					t.Errorf("Host %s: status %d", host, resp.StatusCode)
+				}
+			}()
+		}
+		wg.Wait()
+		return ok, busy, slowest
+	}
+
+	// One site: its own limit.
+	ok, busy, slowest := burst(slices.Repeat([]string{"shop.example"}, 6)...)
+	if most["shop.example"] > 2 || ok < 1 || busy < 1 || ok+busy != 6 {
+		t.Errorf("shop (max_connections 2): at most %d at the backend at once, %d answered, %d refused", most["shop.example"], ok, busy)
+	}
+	if slowest > 900*time.Millisecond {
+		t.Errorf("a refused request took %s: it waited in a queue", slowest)
+	}
+
+	// Three sites in three gears: the server's limit over all of them.
+	hosts := append(slices.Repeat([]string{"wiki.example"}, 4), slices.Repeat([]string{"other.example"}, 4)...)
+	ok, busy, _ = burst(append(hosts, "shop.example", "shop.example")...)
+	if most[""] > 4 || ok < 2 || busy < 1 {
+		t.Errorf("three sites in three gears (backend.max_connections 4): at most %d at the backend at once, %d answered, %d refused",
+			most[""], ok, busy)
+	}
+	// The tokens came back: the next request goes through.
+	if ok, _, _ := burst("wiki.example"); ok != 1 {
+		t.Error("a request after the bursts was refused: a token was not given back")
 	}
 }

@@ -190,6 +190,10 @@ sub gearshift_recv {
         unset req.http.X-Gs-Tags;
         unset req.http.X-Gs-Site;
         unset req.http.X-Gs-Route;
+        unset req.http.X-Gs-Site-Limit;
+        unset req.http.X-Gs-Site-Flow;
+        unset req.http.X-Gs-Held;
+        unset req.http.X-Gs-Full;
         call gearshift_client;
     }
     set req.backend_hint = default;
@@ -563,6 +567,9 @@ sub vcl_pipe {
     set bereq.http.Connection = "Upgrade, close";
     unset bereq.http.X-Gs-Site;
     unset bereq.http.X-Gs-Route;
+    unset bereq.http.X-Gs-Site-Limit;
+    unset bereq.http.X-Gs-Site-Flow;
+    unset bereq.http.X-Gs-Held;
 }
 
 sub vcl_hash {
@@ -647,6 +654,9 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Tags;
     unset bereq.http.X-Gs-Site;
     unset bereq.http.X-Gs-Route;
+    unset bereq.http.X-Gs-Site-Limit;
+    unset bereq.http.X-Gs-Site-Flow;
+    unset bereq.http.X-Gs-Held;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
         # backend sick: the visitor waits the probe's timeout at most, not
