@@ -8,8 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 	"text/template"
+	"time"
 
 	"github.com/gearshift/gearshift/vcl"
 )
