@@ -14,6 +14,7 @@ import (
 	"github.com/gearshift/gearshift/controller/history"
 	"github.com/gearshift/gearshift/controller/report"
 	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/internal/numfmt"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -52,9 +53,10 @@ type PageOptions struct {
 	Now        func() time.Time // default time.Now
 }
 
-// Page is the status page: the gear and why, each signal against its
-// thresholds, each target, the last hours of history as a chart and the
-// recent transitions, as HTML that refreshes itself and needs no script.
+// Page is the status page: the gear and why, each site's gear when the
+// config has sites, each signal against its thresholds, each target, the
+// last hours of history as a chart and the recent transitions, as HTML
+// that refreshes itself and needs no script.
 // It answers GET and HEAD at "/" only.
 type Page struct {
 	opts PageOptions
@@ -131,6 +133,8 @@ type pageView struct {
 	Advice                              string // why a gear above light sends many requests to the backend
 	Guests                              string // what heavy shares as guest pages; "" when none were found
 
+	Sites []pageSite // nil while the default site is alone (no sites key)
+
 	Period      string // "3h"
 	Chart       template.HTML
 	ChartNote   string
@@ -149,6 +153,16 @@ type pageTarget struct {
 	Child    string // "" while running or unknown
 	SwitchMS string
 	Error    string
+}
+
+// pageSite is one row of the sites table.
+type pageSite struct {
+	Name, Hosts     string
+	Gear, GearClass string // "moderate", "moderate"; the class is "unknown" for another gear
+	Mode, Since     string
+	Share, RPS      string // "71%", "12.3"; "–" while Varnish's counters cannot be read
+	MaxConnections  string // "8"; "no site limit" for 0 (the backend's own still holds)
+	Reason          string
 }
 
 // pageTransition is one change of gear found in the history.
@@ -207,6 +221,11 @@ func (p *Page) view() pageView {
 	for _, t := range s.Targets {
 		v.Targets = append(v.Targets, pageTargetOf(t, s.VarnishMode))
 	}
+	if len(s.Sites) > 1 {
+		for _, site := range s.Sites {
+			v.Sites = append(v.Sites, pageSiteOf(site, now))
+		}
+	}
 
 	h := p.history(now, set)
 	v.Chart, v.ChartNote, v.Transitions, v.TimeIn, v.Skipped = h.chart, h.note, h.transitions, h.timeIn, h.skipped
@@ -232,6 +251,34 @@ func pageTargetOf(t TargetStatus, mode string) pageTarget {
 		pt.SwitchMS = fmt.Sprintf("%.2f ms", t.LastSwitchMS)
 	}
 	return pt
+}
+
+// pageSiteOf is the row of site, with times in now's location; the cells
+// are those of `gearshift sites`, but for the dash of an unknown share.
+func pageSiteOf(site SiteStatus, now time.Time) pageSite {
+	ps := pageSite{
+		Name: site.Name, Hosts: strings.Join(site.Hosts, ", "),
+		Gear: site.Gear, GearClass: "unknown",
+		Mode: site.modeCell(now), Since: site.sinceCell(now),
+		Share: "–", RPS: "–", MaxConnections: "no site limit",
+		Reason: oneLine(site.Reason),
+	}
+	if site.Name == config.DefaultSite {
+		ps.Hosts = "every other host"
+	}
+	if st, err := state.Parse(site.Gear); err == nil {
+		ps.GearClass = st.String()
+	}
+	if site.BackendShare != nil {
+		ps.Share = site.shareCell()
+	}
+	if site.BackendRPS != nil {
+		ps.RPS = numfmt.Trim(*site.BackendRPS, 1)
+	}
+	if site.MaxConnections > 0 {
+		ps.MaxConnections = fmt.Sprint(site.MaxConnections)
+	}
+	return ps
 }
 
 // rules returns the signal set and the thresholds the page shows.

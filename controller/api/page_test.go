@@ -296,3 +296,96 @@ func TestPageCachesHistory(t *testing.T) {
 		t.Errorf("the history was not read again after %s:\n%s", PageCacheFor, body)
 	}
 }
+
+// pageSites are three sites: the default one, a shop that takes heavy for
+// the server, and a wiki pinned to light whose requests are not counted.
+func pageSites() []SiteStatus {
+	until := pageNow.Add(30 * time.Minute)
+	return []SiteStatus{
+		{Name: config.DefaultSite, Hosts: []string{}, Gear: "light", Mode: "auto", Since: pageNow.Add(-2 * time.Hour),
+			Reason: "starting in light", BackendRPS: pf64(4.2), BackendShare: pf64(0.21), MaxConnections: 8},
+		{Name: "shop", Hosts: []string{"shop.example", "*.shop.example"}, Gear: "heavy", Mode: "auto", Since: pageNow.Add(-5 * time.Minute),
+			Reason: "site shop: 71 % of backend requests; load_per_cpu 2.1 >= 1.5", BackendRPS: pf64(14.26), BackendShare: pf64(0.7134), MaxConnections: 8},
+		{Name: "wiki", Hosts: []string{"wiki.example"}, Gear: "light", Mode: "forced", ForcedUntil: &until, Since: pageNow.Add(-time.Hour),
+			Reason: "forced by operator"},
+	}
+}
+
+func TestPageShowsSites(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sites []SiteStatus
+		table bool
+	}{
+		{"no sites key", nil, false},
+		{"the default site alone", pageSites()[:1], false},
+		{"three sites", pageSites(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &pageFixture{status: pageStatus(), now: pageNow}
+			f.status.Sites = tc.sites
+			_, body := get(t, f.page(t), http.MethodGet, "/")
+			if !tc.table {
+				// Exactly the page of a server without sites.
+				f.status.Sites = nil
+				if _, without := get(t, f.page(t), http.MethodGet, "/"); body != without {
+					t.Errorf("the page differs from the one without sites:\n%s", body)
+				}
+				if strings.Contains(body, `id="sites"`) {
+					t.Errorf("a sites table for the default site alone:\n%s", body)
+				}
+				return
+			}
+			table := regexp.MustCompile(`(?s)<table id="sites">.*?</table>`).FindString(body)
+			if table == "" {
+				t.Fatalf("the page has no sites table:\n%s", body)
+			}
+			rows := regexp.MustCompile(`<tr><th>([a-z0-9-]+)</th><td`).FindAllStringSubmatch(table, -1)
+			var names []string
+			for _, r := range rows {
+				names = append(names, r[1])
+			}
+			if got, want := strings.Join(names, " "), "default shop wiki"; got != want {
+				t.Errorf("site rows %q, want %q:\n%s", got, want, table)
+			}
+			for _, want := range []string{
+				`<tr><th>default</th><td class="mono">every other host</td><td><span class="gear light">light</span></td><td>auto</td>` +
+					`<td class="num">10:00 (2h00m ago)</td><td class="num">21%</td><td class="num">4.2</td><td class="num">8</td><td>starting in light</td></tr>`,
+				`<tr><th>shop</th><td class="mono">shop.example, *.shop.example</td><td><span class="gear heavy">heavy</span></td><td>auto</td>` +
+					`<td class="num">11:55 (5m00s ago)</td><td class="num">71.3%</td><td class="num">14.3</td><td class="num">8</td>` +
+					`<td>site shop: 71 % of backend requests; load_per_cpu 2.1 &gt;= 1.5</td></tr>`,
+				// Unknown requests are a dash; a site without a limit of its own says so.
+				`<tr><th>wiki</th><td class="mono">wiki.example</td><td><span class="gear light">light</span></td><td>forced until 12:30</td>` +
+					`<td class="num">11:00 (1h00m ago)</td><td class="num">–</td><td class="num">–</td><td class="num">no site limit</td><td>forced by operator</td></tr>`,
+			} {
+				if !strings.Contains(table, want) {
+					t.Errorf("the sites table lacks\n%s\n in:\n%s", want, table)
+				}
+			}
+		})
+	}
+}
+
+// A site's hosts and reason are text: a config's or a log's bytes never
+// become markup.
+func TestPageEscapesSites(t *testing.T) {
+	const hostile = `<script>alert("site")</script>`
+	f := &pageFixture{status: pageStatus(), now: pageNow}
+	f.status.Sites = pageSites()
+	f.status.Sites[1].Reason = hostile
+	f.status.Sites[2].Hosts = []string{`<b onmouseover=alert(1)>wiki.example`}
+	_, body := get(t, f.page(t), http.MethodGet, "/")
+	for _, bad := range []string{"<script", "<b "} {
+		if strings.Contains(body, bad) {
+			t.Errorf("the page carries %q unescaped:\n%s", bad, body)
+		}
+	}
+	for _, want := range []string{
+		"<td>&lt;script&gt;alert(&#34;site&#34;)&lt;/script&gt;</td>",
+		`<td class="mono">&lt;b onmouseover=alert(1)&gt;wiki.example</td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks the escaped %q:\n%s", want, body)
+		}
+	}
+}
