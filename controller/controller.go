@@ -373,16 +373,36 @@ func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Samp
 	if d.Changed && c.opts.OnChange != nil {
 		c.opts.OnChange(st)
 	}
-	if h := c.cfg.Hooks; d.Changed && len(h.OnChange) > 0 {
-		c.hooks.Enqueue(hooks.Event{
-			Argv:    append([]string(nil), h.OnChange...),
-			Timeout: time.Duration(h.Timeout),
-			From:    d.From.String(),
-			To:      d.Gear.String(),
-			Reason:  d.Reason,
-			Mode:    st.Mode,
-			Env:     append(incidentEnv(incident, ended, c.now()), c.advice.env()...),
-		})
+	if h := c.cfg.Hooks; len(h.OnChange) > 0 {
+		env := append(incidentEnv(incident, ended, c.now()), c.advice.env()...)
+		event := func(site string, from, to state.Gear, reason, mode string) {
+			c.hooks.Enqueue(hooks.Event{
+				Argv:    append([]string(nil), h.OnChange...),
+				Timeout: time.Duration(h.Timeout),
+				Site:    site,
+				From:    from.String(),
+				To:      to.String(),
+				Reason:  reason,
+				Mode:    mode,
+				Env:     env,
+			})
+		}
+		// With sites a hook runs for each site that shifted, but for a
+		// pin of every site (or its end): one, with no site, as without.
+		serverPin := d.Changed && d.Cause != "" && d.Cause != state.CauseAuto
+		if d.Changed && (c.sites.plan == nil || serverPin) {
+			event("", d.From, d.Gear, d.Reason, st.Mode)
+		}
+		for _, s := range c.sites.shifts {
+			if c.sites.plan == nil || serverPin && s.cause == d.Cause {
+				continue
+			}
+			mode := "auto"
+			if s.cause == state.CauseForced || d.Forced {
+				mode = "forced"
+			}
+			event(s.site, s.from, s.to, s.reason, mode)
+		}
 	}
 }
 

@@ -37,6 +37,7 @@ type Metrics struct {
 	transitions  *prometheus.CounterVec
 	switches     *prometheus.HistogramVec
 	targetErrors *prometheus.CounterVec
+	siteShifts   *prometheus.CounterVec
 	reloadOK     prometheus.Gauge
 	reloadAt     prometheus.Gauge
 	view         *statusCollector
@@ -61,6 +62,10 @@ func NewMetrics() *Metrics {
 			Name: "gearshift_target_errors_total",
 			Help: "Failed attempts to bring a target to the gear (unreachable, refused command, timeout).",
 		}, []string{"target"}),
+		siteShifts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gearshift_site_transitions_total",
+			Help: "Gear changes of each site of the config's sites, by from, to and cause.",
+		}, []string{"site", "from", "to", "cause"}),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gearshift_config_last_reload_successful",
 			Help: "1 when the last config reload succeeded (or none was tried since start), 0 when it failed and the previous config is in force.",
@@ -85,7 +90,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
 		buildInfo(),
-		m.transitions, m.switches, m.targetErrors, m.reloadOK, m.reloadAt,
+		m.transitions, m.switches, m.targetErrors, m.siteShifts, m.reloadOK, m.reloadAt,
 		m.view,
 	)
 	return m
@@ -137,6 +142,16 @@ func (m *Metrics) transition(d state.Decision) {
 		cause = state.CauseAuto
 	}
 	m.transitions.WithLabelValues(d.From.String(), d.Gear.String(), cause).Inc()
+}
+
+// siteTransition counts one gear change of site.
+func (m *Metrics) siteTransition(site string, from, to state.Gear, cause string) {
+	m.siteShifts.WithLabelValues(site, from.String(), to.String(), cause).Inc()
+}
+
+// forgetSite drops the series of a site that is no longer configured.
+func (m *Metrics) forgetSite(site string) {
+	m.siteShifts.DeletePartialMatch(prometheus.Labels{"site": site})
 }
 
 // reloaded records a reload's outcome (ok) at now; the start counts as a
@@ -203,6 +218,8 @@ var (
 	descTargetSync = prometheus.NewDesc("gearshift_target_in_sync", "1 when the target runs the profile of the gear in force.", []string{"target"}, nil)
 	descLogErrors  = prometheus.NewDesc("gearshift_log_write_errors_total", "Log lines the daemon could not write (disk full, permissions); log_error in status says why.", nil, nil)
 	descHistErrors = prometheus.NewDesc("gearshift_history_write_errors_total", "History records the flight recorder could not write (disk full, permissions); history_error in status says why.", nil, nil)
+	descSiteLevel  = prometheus.NewDesc("gearshift_site_gear_level", "Each site's gear as a number: "+gearNumbers()+".", []string{"site"}, nil)
+	descSiteBack   = prometheus.NewDesc("gearshift_site_backend_requests_total", "Backend requests of each site, read from the Varnish log since the daemon started.", []string{"site"}, nil)
 	descRuleLimit  = prometheus.NewDesc("gearshift_rule_threshold", "A configured threshold of a gear's enter or stay rule, in the unit of the signal's metric.", []string{"gear", "rule", "signal"}, nil)
 )
 
@@ -239,6 +256,12 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 				gauge(prometheus.NewDesc(sig.Metric, sig.Help, nil, nil), sig.MetricValue(v))
 			}
 		}
+	}
+	for _, site := range s.Sites {
+		if g, err := state.Parse(site.Gear); err == nil {
+			gauge(descSiteLevel, float64(g), site.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(descSiteBack, prometheus.CounterValue, float64(site.BackendRequests), site.Name)
 	}
 	for _, t := range s.Targets {
 		gauge(descTargetUp, boolean(t.Reachable), t.Admin)

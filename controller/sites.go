@@ -25,6 +25,13 @@ type sites struct {
 	gears   map[string]*siteGear
 	plan    *varnish.Sites // nil without a sites key
 	climbed time.Time      // loop clock: when a site last took the machine's gear
+	shifts  []siteShift    // the last followSites's, for the hooks
+}
+
+// siteShift is one site's gear change.
+type siteShift struct {
+	site, reason, cause string
+	from, to            state.Gear
 }
 
 // siteGear is one site's gear, why, and its own pin.
@@ -119,6 +126,11 @@ const siteEscalation = 10 * time.Second
 func (c *Controller) followSites(now time.Time, d state.Decision) {
 	shares, known := c.siteShares()
 	spread := c.sites.plan == nil || d.Forced || !known
+	c.sites.shifts = c.sites.shifts[:0]
+	machineCause := d.Cause
+	if machineCause == "" {
+		machineCause = state.CauseAuto
+	}
 	climbing := false
 	for _, site := range c.sites.list {
 		g := c.sites.gear(site.Name, d)
@@ -132,9 +144,9 @@ func (c *Controller) followSites(now time.Time, d state.Decision) {
 			if !g.pinUntil.IsZero() {
 				reason += " until " + c.wall(g.pinUntil).Format(time.RFC3339)
 			}
-			c.shiftSite(now, site.Name, g, g.pin, reason)
+			c.shiftSite(now, site.Name, g, g.pin, reason, state.CauseForced)
 		case spread || g.gear > d.Gear:
-			c.shiftSite(now, site.Name, g, d.Gear, d.Reason)
+			c.shiftSite(now, site.Name, g, d.Gear, d.Reason, machineCause)
 		default:
 			climbing = climbing || g.gear == d.Gear && d.Gear > state.Lightest
 		}
@@ -165,16 +177,19 @@ func (c *Controller) climb(now time.Time, d state.Decision, shares map[string]fl
 	}
 	c.sites.climbed = now
 	c.shiftSite(now, top, c.sites.gears[top], d.Gear,
-		fmt.Sprintf("site %s: %.0f %% of backend requests; %s", top, 100*best, d.Reason))
+		fmt.Sprintf("site %s: %.0f %% of backend requests; %s", top, 100*best, d.Reason), state.CauseAuto)
 }
 
-// shiftSite puts site in gear want, for reason, logging a shift.
-func (c *Controller) shiftSite(now time.Time, site string, g *siteGear, want state.Gear, reason string) {
+// shiftSite puts site in gear want, for reason, counting and logging a
+// shift (cause: state.CauseAuto, CauseForced or CauseExpired).
+func (c *Controller) shiftSite(now time.Time, site string, g *siteGear, want state.Gear, reason, cause string) {
 	if want != g.gear {
 		if c.sites.plan != nil {
 			c.log.Info("site shifted", zap.String(logging.FieldSite, site), zap.String(logging.FieldFrom, g.gear.String()),
 				zap.String(logging.FieldTo, want.String()), zap.String(logging.FieldReason, reason))
 		}
+		c.metrics.siteTransition(site, g.gear, want, cause)
+		c.sites.shifts = append(c.sites.shifts, siteShift{site: site, reason: reason, cause: cause, from: g.gear, to: want})
 		g.gear, g.since, g.transitions = want, now, g.transitions+1
 	}
 	g.reason = reason
@@ -288,6 +303,9 @@ func (c *Controller) siteStatus(d state.Decision) []api.SiteStatus {
 		}
 		if st.Since.IsZero() {
 			st.Since = c.wall(c.started)
+		}
+		if c.opts.Doors != nil && c.sites.plan != nil {
+			st.BackendRequests = c.opts.Doors.FetchTotal(site.Name)
 		}
 		if fetches != nil {
 			rps := numfmt.Round(float64(fetches[site.Name])/60, 2)

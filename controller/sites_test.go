@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/top"
+	"github.com/gearshift/gearshift/internal/testsupport/testenv"
 	"github.com/gearshift/gearshift/profiles"
 )
 
@@ -223,4 +227,57 @@ func TestSitesWhichShifts(t *testing.T) {
 		r.tick(t)
 	}
 	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Light, "wiki": state.Light})
+}
+
+// A hook runs for each site that shifts, told its site; a pin of every
+// site runs it once, with no site. The site's metrics follow.
+func TestSitesHooksAndMetrics(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "events")
+	r := newRig(t, func(cfg *config.Config) {
+		threeSites(cfg)
+		cfg.Hooks.OnChange = []string{hookScript(t, "site.sh"), out}
+	})
+	r.tick(t)
+	if _, err := r.request(reqForce, "shop", state.Heavy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.request(reqForce, "", state.Moderate); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"shop|light|heavy|forced", "|light|moderate|forced"}
+	var lines []string
+	testenv.Eventually(t, "two hook runs", time.Minute, func() bool {
+		b, _ := os.ReadFile(out)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(lines) == len(want) && r.logged("hook ran") == len(want)
+	})
+	if !slices.Equal(lines, want) {
+		t.Errorf("hooks saw %q, want %q", lines, want)
+	}
+	r.wantSites(t, map[string]state.Gear{"default": state.Moderate, "shop": state.Heavy, "wiki": state.Moderate})
+
+	families, err := r.c.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := ""
+			for _, l := range m.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + ","
+			}
+			found[f.GetName()+"{"+labels+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	for series, v := range map[string]float64{
+		"gearshift_site_gear_level{site=shop,}":                                            2,
+		"gearshift_site_gear_level{site=wiki,}":                                            1,
+		"gearshift_site_transitions_total{cause=forced,from=light,site=shop,to=heavy,}":    1,
+		"gearshift_site_transitions_total{cause=forced,from=light,site=wiki,to=moderate,}": 1,
+	} {
+		if got, ok := found[series]; !ok || got != v {
+			t.Errorf("%s = %v (%v), want %v", series, got, ok, v)
+		}
+	}
 }

@@ -22,6 +22,9 @@ type SiteStatus struct {
 	BackendRPS     *float64 `json:"backend_rps"`
 	BackendShare   *float64 `json:"backend_share"`
 	MaxConnections int      `json:"max_connections"`
+	// BackendRequests counts the site's backend requests read since the
+	// daemon started (metrics only: gearshift_site_backend_requests_total).
+	BackendRequests uint64 `json:"-"`
 }
 
 // Site returns the status of the site named name, false when there is none.

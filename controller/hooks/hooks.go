@@ -39,6 +39,9 @@ const (
 	EnvTo     = "GEARSHIFT_TO"
 	EnvReason = "GEARSHIFT_REASON"
 	EnvMode   = "GEARSHIFT_MODE" // auto or forced
+	// EnvSite is the site that shifted (the config's sites); empty
+	// without sites and for a pin of every site.
+	EnvSite = "GEARSHIFT_SITE"
 	// EnvIncident is the incident's id while the gear is above light
 	// and on the step back; EnvSummary, on that step, one line on it.
 	EnvIncident = "GEARSHIFT_INCIDENT"
@@ -52,6 +55,7 @@ const (
 type Event struct {
 	Argv     []string
 	Timeout  time.Duration
+	Site     string // the site that shifted; "" without sites, or for a pin of every site
 	From, To string
 	Reason   string
 	Mode     string   // auto or forced
@@ -151,7 +155,7 @@ func (h *Runner) run(ev Event) {
 	cmd := exec.CommandContext(ctx, ev.Argv[0], ev.Argv[1:]...)
 	// Not the daemon's systemd variables: a hook must not speak for it.
 	cmd.Env = append(sdnotify.ChildEnv(os.Environ()),
-		EnvFrom+"="+ev.From, EnvTo+"="+ev.To, EnvReason+"="+ev.Reason, EnvMode+"="+ev.Mode)
+		EnvFrom+"="+ev.From, EnvTo+"="+ev.To, EnvReason+"="+ev.Reason, EnvMode+"="+ev.Mode, EnvSite+"="+ev.Site)
 	cmd.Env = append(cmd.Env, ev.Env...)
 	cmd.Dir = "/"
 	out := &capbuf.Buffer{Max: maxOutput}

@@ -22,6 +22,7 @@ type Doors struct {
 	mu      sync.Mutex
 	buckets [refusalWindow]doorBucket
 	read    time.Time // when a record was last read, or the reader started; zero: never
+	totals  map[string]uint64 // backend requests by site since the start
 }
 
 type doorBucket struct {
@@ -67,6 +68,19 @@ func (d *Doors) AddFetch(now time.Time, site string) {
 	if _, ok := b.fetches[site]; ok || len(b.fetches) < maxFetchSites {
 		b.fetches[site]++
 	}
+	if d.totals == nil {
+		d.totals = map[string]uint64{}
+	}
+	if _, ok := d.totals[site]; ok || len(d.totals) < maxFetchSites {
+		d.totals[site]++
+	}
+}
+
+// FetchTotal is the backend requests of site read since the start.
+func (d *Doors) FetchTotal(site string) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.totals[site]
 }
 
 // Fetches sums the backend requests of the minute before now by site; ok

@@ -47,6 +47,9 @@ func TestDoorsCountTheLastMinute(t *testing.T) {
 	if fetches, ok := d.Fetches(now); !ok || len(fetches) != 2 || fetches["shop"] != 2 || fetches["default"] != 1 {
 		t.Errorf("Fetches = %v %v, want shop 2, default 1", fetches, ok)
 	}
+	if n := d.FetchTotal("shop"); n != 3 {
+		t.Errorf("FetchTotal(shop) = %d, want 3 (the older one too)", n)
+	}
 	for i := range maxFetchSites + 10 {
 		d.AddFetch(now, fmt.Sprint("site-", i))
 	}
