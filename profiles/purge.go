@@ -53,6 +53,9 @@ func ReadPurgeToken(path string) (string, error) {
 // Varnish's answer (a compiler's message quotes the line at fault).
 func (p *Profile) RedactError(err error) error {
 	err = varnishadm.RedactError(err, p.token, "<purge token>")
+	for _, token := range strings.Split(p.siteTokens, "\n") {
+		err = varnishadm.RedactError(err, token, "<purge token>")
+	}
 	return varnishadm.RedactError(err, p.guestSecret, "<guest secret>")
 }
 

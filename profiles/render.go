@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -38,6 +39,7 @@ type Profile struct {
 	token    string // the purge token the text holds, for Redact
 	// guestSecret is the guest secret the text holds, for Redact.
 	guestSecret string
+	siteTokens  string // the sites' own purge tokens, a line each (a Set stays comparable)
 }
 
 // Plain returns the profile for a Varnish without varnish-modules, and
@@ -76,6 +78,19 @@ func Build(site Site) (Set, error) {
 		}
 		site.PurgeToken = token
 	}
+	site.Routes = slices.Clone(site.Routes)
+	var siteTokens []string
+	for i, r := range site.Routes {
+		if r.PurgeTokenFile == "" || r.token != "" {
+			continue
+		}
+		token, err := ReadPurgeToken(r.PurgeTokenFile)
+		if err != nil {
+			return Set{}, fmt.Errorf("sites[%s].purge_token_file: %w", r.Site, err)
+		}
+		site.Routes[i].token = token
+		siteTokens = append(siteTokens, token)
+	}
 	var set Set
 	for _, s := range state.All {
 		p := Profile{Gear: s, Source: SourceBuiltin}
@@ -104,7 +119,7 @@ func Build(site Site) (Set, error) {
 			}
 		}
 		p.Name = Name(s, p.VCL)
-		p.token, p.guestSecret = site.PurgeToken, site.GuestSecret
+		p.token, p.guestSecret, p.siteTokens = site.PurgeToken, site.GuestSecret, strings.Join(siteTokens, "\n")
 		set[s] = p
 	}
 	return set, nil
@@ -198,10 +213,14 @@ type vclData struct {
 
 	GuestSecretHeader string // the header of the daemon's answers that carries Guest.Secret
 
-	Sites       *siteChain     // the config's sites; nil without a sites key
-	SiteLimits  *vclSiteLimits // with sites and varnish-modules: the backend's limits over every VCL
-	DefaultSite string
-	FetchLog    string // FetchLog, as the templates see it
+	Sites      *siteChain     // the config's sites; nil without a sites key
+	SiteLimits *vclSiteLimits // with sites and varnish-modules: the backend's limits over every VCL
+	SiteScopes []vclSiteScope // with sites: what each site's PURGE and BAN reach, and their tokens
+	// ServerTokenSites is a condition true for the requests of the sites
+	// without a purge token of their own; "" when none has one.
+	ServerTokenSites string
+	DefaultSite      string
+	FetchLog         string // FetchLog, as the templates see it
 }
 
 // vclBudget is profiles.client_budget as vsthrottle's arguments: Limit
@@ -254,6 +273,14 @@ func (d *vclData) funcs() template.FuncMap {
 	return template.FuncMap{
 		// hostKey: a Host as the cache key holds it, lower case, without
 		// the port and without "www.".
+		// banHost: the ban condition over the stored host of a PURGE or
+		// BAN: its Host's, or with sites every host of its site.
+		"banHost": func() string {
+			if d.SiteScopes != nil {
+				return `req.http.X-Gs-Scope`
+			}
+			return `"obj.http.X-Gs-Host == " + req.http.X-Gs-Host`
+		},
 		"hostKey": func(h string) string {
 			return `regsub(std.tolower(regsub(` + h + `, ":[0-9]+$", "")), "^www\.", "")`
 		},
@@ -432,6 +459,16 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		}
 		d.Hops = make([]int, maxProxyHops)
 		d.ExpandSteps = make([]int, 6)
+	}
+	if d.Sites != nil {
+		d.SiteScopes = siteScopes(site.Routes, p.NormalizeHost)
+		var own []string
+		for _, s := range d.SiteScopes {
+			if s.Token != "" {
+				own = append(own, `req.http.X-Gs-Site != "`+s.Site+`"`)
+			}
+		}
+		d.ServerTokenSites = strings.Join(own, " && ")
 	}
 	if d.Sites != nil && d.Modules && d.MaxConnections > 0 {
 		d.SiteLimits = &vclSiteLimits{Backend: d.MaxConnections, Flow: vclDuration(time.Duration(d.MaxConnections) * flightToken)}

@@ -42,6 +42,69 @@ type Route struct {
 	// MaxConnections bounds the backend connections the site's requests
 	// hold at once, over every loaded VCL (0: no bound of its own).
 	MaxConnections int
+	// PurgeTokenFile replaces profiles.purge_token_file for the site's
+	// PURGE and BAN; "": the server's. Build reads it.
+	PurgeTokenFile string
+	token          string // its trimmed content
+}
+
+// vclSiteScope is what a PURGE or BAN sent to one site may reach: a ban
+// condition over the stored host (every host of the site, and no other
+// site's), and the site's own purge token (a VCL string; "": the
+// server's).
+type vclSiteScope struct {
+	Site  string
+	Scope string
+	Token string
+}
+
+// siteScopes returns the purge scope of each site of routes, the stored
+// host as the profiles store it (X-Gs-Host: lower case, no port and no
+// "www." with normalize_host, else the Host as sent).
+func siteScopes(routes []Route, normalize bool) []vclSiteScope {
+	pattern := func(hosts []string) string {
+		var alts []string
+		for _, h := range hosts {
+			h = strings.ToLower(h)
+			glob := strings.HasPrefix(h, "*.")
+			h = strings.TrimPrefix(h, "*.")
+			if normalize && !glob {
+				h = strings.TrimPrefix(h, "www.")
+			}
+			// Ban arguments are bare words: a dot is [.], not \. (host
+			// names hold nothing else a regex reads).
+			p := strings.ReplaceAll(h, ".", "[.]")
+			if glob {
+				p = "[^.]+([.][^.]+)*[.]" + p
+			}
+			alts = append(alts, p)
+		}
+		port := "(:[0-9]+)?"
+		if normalize {
+			port = ""
+		}
+		return "(?i)^(" + strings.Join(alts, "|") + ")" + port + "$"
+	}
+	var others []string
+	for _, r := range routes {
+		if r.Site != DefaultSite {
+			others = append(others, r.Hosts...)
+		}
+	}
+	var scopes []vclSiteScope
+	for _, r := range routes {
+		s := vclSiteScope{Site: r.Site}
+		if r.Site == DefaultSite {
+			s.Scope = "obj.http.X-Gs-Host !~ " + pattern(others)
+		} else {
+			s.Scope = "obj.http.X-Gs-Host ~ " + pattern(r.Hosts)
+		}
+		if r.token != "" {
+			s.Token = `{"` + r.token + `"}`
+		}
+		scopes = append(scopes, s)
+	}
+	return scopes
 }
 
 // routeCase is one `if` of a site chain: a condition over X-Gs-Route

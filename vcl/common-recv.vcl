@@ -118,6 +118,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Site-Flow;
         unset req.http.X-Gs-Held;
         unset req.http.X-Gs-Full;
+        unset req.http.X-Gs-Scope;
 {{- if .Budget}}
         call gearshift_client;
 {{- end}}
@@ -179,6 +180,17 @@ sub gearshift_recv {
         if (client.ip !~ gearshift_purgers) {
             return (synth(405, "Not allowed"));
         }
+{{- range $i, $s := .SiteScopes}}{{if $s.Token}}
+        # A site with a purge_token_file of its own: its PURGE and BAN need
+        # that token, and the server's does not do.
+        if (req.http.X-Gs-Site == "{{$s.Site}}" && req.http.X-Purge-Token != {{$s.Token}}) {
+            return (synth(403, "A " + req.method + " for site {{$s.Site}} needs the X-Purge-Token of its purge_token_file"));
+        }
+{{- end}}{{end}}
+{{- if .ServerTokenSites}}
+        # The server's rule for the sites without a token of their own.
+        if ({{.ServerTokenSites}}) {
+{{- end}}
 {{- if .PurgeToken}}
         # The secret of profiles.purge_token_file: the address alone says
         # nothing behind a proxy on the same host, or beside other sites'
@@ -194,8 +206,20 @@ sub gearshift_recv {
             return (synth(403, "A " + req.method + " through a proxy needs the X-Purge-Token of profiles.purge_token_file"));
         }
 {{- end}}
+{{- if .ServerTokenSites}}
+        }
+{{- end}}
         unset req.http.X-Purge-Token;
         unset req.http.Cookie;
+{{- if .SiteScopes}}
+        # With sites a PURGE or BAN reaches only the site it was sent to:
+        # every host of that site, none of another's (tags included).
+{{- range .SiteScopes}}
+        if (req.http.X-Gs-Site == "{{.Site}}") {
+            set req.http.X-Gs-Scope = "{{.Scope}}";
+        }
+{{- end}}
+{{- end}}
         if (req.method == "PURGE" && (req.http.xkey || req.http.Surrogate-Key)) {
             # Tags: every page the backend tagged with one (xkey or
             # Surrogate-Key response headers), on this Varnish.
@@ -205,14 +229,15 @@ sub gearshift_recv {
             if (req.http.X-Gs-Tags !~ {"{{.TagRE}}"}) {
                 return (synth(400, "A PURGE's xkey header holds tags: letters, digits and _.:=%/+- separated by spaces or commas"));
             }
-{{- if .Modules}}
+{{- if and .Modules (not .SiteScopes)}}
             set req.http.X-Gs-Tags = xkey.purge(req.http.X-Gs-Tags);
             return (synth(200, "Purged " + req.http.X-Gs-Tags + " objects"));
 {{- else}}
-            # Without xkey, a ban on the tags the objects hold.
+            # Without xkey (or with sites: xkey's tags are the server's), a
+            # ban on the tags the objects hold.
             set req.http.X-Gs-Tags = regsuball(regsuball(req.http.X-Gs-Tags, "^[\s,]+|[\s,]+$", ""), "[\s,]+", "|");
             set req.http.X-Gs-Tags = regsuball(req.http.X-Gs-Tags, "([.+])", "[\1]");
-            if (!std.ban("obj.http.xkey ~ (^|[[:space:],])(" + req.http.X-Gs-Tags + ")([[:space:],]|$)")) {
+            if (!std.ban({{if .SiteScopes}}req.http.X-Gs-Scope + " && " + {{end}}"obj.http.xkey ~ (^|[[:space:],])(" + req.http.X-Gs-Tags + ")([[:space:],]|$)")) {
                 return (synth(400, "Purge refused: " + std.ban_error()));
             }
             return (synth(200, "Purged"));
@@ -227,7 +252,7 @@ sub gearshift_recv {
         }
         if (req.method == "BAN") {
             # The path is a regex over the URLs of this host.
-            if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url ~ " + req.url)) {
+            if (!std.ban({{banHost}} + " && obj.http.X-Gs-Url ~ " + req.url)) {
                 return (synth(400, "Ban refused: " + std.ban_error()));
             }
             return (synth(200, "Banned"));
@@ -235,7 +260,7 @@ sub gearshift_recv {
         # Every variant of the URL goes: both schemes, and heavy's copy of
         # every session, not only the copy this request would be served.
         {{keyURL "req.http.X-Gs-Key" "req.url" "        "}}
-        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key)) {
+        if (!std.ban({{banHost}} + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key)) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
         return (synth(200, "Purged"));

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -402,5 +405,131 @@ func TestSitesLimitsOverEveryVCL(t *testing.T) {
 	// The tokens came back: the next request goes through.
 	if ok, _, _ := burst("wiki.example"); ok != 1 {
 		t.Error("a request after the bursts was refused: a token was not given back")
+	}
+}
+
+// A PURGE, BAN or tag purge reaches only the site it was sent to, every
+// host of that site; a site with a purge token of its own takes that
+// token alone, and the server's token does not do for it.
+func TestSitesPurgeScope(t *testing.T) {
+	var mu sync.Mutex
+	fetches := map[string]int{}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		fetches[r.Host]++
+		mu.Unlock()
+		w.Header().Set("Cache-Control", "max-age=600")
+		w.Header().Set("xkey", "tag-a")
+		io.WriteString(w, r.Host)
+	}))
+	t.Cleanup(origin.Close)
+	dir := t.TempDir()
+	token := func(name, value string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(value+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	serverToken, shopToken := "server0token0of0the0whole0host", "shop0token0of0its0own0site0"
+	routes := []profiles.Route{{Site: profiles.DefaultSite}, {Site: "shop", Hosts: []string{"shop.example", "www.shop.example"}},
+		{Site: "wiki", Hosts: []string{"*.wiki.example"}}}
+	r := newRig(t, func(cfg *config.Config) {
+		host, port, _ := net.SplitHostPort(strings.TrimPrefix(origin.URL, "http://"))
+		cfg.Backend.Host = host
+		cfg.Backend.Port, _ = strconv.Atoi(port)
+		cfg.Profiles.ExposeHeaders = true
+		cfg.Profiles.NormalizeHost = false // www.shop.example is a copy of its own
+		cfg.Profiles.PurgeTokenFile = token("server", serverToken)
+		cfg.Sites = []config.Site{
+			{Name: "shop", Hosts: routes[1].Hosts, PurgeTokenFile: token("shop", shopToken)},
+			{Name: "wiki", Hosts: routes[2].Hosts},
+		}
+	})
+	s := &sitesRig{rig: r, origin: origin}
+	s.plan(t, routes, map[string]state.Gear{"default": state.Heavy, "shop": state.Heavy, "wiki": state.Heavy})
+	s.syncSites(t)
+
+	send := func(method, host, tok string, header ...string) int {
+		req, _ := http.NewRequest(method, s.v.URL("/"), nil)
+		req.Host = host
+		if tok != "" {
+			req.Header.Set("X-Purge-Token", tok)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	hosts := []string{"shop.example", "www.shop.example", "a.wiki.example", "other.example"}
+	warm := func() {
+		for _, h := range hosts {
+			send(http.MethodGet, h, "")
+		}
+	}
+	// cached tells, for each host, whether a GET is served without a fetch.
+	cached := func() map[string]bool {
+		mu.Lock()
+		before := maps.Clone(fetches)
+		mu.Unlock()
+		for _, h := range hosts {
+			send(http.MethodGet, h, "")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]bool{}
+		for _, h := range hosts {
+			out[h] = fetches[h] == before[h]
+		}
+		return out
+	}
+	warm()
+	if c := cached(); !c["shop.example"] || !c["other.example"] {
+		t.Fatalf("not cached after a first view: %v", c)
+	}
+
+	for _, tc := range []struct {
+		host, token string
+		want        int
+	}{
+		{"shop.example", serverToken, http.StatusForbidden}, // shop's token alone
+		{"a.wiki.example", shopToken, http.StatusForbidden}, // shop's token is not wiki's
+		{"other.example", shopToken, http.StatusForbidden},
+	} {
+		if got := send("PURGE", tc.host, tc.token); got != tc.want {
+			t.Errorf("PURGE Host %s with the %s: %d, want %d", tc.host, map[string]string{serverToken: "server's token", shopToken: "shop's token"}[tc.token], got, tc.want)
+		}
+	}
+
+	if got := send("PURGE", "shop.example", shopToken); got != http.StatusOK {
+		t.Fatalf("PURGE / of shop with its token: %d", got)
+	}
+	want := map[string]bool{"shop.example": false, "www.shop.example": false, "a.wiki.example": true, "other.example": true}
+	if c := cached(); !maps.Equal(c, want) {
+		t.Errorf("after PURGE / on shop.example, cached %v, want %v (every host of shop, no other site)", c, want)
+	}
+
+	warm()
+	if got := send("PURGE", "a.wiki.example", serverToken, "xkey", "tag-a"); got != http.StatusOK {
+		t.Fatalf("tag PURGE on wiki: %d", got)
+	}
+	want = map[string]bool{"shop.example": true, "www.shop.example": true, "a.wiki.example": false, "other.example": true}
+	if c := cached(); !maps.Equal(c, want) {
+		t.Errorf("after a tag PURGE on a.wiki.example, cached %v, want %v (wiki's tag-a alone)", c, want)
+	}
+
+	warm()
+	if got := send("BAN", "other.example", serverToken); got != http.StatusOK {
+		t.Fatalf("BAN / on the default site: %d", got)
+	}
+	want = map[string]bool{"shop.example": true, "www.shop.example": true, "a.wiki.example": true, "other.example": false}
+	if c := cached(); !maps.Equal(c, want) {
+		t.Errorf("after BAN / on other.example, cached %v, want %v (the default site alone)", c, want)
 	}
 }

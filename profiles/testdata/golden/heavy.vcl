@@ -194,6 +194,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Site-Flow;
         unset req.http.X-Gs-Held;
         unset req.http.X-Gs-Full;
+        unset req.http.X-Gs-Scope;
         call gearshift_client;
     }
     set req.backend_hint = default;

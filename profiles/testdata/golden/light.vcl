@@ -181,6 +181,7 @@ sub gearshift_recv {
         unset req.http.X-Gs-Site-Flow;
         unset req.http.X-Gs-Held;
         unset req.http.X-Gs-Full;
+        unset req.http.X-Gs-Scope;
     }
     set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
