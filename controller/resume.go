@@ -44,6 +44,7 @@ func (c *Controller) resume(ctx context.Context, now time.Time) {
 		order[t] = i
 	}
 	fromIndex := -1
+	sites := map[string]state.Gear{} // the heaviest gear each site's label is on
 collect:
 	for ; pending > 0; pending-- {
 		var a answer
@@ -61,6 +62,14 @@ collect:
 		if st, err := state.Parse(a.found.Gear); err == nil && (from == "" || st > found || (st == found && order[a.t] < fromIndex)) {
 			found, from, fromIndex = st, a.t.addr, order[a.t]
 		}
+		for site, gear := range a.found.Sites {
+			if st, err := state.Parse(gear); err == nil && c.sites.has(site) && st >= sites[site] {
+				sites[site] = st
+				if st > found || from == "" {
+					found, from, fromIndex = st, a.t.addr, order[a.t]
+				}
+			}
+		}
 	}
 	if pending > 0 {
 		go func(n int) { // late answers: their connections are not used
@@ -74,6 +83,15 @@ collect:
 		return
 	}
 	reason := fmt.Sprintf("resumed %s, the gear varnish %s was running at start", found, from)
-	c.machine.Resume(now, found, reason)
+	d := c.machine.Resume(now, found, reason)
+	if c.sites.plan != nil {
+		// Each site in the gear its label was on, the machine in the
+		// heaviest of them: no site comes down before the rules say so.
+		for _, site := range c.sites.list {
+			g := c.sites.gear(site.Name, d)
+			g.gear, g.since = sites[site.Name], now
+			g.reason = fmt.Sprintf("resumed %s, the gear of its label in varnish at start", g.gear)
+		}
+	}
 	c.log.Info("resuming gear", zap.String(logging.FieldTo, found.String()), zap.String(logging.FieldReason, reason))
 }

@@ -118,14 +118,16 @@ const siteEscalation = 10 * time.Second
 
 // followSites moves every site to the gear it should be in under d, the
 // server's decision, at now: its own pin while one holds; the machine's
-// gear for every site while a pin of every site holds, while the sites'
-// backend requests are not known (0.4's way), or without a sites key;
-// else no site above the machine's gear, and the site that costs the
-// backend most takes the machine's gear first, the next one only when the
-// distress holds siteEscalation after that.
+// gear for every site while a pin of every site holds, or without a sites
+// key; no site above the machine's gear; when the machine climbs while
+// the sites' backend requests are not known, every site with it (0.4's
+// way); else the site that costs the backend most takes the machine's
+// gear first, the next one only when the distress holds siteEscalation
+// after that.
 func (c *Controller) followSites(now time.Time, d state.Decision) {
 	shares, known := c.siteShares()
-	spread := c.sites.plan == nil || d.Forced || !known
+	spread := c.sites.plan == nil || d.Forced
+	lift := !known && d.Changed && d.Gear > d.From
 	c.sites.shifts = c.sites.shifts[:0]
 	machineCause := d.Cause
 	if machineCause == "" {
@@ -145,14 +147,14 @@ func (c *Controller) followSites(now time.Time, d state.Decision) {
 				reason += " until " + c.wall(g.pinUntil).Format(time.RFC3339)
 			}
 			c.shiftSite(now, site.Name, g, g.pin, reason, state.CauseForced)
-		case spread || g.gear > d.Gear:
+		case spread || g.gear > d.Gear || lift:
 			c.shiftSite(now, site.Name, g, d.Gear, d.Reason, machineCause)
 		default:
 			climbing = climbing || g.gear == d.Gear && d.Gear > state.Lightest
 		}
 	}
 	pressing := now.Sub(c.sites.climbed) >= siteEscalation && c.machine.Pressing(d.Gear)
-	if !spread && d.Gear > state.Lightest && (!climbing || pressing) {
+	if !spread && known && d.Gear > state.Lightest && (!climbing || pressing) {
 		c.climb(now, d, shares)
 	}
 	if c.sites.plan != nil {

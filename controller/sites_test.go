@@ -281,3 +281,24 @@ func TestSitesHooksAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A daemon restarted while a site is in heavy resumes each site in the
+// gear its label is on, and the machine in the heaviest of them.
+func TestSitesResume(t *testing.T) {
+	r := newRig(t, threeSites)
+	r.tick(t)
+	if _, err := r.request(reqForce, "shop", state.Heavy); err != nil {
+		t.Fatal(err)
+	}
+	again := newRigOn(t, r.v, threeSites)
+	again.tick(t)
+	again.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Heavy, "wiki": state.Light})
+	status := again.c.Status()
+	shop, _ := status.Site("shop")
+	if shop.Mode != "auto" || !strings.HasPrefix(shop.Reason, "resumed heavy") {
+		t.Errorf("shop after a restart: %+v, want heavy resumed, in auto", shop)
+	}
+	if g := again.c.machine.Current().Gear; g != state.Heavy {
+		t.Errorf("machine resumed %s, want heavy", g)
+	}
+}

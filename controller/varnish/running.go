@@ -9,7 +9,10 @@ import (
 // connection it asked on, for Keep.
 type Found struct {
 	Gear string // the gear's name; "" when it runs none of gearshift's profiles
-	conn Admin
+	// Sites are the gears of the site labels (a config with sites), by
+	// site name.
+	Sites map[string]string
+	conn  Admin
 }
 
 // Running asks Varnish which gear's profile the target runs now: the
@@ -32,7 +35,7 @@ func (t *Target) Running(ctx context.Context) (Found, error) {
 		conn.Close()
 		return Found{}, err
 	}
-	return Found{Gear: gearOf(s.Mode, vcls), conn: conn}, nil
+	return Found{Gear: gearOf(s.Mode, vcls), Sites: siteGears(vcls), conn: conn}, nil
 }
 
 // Keep gives the target f's connection when it has none yet (its first

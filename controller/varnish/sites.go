@@ -170,6 +170,25 @@ func (t *Target) useRouter(ctx context.Context, now time.Time, load func(profile
 	return nil
 }
 
+// siteGears returns the gear each site label points at, by site; nil
+// when there is none.
+func siteGears(vcls []VCL) map[string]string {
+	var gears map[string]string
+	for _, v := range vcls {
+		site, ok := strings.CutPrefix(v.Name, profiles.SiteLabelPrefix)
+		if !ok || v.Label == "" {
+			continue
+		}
+		if m := ownName.FindStringSubmatch(v.Label); m != nil {
+			if gears == nil {
+				gears = map[string]string{}
+			}
+			gears[site] = m[1]
+		}
+	}
+	return gears
+}
+
 // SitesStatus is the target's status against sites: in sync when every
 // site's label is on its gear's profile and, but in label mode, the
 // router is active.
