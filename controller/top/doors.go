@@ -21,7 +21,7 @@ import (
 type Doors struct {
 	mu      sync.Mutex
 	buckets [refusalWindow]doorBucket
-	read    time.Time // when a record was last read, or the reader started; zero: never
+	read    time.Time         // when a record was last read, or the reader started; zero: never
 	totals  map[string]uint64 // backend requests by site since the start
 }
 
