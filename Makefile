@@ -124,6 +124,13 @@ bench-flood: deps-if-missing
 	$(GO) test -run '^$$' -bench '^BenchmarkSessionWritesAndHits$$' -benchtime 1x -timeout 20m ./profiles/apps
 	$(GO) test -run '^$$' -bench '^BenchmarkFlood$$' -benchtime 1x -timeout 30m ./tests/system
 
+# Many sites on one Varnish: 300 sites beside one, side by side on a
+# varnishd each (config checks, rendering, the first sync, loaded VCLs, a
+# one-site shift, a poll; about a minute).
+.PHONY: bench-sites-scale
+bench-sites-scale: deps-if-missing
+	$(GO) test -run '^$$' -bench '^BenchmarkSitesScale$$' -benchtime 1x -timeout 20m ./controller/varnish
+
 # The fleet recipe, side by side in one run: the seconds from a database
 # surge to three nodes in heavy on Prometheus queries, against a node on
 # its machine's signals alone, and the cost of the queries per poll

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -293,5 +294,30 @@ func TestVarnishChildState(t *testing.T) {
 		if got, err := c.ChildState(ctx); got != step.want || err != nil {
 			t.Errorf("after %q: ChildState = %q, %v; want %q", step.cmd, got, err, step.want)
 		}
+	}
+}
+
+// A vcl.list longer than varnishd's cli_limit (many sites' labels) comes
+// back whole: VCLList raises the limit once and asks again.
+func TestVarnishListPastCLILimit(t *testing.T) {
+	v, c := startVarnish(t)
+	ctx := testCtx(t, 60*time.Second)
+	if err := c.VCLInline(ctx, "one", okVCL, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := c.VCLLabel(ctx, fmt.Sprintf("a-rather-long-label-name-%02d", i), "one"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := v.Adm("param.set", "cli_limit", "1k"); err != nil {
+		t.Fatal(err)
+	}
+	vcls, err := c.VCLList(ctx)
+	if err != nil || len(vcls) != 22 {
+		t.Fatalf("VCLList past cli_limit: %d entries, %v; want boot, one and 20 labels", len(vcls), err)
+	}
+	if out, _ := v.Adm("param.show", "cli_limit"); !strings.Contains(out, "Value is: 4M") {
+		t.Errorf("cli_limit after: %s", out)
 	}
 }

@@ -124,6 +124,10 @@ func (v VCL) IsLabel() bool { return v.State == "label" }
 // Active reports whether v is the VCL new requests are handled by.
 func (v VCL) Active() bool { return v.Status == "active" }
 
+// listCLILimit is the cli_limit VCLList sets when vcl.list does not fit
+// varnishd's: room for some 20,000 labels.
+const listCLILimit = "4m"
+
 // VCLList returns the loaded VCLs. It reads `vcl.list -j`: the text format
 // changed between Varnish 6.0 and 6.2, the JSON one did not.
 func (c *Client) VCLList(ctx context.Context) ([]VCL, error) {
@@ -132,7 +136,18 @@ func (c *Client) VCLList(ctx context.Context) ([]VCL, error) {
 		return nil, err
 	}
 	if status == statusTruncated {
-		return nil, fmt.Errorf("vcl.list on %s: answer truncated by varnishd's cli_limit parameter; raise it", c.addr)
+		// Many sites are many labels: a list longer than varnishd's
+		// cli_limit (48k by default, some 200 labels) is cut. The
+		// limit is a runtime parameter; raise it once and ask again.
+		if _, _, err := c.run(ctx, []string{"param.set", "cli_limit", listCLILimit}); err != nil {
+			return nil, fmt.Errorf("vcl.list on %s: answer truncated by varnishd's cli_limit, and raising it failed: %w", c.addr, err)
+		}
+		if status, body, err = c.run(ctx, []string{"vcl.list", "-j"}); err != nil {
+			return nil, err
+		}
+	}
+	if status == statusTruncated {
+		return nil, fmt.Errorf("vcl.list on %s: answer truncated by varnishd's cli_limit parameter (%s); raise it", c.addr, listCLILimit)
 	}
 	vcls, err := parseVCLList(body)
 	if err != nil {
