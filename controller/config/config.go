@@ -97,10 +97,11 @@ var Modes = []string{ModeActive, ModeLabel}
 
 // Hooks are commands the daemon runs on events.
 type Hooks struct {
-	// OnChange is run after every gear change: the command and its
-	// arguments, without a shell, with GEARSHIFT_FROM, GEARSHIFT_TO,
-	// GEARSHIFT_REASON, GEARSHIFT_MODE, GEARSHIFT_INCIDENT and (back in
-	// light) GEARSHIFT_SUMMARY in its environment; []: none.
+	// OnChange is run after every gear change (with sites: each site's):
+	// the command and its arguments, without a shell, with
+	// GEARSHIFT_FROM, GEARSHIFT_TO, GEARSHIFT_REASON, GEARSHIFT_MODE,
+	// GEARSHIFT_SITE, GEARSHIFT_INCIDENT and (back in light)
+	// GEARSHIFT_SUMMARY in its environment; []: none.
 	OnChange []string         `yaml:"on_change"`
 	Timeout  timefmt.Duration `yaml:"timeout"` // how long a hook may run; then its process group is killed
 }
