@@ -93,15 +93,22 @@ func (d *Doors) Fetches(now time.Time) (bySite map[string]int, ok bool) {
 		return nil, false
 	}
 	bySite = map[string]int{}
-	for _, b := range d.buckets {
-		if b.sec <= sec-refusalWindow || b.sec > sec {
-			continue
-		}
+	d.lastMinute(sec, func(b *doorBucket) {
 		for site, n := range b.fetches {
 			bySite[site] += n
 		}
-	}
+	})
 	return bySite, true
+}
+
+// lastMinute calls fn with each bucket of the minute before sec; d.mu is
+// held.
+func (d *Doors) lastMinute(sec int64, fn func(*doorBucket)) {
+	for i := range d.buckets {
+		if b := &d.buckets[i]; b.sec > sec-refusalWindow && b.sec <= sec {
+			fn(b)
+		}
+	}
 }
 
 // Reading marks the log as read at now (the reader runs), so that Stats
@@ -130,14 +137,11 @@ func (d *Doors) Stats(now time.Time) (counts [len(profiles.Doors)]int, ok bool) 
 	if d.read.IsZero() {
 		return counts, false
 	}
-	for _, b := range d.buckets {
-		if b.sec <= sec-refusalWindow || b.sec > sec {
-			continue
-		}
+	d.lastMinute(sec, func(b *doorBucket) {
 		for i, n := range b.counts {
 			counts[i] += n
 		}
-	}
+	})
 	return counts, true
 }
 
