@@ -86,6 +86,21 @@ func buildSites(cfg *config.Config, base profiles.Set, build BuildFunc) (*sites,
 	return s, nil
 }
 
+// SitesExport returns what a config with sites boots into
+// (profiles.ExportSites), set being the server's profiles (BuildProfiles);
+// nil without a sites key.
+func SitesExport(cfg *config.Config, set profiles.Set) (*profiles.SitesExport, error) {
+	s, err := buildSites(cfg, set, BuildProfiles)
+	if err != nil || s.plan == nil {
+		return nil, err
+	}
+	x := &profiles.SitesExport{Sets: s.plan.Sets, Router: s.plan.Router}
+	for _, l := range s.plan.Labels {
+		x.Sites, x.SetOf = append(x.Sites, l.Site), append(x.SetOf, l.Set)
+	}
+	return x, nil
+}
+
 // keep carries the gears and pins of old's sites that s still has: a
 // reload leaves the sites it did not change where they were.
 func (s *sites) keep(old *sites) {

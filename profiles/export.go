@@ -22,10 +22,72 @@ const CLIFile = "gearshift.cli"
 // broken): Varnish then boots into its -f VCL and gearshift loads the
 // profiles when it connects. It returns the paths written.
 func Export(set Set, dir string, active state.Gear) ([]string, error) {
-	return export(set, dir, active, func(cli *strings.Builder) error {
+	return export(set, dir, active, func(cli *strings.Builder, _ string) ([]string, error) {
 		fmt.Fprintf(cli, "-vcl.use %s\n", set[active].Name)
-		return nil
+		return nil, nil
 	})
+}
+
+// SitesExport is what a config with sites boots into: the profiles of
+// each set of site overrides (the default site's first), each site's set,
+// and the router.
+type SitesExport struct {
+	Sets   []*Set
+	Sites  []string // the sites' names
+	SetOf  []int    // each site's set, an index in Sets
+	Router Profile
+}
+
+// ExportSites is Export for a config with sites: CLIFile loads every set's
+// profiles (the first set's as <state>.vcl, the others' as
+// <state>-<set>.vcl), points each site's label at its set's profile of
+// active, then loads the router (router.vcl) and makes it active. As with
+// Export, a command that fails does not abort varnishd's start: it boots
+// into its -f VCL, and gearshift loads the rest when it connects.
+func ExportSites(x SitesExport, dir string, active state.Gear) ([]string, error) {
+	if len(x.Sets) == 0 || len(x.Sites) != len(x.SetOf) {
+		return nil, fmt.Errorf("export profiles: %d sets for %d sites (%d with a set)", len(x.Sets), len(x.Sites), len(x.SetOf))
+	}
+	return export(*x.Sets[0], dir, active, func(cli *strings.Builder, dir string) ([]string, error) {
+		var written []string
+		for i, set := range x.Sets[1:] {
+			for _, p := range set {
+				path, err := writeProfile(cli, filepath.Join(dir, fmt.Sprintf("%s-%d.vcl", p.Gear, i+1)), p)
+				if err != nil {
+					return written, err
+				}
+				written = append(written, path)
+			}
+		}
+		for i, site := range x.Sites {
+			if x.SetOf[i] < 0 || x.SetOf[i] >= len(x.Sets) {
+				return written, fmt.Errorf("site %s: no set %d", site, x.SetOf[i])
+			}
+			fmt.Fprintf(cli, "-vcl.label %s %s\n", SiteLabel(site), x.Sets[x.SetOf[i]][active].Name)
+		}
+		path, err := writeProfile(cli, filepath.Join(dir, "router.vcl"), x.Router)
+		if err != nil {
+			return written, err
+		}
+		fmt.Fprintf(cli, "-vcl.use %s\n", x.Router.Name)
+		return append(written, path), nil
+	})
+}
+
+// writeProfile writes p to path and the command that loads it to cli.
+func writeProfile(cli *strings.Builder, path string, p Profile) (string, error) {
+	if p.Name == "" || p.VCL == "" {
+		return "", fmt.Errorf("the %s profile is empty", p.Name)
+	}
+	quoted, err := varnishadm.Quote(path) // -I files are read by the same CLI parser as the admin port
+	if err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(path, []byte(p.VCL)); err != nil {
+		return "", fmt.Errorf("export profile %s: %w", p.Name, err)
+	}
+	fmt.Fprintf(cli, "-vcl.load %s %s warm\n", p.Name, quoted)
+	return path, nil
 }
 
 // SiteVCL is the site's own VCL on a stock Debian/Ubuntu Varnish.
@@ -40,23 +102,23 @@ const SiteVCL = "/etc/varnish/default.vcl"
 // is skipped; a failed label or site VCL stops varnishd, as a broken -f
 // VCL would (the site's VCL cannot run without the label).
 func ExportLabel(set Set, dir string, active state.Gear, siteVCL string) ([]string, error) {
-	return export(set, dir, active, func(cli *strings.Builder) error {
+	return export(set, dir, active, func(cli *strings.Builder, _ string) ([]string, error) {
 		site, err := filepath.Abs(siteVCL)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		quoted, err := varnishadm.Quote(site)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Fprintf(cli, "vcl.label %s %s\n", Label, set[active].Name)
 		fmt.Fprintf(cli, "vcl.load boot %s\n", quoted)
 		fmt.Fprintf(cli, "vcl.use boot\n")
-		return nil
+		return nil, nil
 	})
 }
 
-func export(set Set, dir string, active state.Gear, finish func(*strings.Builder) error) ([]string, error) {
+func export(set Set, dir string, active state.Gear, finish func(cli *strings.Builder, dir string) ([]string, error)) ([]string, error) {
 	if !active.Valid() {
 		return nil, fmt.Errorf("export profiles: unknown state %d", int(active))
 	}
@@ -73,20 +135,17 @@ func export(set Set, dir string, active state.Gear, finish func(*strings.Builder
 		if p.Name == "" || p.VCL == "" {
 			return nil, fmt.Errorf("export profiles: the %s profile is empty", p.Gear)
 		}
-		path := filepath.Join(dir, p.Gear.String()+".vcl")
-		quoted, err := varnishadm.Quote(path) // -I files are read by the same CLI parser as the admin port
+		path, err := writeProfile(&cli, filepath.Join(dir, p.Gear.String()+".vcl"), p)
 		if err != nil {
 			return nil, fmt.Errorf("export profiles to %s: %w", dir, err)
 		}
-		if err := writeFileAtomic(path, []byte(p.VCL)); err != nil {
-			return nil, fmt.Errorf("export profile %s: %w", p.Gear, err)
-		}
 		written = append(written, path)
-		fmt.Fprintf(&cli, "-vcl.load %s %s warm\n", p.Name, quoted)
 	}
-	if err := finish(&cli); err != nil {
+	more, err := finish(&cli, dir)
+	if err != nil {
 		return nil, fmt.Errorf("export profiles to %s: %w", dir, err)
 	}
+	written = append(written, more...)
 	path := filepath.Join(dir, CLIFile)
 	if err := writeFileAtomic(path, []byte(cli.String())); err != nil {
 		return nil, fmt.Errorf("export profiles: %w", err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -212,4 +213,47 @@ func activeIn(list []varnishadm.VCL) bool {
 		}
 	}
 	return false
+}
+
+// TestExportSitesBootsVarnish: with sites, varnishd boots into the
+// router, every site's label on its set's profile of the exported gear.
+func TestExportSitesBootsVarnish(t *testing.T) {
+	o := newOrigin(t)
+	site := testConfig(o)
+	site.Routes = []Route{{Site: DefaultSite}, {Site: "shop", Hosts: []string{"shop.example"}}}
+	set, err := Build(*site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := *site
+	own.Options.NeverCache = append(slices.Clone(own.Options.NeverCache), "^/cart")
+	shopSet, err := Build(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := Router(site.Routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := searchableTempDir(t)
+	x := SitesExport{Sets: []*Set{&set, &shopSet}, Sites: []string{DefaultSite, "shop"}, SetOf: []int{0, 1}, Router: router}
+	if _, err := ExportSites(x, filepath.Join(dir, "export"), state.Heavy); err != nil {
+		t.Fatal(err)
+	}
+	addr, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile), false)
+	if v := vcls[router.Name]; !v.Active() {
+		t.Errorf("the router is not the active VCL; vcl.list: %+v", vcls)
+	}
+	for name, want := range map[string]string{SiteLabel(DefaultSite): set[state.Heavy].Name, SiteLabel("shop"): shopSet[state.Heavy].Name} {
+		if got := vcls[name].LabelOf; got != want {
+			t.Errorf("label %s -> %q, want %q", name, got, want)
+		}
+	}
+	g := &gears{v: &varnishtest.Varnish{HTTPAddr: addr}}
+	if r := g.do(t, req{path: "/exported", host: "shop.example"}); r.header.Get("X-Gearshift-Profile") != "heavy" {
+		t.Errorf("shop.example answered by %q, want heavy", r.header.Get("X-Gearshift-Profile"))
+	}
+	if _, err := ExportSites(SitesExport{Sets: []*Set{&set}, Sites: []string{"shop"}}, filepath.Join(dir, "bad"), state.Heavy); err == nil {
+		t.Error("ExportSites with a site of no set: no error")
+	}
 }

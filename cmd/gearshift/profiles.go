@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gearshift/gearshift/controller"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnishadm"
@@ -133,10 +134,20 @@ func (a *app) profilesExport(dir, use, siteVCL string) (int, error) {
 		return exitUsage, err
 	}
 	label := cfg.Varnish.Mode == config.ModeLabel
+	sites, err := controller.SitesExport(cfg, set)
+	if err != nil {
+		return exitUsage, err
+	}
 	var paths []string
-	if label {
+	switch {
+	case sites != nil && label:
+		return exitUsage, errors.New("profiles export: varnish.mode label with sites is not supported yet: " +
+			"boot varnishd on its own VCL, and the daemon labels each site when it connects")
+	case sites != nil:
+		paths, err = profiles.ExportSites(*sites, dir, s)
+	case label:
 		paths, err = profiles.ExportLabel(set, dir, s, siteVCL)
-	} else {
+	default:
 		paths, err = profiles.Export(set, dir, s)
 	}
 	if err != nil {
@@ -149,7 +160,11 @@ func (a *app) profilesExport(dir, use, siteVCL string) (int, error) {
 	if label {
 		fmt.Fprintf(a.stdout, "in varnishd's command line, replace \"-f %s\" with \"-f '' -I %s\": it labels gearshift's %s gear, then loads and uses %s\n", siteVCL, cli, s, siteVCL)
 	} else {
-		fmt.Fprintf(a.stdout, "add \"-I %s\" to varnishd's command line to boot into gearshift's %s gear\n", cli, s)
+		what := "gearshift's " + s.String() + " gear"
+		if sites != nil {
+			what = "gearshift's router with every site in the " + s.String() + " gear"
+		}
+		fmt.Fprintf(a.stdout, "add \"-I %s\" to varnishd's command line to boot into %s\n", cli, what)
 	}
 	return exitOK, nil
 }

@@ -208,3 +208,34 @@ func TestProfilesCheckWithoutModules(t *testing.T) {
 		}
 	}
 }
+
+// With sites, profiles export writes the router and every site's label;
+// in label mode it refuses, saying what to do instead.
+func TestProfilesExportSites(t *testing.T) {
+	const target = "targets: [ { admin: 127.0.0.1:6082, secret_file: $DIR/secret } ]"
+	const rest = "backend: { host: 127.0.0.1, port: 8099 }\n" +
+		"sites: [ { name: shop, hosts: [shop.example], profiles: { never_cache: ['^/cart'] } } ]\n"
+	path, dir := configtest.File(t, "varnish: { "+target+" }\n"+rest)
+	out := filepath.Join(dir, "export")
+	code, stdout, errs := runMain(t, "--config", path, "profiles", "export", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	cli, err := os.ReadFile(filepath.Join(out, profiles.CLIFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-vcl.label " + profiles.SiteLabel("shop") + " gearshift-", "-vcl.label " + profiles.SiteLabel(profiles.DefaultSite) + " gearshift-", "-vcl.use " + profiles.RouterPrefix} {
+		if !strings.Contains(string(cli), want) {
+			t.Errorf("%s lacks %q:\n%s", profiles.CLIFile, want, cli)
+		}
+	}
+	if strings.Count(string(cli), "-vcl.load ") != 7 || !strings.Contains(stdout, "router") {
+		t.Errorf("want two sets of three profiles and the router loaded:\n%s\n%s", cli, stdout)
+	}
+
+	labelPath, _ := configtest.File(t, "varnish: { mode: label, "+target+" }\n"+rest)
+	if code, _, errs := runMain(t, "--config", labelPath, "profiles", "export", filepath.Join(dir, "label")); code != 2 || !strings.Contains(errs, "label with sites") {
+		t.Errorf("label mode with sites: exit %d: %s", code, errs)
+	}
+}
