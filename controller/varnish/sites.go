@@ -48,7 +48,31 @@ func (t *Target) SyncSites(ctx context.Context, now time.Time, sites *Sites) (sw
 	})
 }
 
+// sitesRelist is how long a target in sync with the same sites goes
+// without listing its VCLs: a list of 300 labels costs a poll ten times
+// what one of a site does, so between two the target only relabels what
+// the loop moved. A foreign relabel, a stopped child or a restarted
+// manager is seen within it (a shift meanwhile finds a restarted manager
+// at once: its command fails, and the next sync looks again).
+const sitesRelist = 10 * time.Second
+
+// sitesKey names what a Sites loads: its router and every profile.
+func (t *Target) sitesKey(sites *Sites) string {
+	var b strings.Builder
+	b.WriteString(sites.Router.Name)
+	for _, set := range sites.Sets {
+		for _, p := range t.profiles(set) {
+			b.WriteString(" " + p.Name)
+		}
+	}
+	return b.String()
+}
+
 func (t *Target) reconcileSites(ctx context.Context, now time.Time, sites *Sites) (float64, bool, error) {
+	key := t.sitesKey(sites)
+	if t.inSync && key == t.sitesLoaded && !t.reconnected && t.conn.Sessions() == t.sessions && now.Sub(t.listedAt) < sitesRelist {
+		return t.relabel(ctx, sites)
+	}
 	vcls, present, err := t.observe(ctx)
 	if err != nil {
 		return 0, false, err
@@ -131,6 +155,7 @@ func (t *Target) reconcileSites(ctx context.Context, now time.Time, sites *Sites
 		}
 	}
 	t.contacted, t.inSync = true, true
+	t.sitesLoaded, t.listedAt = key, now
 
 	keep := map[string]bool{sites.Router.Name: true}
 	for _, set := range sets {
@@ -142,6 +167,35 @@ func (t *Target) reconcileSites(ctx context.Context, now time.Time, sites *Sites
 		keep[label] = true
 	}
 	return longest, switched, t.discard(ctx, vcls, keep, t.lastSites)
+}
+
+// relabel points the labels the loop moved at their gear's profile, on a
+// target in sync whose VCLs have not changed since it last listed them.
+func (t *Target) relabel(ctx context.Context, sites *Sites) (float64, bool, error) {
+	longest, switched := 0.0, false
+	for _, l := range sites.Labels {
+		label, to := profiles.SiteLabel(l.Site), t.profiles(sites.Sets[l.Set])[l.Gear].Name
+		from := t.lastSites[label]
+		if from == to {
+			continue
+		}
+		cctx, cancel := t.cmdCtx(ctx, false)
+		start := time.Now()
+		err := t.conn.VCLLabel(cctx, label, to)
+		elapsed := time.Since(start)
+		cancel()
+		if err != nil {
+			t.inSync = false // the next sync looks again
+			return longest, switched, fmt.Errorf("label %s %s on %s: %w", label, to, t.addr, err)
+		}
+		t.metrics.Switches.Observe(elapsed.Seconds())
+		ms := numfmt.Round(float64(elapsed.Microseconds())/1000, 3)
+		t.lastSwitch, longest, switched = ms, max(longest, ms), true
+		t.lastSites[label] = to
+		t.log.Info("site relabelled", zap.String(logging.FieldSite, l.Site), zap.String(logging.FieldFromVCL, from),
+			zap.String(logging.FieldVCL, to), zap.String(logging.FieldTo, l.Gear.String()), zap.Float64(logging.FieldSwitchMS, ms))
+	}
+	return longest, switched, nil
 }
 
 // useRouter loads the router and makes it the active VCL, saying so when

@@ -19,7 +19,8 @@ import (
 // compiled), the VCLs Varnish keeps loaded, a one-site shift (a
 // vcl.label, its p99 over 200 as the command took, like 0.4's switch) and
 // a poll's sync with nothing to change (its mean: the daemon's work per
-// poll). Each is reported for both and as a ratio (300 sites over 1).
+// poll, a poll a second). Each is reported for both and as a ratio (300
+// sites over 1), and a poll beside a host without a sites key's (0.4's).
 func BenchmarkSitesScale(b *testing.B) {
 	type run struct {
 		check, render, first, router time.Duration
@@ -85,6 +86,7 @@ func BenchmarkSitesScale(b *testing.B) {
 				b.Fatalf("%d sites: shift %d did not switch", n, i)
 			}
 			r.shifts = append(r.shifts, time.Duration(ms*float64(time.Millisecond)))
+			rg.now = rg.now.Add(time.Second) // a poll a second, as the daemon's default
 			start = time.Now()
 			if _, switched := rg.t.SyncSites(ctx, rg.now, &sites); switched {
 				b.Fatalf("%d sites: a poll in sync switched", n)
@@ -106,7 +108,21 @@ func BenchmarkSitesScale(b *testing.B) {
 		}
 		return sum / time.Duration(len(d))
 	}
+	// A host without a sites key (0.4): its poll lists the VCLs each time.
+	single := func(b *testing.B) (polls []time.Duration) {
+		rg := newRig(b, nil)
+		rg.sync(b, state.Light)
+		for range 200 {
+			start := time.Now()
+			if _, switched := rg.sync(b, state.Light); switched {
+				b.Fatal("a poll in sync switched")
+			}
+			polls = append(polls, time.Since(start))
+		}
+		return polls
+	}
 	for i := 0; i < b.N; i++ {
+		plain := single(b)
 		one, many := measure(b, 1), measure(b, 300)
 		if many.loaded != 4 {
 			b.Errorf("300 sites keep %d VCLs loaded, want four (three profiles and the router)", many.loaded)
@@ -119,6 +135,8 @@ func BenchmarkSitesScale(b *testing.B) {
 		b.ReportMetric(ms(p99(one.shifts)), "shift-p99-1-ms")
 		b.ReportMetric(ms(p99(many.shifts)), "shift-p99-300-ms")
 		b.ReportMetric(float64(p99(many.shifts))/float64(p99(one.shifts)), "shift-p99-ratio")
+		b.ReportMetric(ms(mean(plain)), "poll-nosites-ms")
+		b.ReportMetric(float64(mean(many.polls))/float64(mean(plain)), "poll-300-vs-nosites")
 		b.ReportMetric(ms(mean(one.polls)), "poll-1-ms")
 		b.ReportMetric(ms(mean(many.polls)), "poll-300-ms")
 		b.ReportMetric(float64(mean(many.polls))/float64(mean(one.polls)), "poll-ratio")

@@ -125,7 +125,7 @@ func (t *Target) reconcile(ctx context.Context, now time.Time, set *profiles.Set
 	}
 	t.contacted = true
 	t.inSync = true
-	t.lastSites = nil // no sites now: their labels go with the stale
+	t.lastSites, t.sitesLoaded = nil, "" // no sites now: their labels go with the stale
 	return ms, switched, t.discardStale(ctx, vcls, set, desired)
 }
 

@@ -91,6 +91,11 @@ type Target struct {
 	active    string
 	label     string            // what the label gearshift points to (label mode)
 	lastSites map[string]string // with sites: what gearshift last pointed each site's label at, by label
+	// sitesLoaded names what the last full sync with sites loaded
+	// (sitesKey), at listedAt: until sitesRelist after it, a sync in
+	// sync relabels without listing.
+	sitesLoaded string
+	listedAt    time.Time
 	foreignAt time.Time         // when gearshift's VCL was last found changed by someone else
 	unusedLab bool              // "no VCL uses the label" was logged
 	// reconnected: the client opened a new session (it re-dialled a lost
