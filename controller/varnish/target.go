@@ -96,8 +96,8 @@ type Target struct {
 	// sync relabels without listing.
 	sitesLoaded string
 	listedAt    time.Time
-	foreignAt time.Time         // when gearshift's VCL was last found changed by someone else
-	unusedLab bool              // "no VCL uses the label" was logged
+	foreignAt   time.Time // when gearshift's VCL was last found changed by someone else
+	unusedLab   bool      // "no VCL uses the label" was logged
 	// reconnected: the client opened a new session (it re-dialled a lost
 	// connection) since the last sync that succeeded. A VCL found changed
 	// then is put back without calling it foreign: a restarted manager
