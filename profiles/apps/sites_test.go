@@ -26,13 +26,13 @@ import (
 	"github.com/gearshift/gearshift/profiles"
 )
 
-// The sites of TestSites: two WordPress sites of Debian's one WordPress
-// tree and the session-on-every-page site, name-based virtual hosts of
-// one Apache, each a gearshift site; any other Host is the default
-// site's, a page of Apache's first virtual host.
+// The sites of TestSites: Debian's WordPress, Debian's MediaWiki and the
+// session-on-every-page site, name-based virtual hosts of one Apache,
+// each a gearshift site; any other Host is the default site's, a page of
+// Apache's first virtual host.
 const (
 	blogHost    = "blog.test"
-	newsHost    = "news.test"
+	wikiHost    = "wiki.test"
 	membersHost = "members.test"
 	otherHost   = "other.test" // no site claims it: the default site
 )
@@ -48,6 +48,9 @@ type sitesStack struct {
 	wp      *lampstack.DebianWordPress
 	members map[string]string // the session site's users: name -> password
 	data    string            // the session site's SITE_DATA
+	wiki    map[string]string // the wiki's users: name -> password
+	wikiSet string            // the wiki's LocalSettings.php
+	bin     map[string]string
 	net     lampstack.Net
 	ips     int // visitors made so far
 }
@@ -57,20 +60,22 @@ type sitesStack struct {
 // and forces one site to heavy as `gearshift force heavy --site blog`
 // does: the other sites keep their gear, headers and freshness, their
 // signed-in users see their own writes, and no site is served another's
-// pages. MediaWiki is not among the sites (its install alone costs more
-// than this test's budget): the second site is a second WordPress host.
-// It runs in `make test` (about 10 s).
+// pages. It runs in `make test` (about 15 s).
 func TestSites(t *testing.T) {
-	bin := lampstack.Need(t, lampstack.WordPressPackages+", varnish", slices.Concat(lampstack.WordPressPrograms, []string{"varnishd"})...)
+	bin := lampstack.Need(t, lampstack.WordPressPackages+", mediawiki, php-intl, php-mbstring, php-xml, varnish",
+		slices.Concat(lampstack.WordPressPrograms, []string{"/usr/share/mediawiki/maintenance/install.php", "varnishd"})...)
 	start := time.Now()
 	s := startSites(t, bin)
-	t.Logf("Varnish, MariaDB, two WordPress sites, the session site and Apache up, sites loaded in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("Varnish, MariaDB, WordPress, MediaWiki, the session site and Apache up, sites loaded in %s", time.Since(start).Round(time.Millisecond))
 
 	// Every site light: anonymous pages are fetched each time.
 	before := map[string]http.Header{}
-	for _, host := range []string{blogHost, newsHost, membersHost, otherHost} {
+	for _, host := range []string{blogHost, wikiHost, membersHost, otherHost} {
 		p := s.repeat(t, host, "/")
 		s.wantGear(t, host, p, "light")
+		if owner := pageOwner(p.Body); owner != host {
+			t.Fatalf("GET / with Host %s: a page of %q, want the site's own (the page tells its site wrong)", host, owner)
+		}
 		if p.XCache() == "HIT" {
 			t.Errorf("%s: a repeated anonymous GET / is a HIT with every site light", host)
 		}
@@ -86,9 +91,12 @@ func TestSites(t *testing.T) {
 		if blogPage.XCache() != "HIT" {
 			t.Errorf("%s in heavy: a repeated anonymous GET / is %q, want a HIT", blogHost, blogPage.XCache())
 		}
-		for _, host := range []string{newsHost, membersHost, otherHost} {
+		for _, host := range []string{wikiHost, membersHost, otherHost} {
 			p := s.repeat(t, host, "/")
 			s.wantGear(t, host, p, "light")
+			if owner := pageOwner(p.Body); owner != host {
+				t.Errorf("GET / with Host %s while blog's is cached: a page of %q", host, owner)
+			}
 			if got := stableHeaders(p.Header); !headersEqual(got, before[host]) {
 				t.Errorf("%s: the headers of a repeated anonymous GET / changed when blog went heavy:\nbefore %v\nafter  %v", host, before[host], got)
 			}
@@ -96,8 +104,8 @@ func TestSites(t *testing.T) {
 	})
 
 	t.Run("a neighbour's change on the backend shows at once", func(t *testing.T) {
-		s.freshness(t, newsHost, true)
-		s.freshness(t, blogHost, false) // heavy: its copy, as it should
+		s.wikiFreshness(t, true)
+		s.blogFreshness(t, false) // heavy: its copy, as it should
 		// The session site: a comment written straight into its files.
 		article := "/article.php?id=7"
 		s.repeat(t, membersHost, article)
@@ -109,8 +117,10 @@ func TestSites(t *testing.T) {
 	})
 
 	t.Run("a neighbour's signed-in users see their own writes", func(t *testing.T) {
-		s.wordPressComment(t, newsHost)
+		s.wikiEdit(t)
 		s.sessionNote(t)
+		// And the forced site's own, in heavy.
+		s.wordPressComment(t, blogHost, "heavy")
 	})
 
 	t.Run("no site gets another's pages", func(t *testing.T) {
@@ -118,9 +128,9 @@ func TestSites(t *testing.T) {
 		// session site's, which sets a cookie, excepted), and the same
 		// URL of each Host is that site's own page, from the first
 		// request on (blog's is in the cache already).
-		s.shift(t, map[string]state.Gear{"blog": state.Heavy, "news": state.Heavy, "members": state.Heavy, "default": state.Heavy})
+		s.shift(t, map[string]state.Gear{"blog": state.Heavy, "wiki": state.Heavy, "members": state.Heavy, "default": state.Heavy})
 		for round := 1; round <= 2; round++ {
-			for _, host := range []string{blogHost, newsHost, membersHost, otherHost} {
+			for _, host := range []string{blogHost, wikiHost, membersHost, otherHost} {
 				p := s.visitor(t, host).Do(http.MethodGet, "/", nil, nil)
 				s.wantGear(t, host, p, "heavy")
 				if owner := pageOwner(p.Body); owner != host {
@@ -134,28 +144,27 @@ func TestSites(t *testing.T) {
 	})
 
 	t.Run("control: a heavy neighbour fails the freshness check", func(t *testing.T) {
-		// With news heavy too, its page keeps the cached copy: the check
+		// With the wiki heavy too, its page keeps the cached copy: the check
 		// above tells a light neighbour from a heavy one.
-		s.freshness(t, newsHost, false)
+		s.wikiFreshness(t, false)
 	})
 }
 
-// startSites starts the stack: MariaDB and Debian's WordPress with the
-// blog and news hosts, the session site's files, one Apache with a
+// startSites starts the stack: MariaDB, Debian's WordPress for the blog,
+// Debian's MediaWiki, the session site's files, one Apache with a
 // virtual host for each, a varnishd, and the sites' profiles, router and
 // labels in it, every site light.
-func startSites(t *testing.T, bin map[string]string) *sitesStack {
+func startSites(t testing.TB, bin map[string]string) *sitesStack {
 	t.Helper()
 	v := varnishtest.Start(t, varnishtest.Config{})
 	dir := t.TempDir()
-	wp := lampstack.StartDebianWordPress(t, dir, []lampstack.DebianSite{
-		{Host: blogHost, URL: "http://" + blogHost},
-		{Host: newsHost, URL: "http://" + newsHost},
-	}, lampstack.WordPressOptions{Posts: 2}, bin)
+	wp := lampstack.StartDebianWordPress(t, dir, []lampstack.DebianSite{{Host: blogHost, URL: "http://" + blogHost}},
+		lampstack.WordPressOptions{Posts: 2}, bin)
 	s := &sitesStack{v: v, wp: wp, members: map[string]string{"alice": lampstack.RandomHex(t, 12)},
 		data: filepath.Join(dir, "site-data"), now: time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC),
-		net: lampstack.Net{Resolve: map[string]string{}}}
-	for _, host := range []string{blogHost, newsHost, membersHost, otherHost} {
+		net: lampstack.Net{Resolve: map[string]string{}}, bin: bin}
+	s.installWiki(t, dir)
+	for _, host := range []string{blogHost, wikiHost, membersHost, otherHost} {
 		s.net.Resolve[host+":80"] = v.HTTPAddr
 	}
 
@@ -192,21 +201,28 @@ func startSites(t *testing.T, bin map[string]string) *sitesStack {
 <Directory %[3]q>
     Require all granted
 </Directory>
+<Directory /usr/share/mediawiki>
+    Require all granted
+</Directory>
 <VirtualHost 127.0.0.1:%[4]s>
     ServerName default.invalid
     DocumentRoot %[5]q
 </VirtualHost>
 <VirtualHost 127.0.0.1:%[4]s>
     ServerName %[6]s
-    ServerAlias %[7]s
     DocumentRoot %[1]q
+</VirtualHost>
+<VirtualHost 127.0.0.1:%[4]s>
+    ServerName %[7]s
+    DocumentRoot /usr/share/mediawiki
+    SetEnv MW_CONFIG_FILE %[10]s
 </VirtualHost>
 <VirtualHost 127.0.0.1:%[4]s>
     ServerName %[8]s
     DocumentRoot %[3]q
     SetEnv SITE_DATA %[9]s
 </VirtualHost>
-`, wp.Root, wp.Apache.Directory, sessionRoot, port, defaultRoot, blogHost, newsHost, membersHost, s.data)
+`, wp.Root, wp.Apache.Directory, sessionRoot, port, defaultRoot, blogHost, wikiHost, membersHost, s.data, s.wikiSet)
 	lampstack.StartApache(t, a, bin)
 
 	// gearshift's default config with the sites, and its plan as the
@@ -216,7 +232,7 @@ func startSites(t *testing.T, bin map[string]string) *sitesStack {
 	cfg.Backend = profiles.BackendAt("127.0.0.1", a.Port)
 	cfg.Varnish.Targets = []config.Target{{Admin: v.AdminAddr, SecretFile: v.SecretFile}}
 	cfg.Varnish.Timeout = timefmt.Duration(30 * time.Second) // VCL compiles on a busy machine
-	cfg.Sites = []config.Site{{Name: "blog", Hosts: []string{blogHost}}, {Name: "news", Hosts: []string{newsHost}},
+	cfg.Sites = []config.Site{{Name: "blog", Hosts: []string{blogHost}}, {Name: "wiki", Hosts: []string{wikiHost}},
 		{Name: "members", Hosts: []string{membersHost}}}
 	set, err := profiles.Build(cfg.Site())
 	if err != nil {
@@ -245,7 +261,7 @@ func startSites(t *testing.T, bin map[string]string) *sitesStack {
 
 // shift puts each site on the gear gears names (light when it names none)
 // and syncs Varnish, as the daemon's reconciler does.
-func (s *sitesStack) shift(t *testing.T, gears map[string]state.Gear) {
+func (s *sitesStack) shift(t testing.TB, gears map[string]state.Gear) {
 	t.Helper()
 	for i, l := range s.plan.Labels {
 		g, ok := gears[l.Site]
@@ -264,48 +280,123 @@ func (s *sitesStack) shift(t *testing.T, gears map[string]state.Gear) {
 }
 
 // visitor is a new anonymous browser of host, from an address of its own.
-func (s *sitesStack) visitor(t *testing.T, host string) *lampstack.Browser {
+func (s *sitesStack) visitor(t testing.TB, host string) *lampstack.Browser {
 	s.ips++
 	return lampstack.NewVisitor(t, "http://"+host, fmt.Sprintf("127.0.0.%d", 30+s.ips), s.net)
 }
 
 // repeat fetches path of host twice, each time as a new anonymous visitor,
 // and returns the second answer.
-func (s *sitesStack) repeat(t *testing.T, host, path string) lampstack.Page {
+func (s *sitesStack) repeat(t testing.TB, host, path string) lampstack.Page {
 	t.Helper()
 	s.visitor(t, host).Get(path)
 	return s.visitor(t, host).Get(path)
 }
 
 // wantGear checks that p of host was made by gear's profile.
-func (s *sitesStack) wantGear(t *testing.T, host string, p lampstack.Page, gear string) {
+func (s *sitesStack) wantGear(t testing.TB, host string, p lampstack.Page, gear string) {
 	t.Helper()
 	if got := p.Header.Get("X-Gearshift-Profile"); got != gear {
 		t.Errorf("%s: answered by %q's profile (X-Cache %s), want %s's", host, got, p.XCache(), gear)
 	}
 }
 
-// freshness changes the title of host's first post in the database and
-// checks that an anonymous visitor sees the change at once (fresh) or
-// the copy from before it (not fresh: a HIT).
-func (s *sitesStack) freshness(t *testing.T, host string, fresh bool) {
+// blogFreshness changes the title of the blog's first post in the
+// database and checks that an anonymous visitor sees the change at once
+// (fresh) or the copy from before it (not fresh: a HIT).
+func (s *sitesStack) blogFreshness(t testing.TB, fresh bool) {
 	t.Helper()
-	post := s.wp.Posts[host][0]
-	s.repeat(t, host, post)
+	post := s.wp.Posts[blogHost][0]
+	s.repeat(t, blogHost, post)
 	title := "Changed on the backend " + lampstack.RandomHex(t, 4)
-	table := map[string]string{blogHost: "wp0_posts", newsHost: "wp1_posts"}[host]
-	if _, err := s.wp.DB.Query(fmt.Sprintf("UPDATE wordpress.%s SET post_title = '%s' WHERE post_name = '%s'", table, title, strings.Trim(post, "/"))); err != nil {
+	if _, err := s.wp.DB.Query(fmt.Sprintf("UPDATE wordpress.wp0_posts SET post_title = '%s' WHERE post_name = '%s'", title, strings.Trim(post, "/"))); err != nil {
 		t.Fatal(err)
 	}
-	p := s.visitor(t, host).Get(post)
-	if shown := strings.Contains(p.Body, title); shown != fresh || (p.XCache() == "HIT") == fresh {
-		t.Errorf("%s%s after a change on the backend: X-Cache %s, the change shown: %v; want shown: %v", host, post, p.XCache(), shown, fresh)
+	wantFresh(t, blogHost+post, s.visitor(t, blogHost).Get(post), title, fresh)
+}
+
+// wikiFreshness changes the wiki's page with MediaWiki's edit.php and
+// checks as blogFreshness does. The wiki's pages say a CDN may keep them
+// ($wgUseCdn), but it knows no CDN to purge: a change shows where its
+// pages are not kept, not by a PURGE.
+func (s *sitesStack) wikiFreshness(t testing.TB, fresh bool) {
+	t.Helper()
+	page := wikiPath(wikiPage)
+	s.repeat(t, wikiHost, page)
+	text := "Changed on the backend " + lampstack.RandomHex(t, 4)
+	s.wikiPHP(t, text, "edit.php", "--user=Admin", "--summary=changed", wikiPage)
+	wantFresh(t, wikiHost+page, s.visitor(t, wikiHost).Get(page), text, fresh)
+}
+
+// wantFresh checks that p, fetched after text went in on the backend,
+// shows it and is no HIT when fresh, and is a HIT without it otherwise.
+func wantFresh(t testing.TB, what string, p lampstack.Page, text string, fresh bool) {
+	t.Helper()
+	if shown := strings.Contains(p.Body, text); shown != fresh || (p.XCache() == "HIT") == fresh {
+		t.Errorf("%s after a change on the backend: X-Cache %s, the change shown: %v; want shown: %v", what, p.XCache(), shown, fresh)
+	}
+}
+
+// wikiPage is the wiki's page the test reads and changes.
+const wikiPage = "Neighbour page"
+
+// installWiki installs Debian's MediaWiki for http://wiki.test in the
+// stack's MariaDB, its settings under dir, with Admin and Alice, and
+// wikiPage.
+func (s *sitesStack) installWiki(t testing.TB, dir string) {
+	t.Helper()
+	conf := filepath.Join(dir, "mediawiki")
+	cache := filepath.Join(conf, "cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(cache, 0o777) // written by Apache's user and by the maintenance scripts
+	s.wiki = map[string]string{"Admin": lampstack.RandomHex(t, 12), "Alice": lampstack.RandomHex(t, 12)}
+	s.wikiPHP(t, "", "install.php", "--confpath="+conf, "--dbserver=127.0.0.1:"+fmt.Sprint(s.wp.DB.Port),
+		"--dbname="+wikiDB, "--dbuser=root", "--dbpass=", "--installdbuser=root", "--installdbpass=",
+		"--server=http://"+wikiHost, "--scriptpath=", "--pass="+s.wiki["Admin"], "--skins=Vector", wikiName, "Admin")
+	s.wikiSet = filepath.Join(conf, "LocalSettings.php")
+	text, err := os.ReadFile(s.wikiSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lampstack.WriteFile(t, s.wikiSet, string(text)+fmt.Sprintf("\n$wgUsePathInfo = true;\n$wgUseCdn = true;\n$wgCdnServers = [];\n$wgCacheDirectory = %q;\n$wgEnableEmail = false;\n", cache))
+	s.wikiPHP(t, "", "createAndPromote.php", "Alice", s.wiki["Alice"])
+	s.wikiPHP(t, pageText("light", "Admin"), "edit.php", "--user=Admin", "--summary=created", wikiPage)
+}
+
+// wikiPHP runs a MediaWiki maintenance script with the wiki's settings
+// (none before install.php wrote them) and stdin.
+func (s *sitesStack) wikiPHP(t testing.TB, stdin, script string, args ...string) {
+	t.Helper()
+	(&wiki{}).php(t, s.bin, s.wikiSet, stdin, script, args...)
+}
+
+// wikiEdit logs Alice in on the wiki, edits wikiPage and checks that her
+// next view of it shows her text.
+func (s *sitesStack) wikiEdit(t *testing.T) {
+	t.Helper()
+	alice := s.visitor(t, wikiHost)
+	f := mustForm(t, "login form", alice.Get("/index.php/Special:UserLogin").Body, `userlogin`)
+	f.fields.Set("wpName", "Alice")
+	f.fields.Set("wpPassword", s.wiki["Alice"])
+	f.fields.Set("wploginattempt", "Log in")
+	if p := alice.Post(f.action, f.fields); p.Status != http.StatusOK || wikiUser(p) != "Alice" {
+		t.Fatalf("Alice's login on %s: status %d at %s, a page for %q", wikiHost, p.Status, p.URL, wikiUser(p))
+	}
+	text := "Alice writes while blog is heavy " + lampstack.RandomHex(t, 4)
+	edit(t, alice, "/index.php?title="+url.QueryEscape(strings.ReplaceAll(wikiPage, " ", "_"))+"&action=edit", text)
+	p := alice.Get(wikiPath(wikiPage))
+	s.wantGear(t, wikiHost+" (signed in)", p, "light")
+	if !strings.Contains(p.Body, text) || wikiUser(p) != "Alice" {
+		t.Errorf("%s: Alice's next view of the page misses her edit (X-Cache %s, a page for %q)", wikiHost, p.XCache(), wikiUser(p))
 	}
 }
 
 // wordPressComment signs the admin in on host, posts a comment and checks
-// that the admin's next view of the post shows it.
-func (s *sitesStack) wordPressComment(t *testing.T, host string) {
+// that the admin's next view of the post, made by gear's profile, shows
+// it.
+func (s *sitesStack) wordPressComment(t *testing.T, host, gear string) {
 	t.Helper()
 	admin := s.visitor(t, host)
 	lampstack.Login(admin, "admin", s.wp.Password)
@@ -319,7 +410,7 @@ func (s *sitesStack) wordPressComment(t *testing.T, host string) {
 		t.Errorf("%s: after commenting, status %d at %s (X-Cache %s), own comment missing", host, p.Status, p.URL, p.XCache())
 	}
 	p := admin.Get(post)
-	s.wantGear(t, host+" (signed in)", p, "light")
+	s.wantGear(t, host+" (signed in)", p, gear)
 	if !strings.Contains(p.Body, text) {
 		t.Errorf("%s%s: the admin's next view misses their comment (X-Cache %s, profile %s)", host, post, p.XCache(), p.Header.Get("X-Gearshift-Profile"))
 	}
@@ -349,15 +440,15 @@ func (s *sitesStack) sessionNote(t *testing.T) {
 	}
 }
 
-// pageOwner tells which site made a front page: the host its WordPress
-// links point at, the session site's sign-in link, or the default site's
+// pageOwner tells which site made a front page: the wiki's name,
+// the blog's links, the session site's sign-in link, or the default site's
 // own page naming the Host; "?" when it cannot tell.
 func pageOwner(body string) string {
 	switch {
-	case strings.Contains(body, "http://"+blogHost+"/") && !strings.Contains(body, "http://"+newsHost+"/"):
+	case strings.Contains(body, wikiName):
+		return wikiHost
+	case strings.Contains(body, "http://"+blogHost+"/"):
 		return blogHost
-	case strings.Contains(body, "http://"+newsHost+"/") && !strings.Contains(body, "http://"+blogHost+"/"):
-		return newsHost
 	case strings.Contains(body, `<p id="who">`):
 		return membersHost
 	}
@@ -368,13 +459,13 @@ func pageOwner(body string) string {
 }
 
 // stableHeaders are the response's header fields that do not change from
-// one answer to the next of the same page: without Date, Age, X-Varnish
-// and Content-Length, and with only the names of the cookies set.
+// one answer to the next of the same page: without Date, Age, X-Varnish,
+// Content-Length and MediaWiki's X-Request-Id, and with only the names of the cookies set.
 func stableHeaders(h http.Header) http.Header {
 	out := http.Header{}
 	for k, vs := range h {
 		switch k {
-		case "Date", "Age", "X-Varnish", "Content-Length":
+		case "Date", "Age", "X-Varnish", "Content-Length", "X-Request-Id":
 			continue
 		case "Set-Cookie":
 			for _, v := range vs {
@@ -389,6 +480,7 @@ func stableHeaders(h http.Header) http.Header {
 	return out
 }
 
+// headersEqual tells whether a and b hold the same fields and values.
 func headersEqual(a, b http.Header) bool {
 	if len(a) != len(b) {
 		return false
