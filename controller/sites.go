@@ -95,8 +95,9 @@ func SitesExport(cfg *config.Config, set profiles.Set) (*profiles.SitesExport, e
 		return nil, err
 	}
 	x := &profiles.SitesExport{Sets: s.plan.Sets, Router: s.plan.Router}
-	for _, l := range s.plan.Labels {
+	for i, l := range s.plan.Labels {
 		x.Sites, x.SetOf = append(x.Sites, l.Site), append(x.SetOf, l.Set)
+		x.Routes = append(x.Routes, profiles.Route{Site: l.Site, Hosts: s.list[i].Hosts})
 	}
 	return x, nil
 }

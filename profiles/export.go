@@ -36,7 +36,12 @@ type SitesExport struct {
 	Sites  []string // the sites' names
 	SetOf  []int    // each site's set, an index in Sets
 	Router Profile
+	Routes []Route // for label mode's snippet
 }
+
+// SitesSnippetFile is the label mode's snippet ExportSites writes beside
+// the profiles: the site's own VCL includes it and calls gearshift_recv.
+const SitesSnippetFile = "gearshift-sites.vcl"
 
 // ExportSites is Export for a config with sites: CLIFile loads every set's
 // profiles (the first set's as <state>.vcl, the others' as
@@ -44,7 +49,12 @@ type SitesExport struct {
 // active, then loads the router (router.vcl) and makes it active. As with
 // Export, a command that fails does not abort varnishd's start: it boots
 // into its -f VCL, and gearshift loads the rest when it connects.
-func ExportSites(x SitesExport, dir string, active state.Gear) ([]string, error) {
+//
+// With siteVCL (label mode) it writes SitesSnippetFile instead of the
+// router, and CLIFile ends as ExportLabel's does: the site's VCL, which
+// includes the snippet, loaded and made active; a failed label or site
+// VCL stops varnishd, as a broken -f VCL would.
+func ExportSites(x SitesExport, dir string, active state.Gear, siteVCL string) ([]string, error) {
 	if len(x.Sets) == 0 || len(x.Sites) != len(x.SetOf) {
 		return nil, fmt.Errorf("export profiles: %d sets for %d sites (%d with a set)", len(x.Sets), len(x.Sites), len(x.SetOf))
 	}
@@ -59,11 +69,35 @@ func ExportSites(x SitesExport, dir string, active state.Gear) ([]string, error)
 				written = append(written, path)
 			}
 		}
+		mark := "-"
+		if siteVCL != "" {
+			mark = ""
+		}
 		for i, site := range x.Sites {
 			if x.SetOf[i] < 0 || x.SetOf[i] >= len(x.Sets) {
 				return written, fmt.Errorf("site %s: no set %d", site, x.SetOf[i])
 			}
-			fmt.Fprintf(cli, "-vcl.label %s %s\n", SiteLabel(site), x.Sets[x.SetOf[i]][active].Name)
+			fmt.Fprintf(cli, "%svcl.label %s %s\n", mark, SiteLabel(site), x.Sets[x.SetOf[i]][active].Name)
+		}
+		if siteVCL != "" {
+			path := filepath.Join(dir, SitesSnippetFile)
+			snippet, err := SitesSnippet(x.Routes, path)
+			if err != nil {
+				return written, err
+			}
+			if err := writeFileAtomic(path, []byte(snippet)); err != nil {
+				return written, err
+			}
+			site, err := filepath.Abs(siteVCL)
+			if err != nil {
+				return written, err
+			}
+			quoted, err := varnishadm.Quote(site)
+			if err != nil {
+				return written, err
+			}
+			fmt.Fprintf(cli, "vcl.load boot %s\nvcl.use boot\n", quoted)
+			return append(written, path), nil
 		}
 		path, err := writeProfile(cli, filepath.Join(dir, "router.vcl"), x.Router)
 		if err != nil {

@@ -226,7 +226,7 @@ func TestExportSitesBootsVarnish(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := *site
-	own.Options.NeverCache = append(slices.Clone(own.Options.NeverCache), "^/cart")
+	own.Options.NeverCache = append(slices.Clone(own.Options.NeverCache), "^/shop-only")
 	shopSet, err := Build(own)
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestExportSitesBootsVarnish(t *testing.T) {
 	}
 	dir := searchableTempDir(t)
 	x := SitesExport{Sets: []*Set{&set, &shopSet}, Sites: []string{DefaultSite, "shop"}, SetOf: []int{0, 1}, Router: router}
-	if _, err := ExportSites(x, filepath.Join(dir, "export"), state.Heavy); err != nil {
+	if _, err := ExportSites(x, filepath.Join(dir, "export"), state.Heavy, ""); err != nil {
 		t.Fatal(err)
 	}
 	addr, vcls := bootWithCLI(t, dir, filepath.Join(dir, "export", CLIFile), false)
@@ -253,7 +253,42 @@ func TestExportSitesBootsVarnish(t *testing.T) {
 	if r := g.do(t, req{path: "/exported", host: "shop.example"}); r.header.Get("X-Gearshift-Profile") != "heavy" {
 		t.Errorf("shop.example answered by %q, want heavy", r.header.Get("X-Gearshift-Profile"))
 	}
-	if _, err := ExportSites(SitesExport{Sets: []*Set{&set}, Sites: []string{"shop"}}, filepath.Join(dir, "bad"), state.Heavy); err == nil {
+	if _, err := ExportSites(SitesExport{Sets: []*Set{&set}, Sites: []string{"shop"}}, filepath.Join(dir, "bad"), state.Heavy, ""); err == nil {
 		t.Error("ExportSites with a site of no set: no error")
+	}
+
+	// Label mode: the site's own VCL, active, hands each request to its
+	// site's label through the exported snippet.
+	x.Routes = site.Routes
+	snippet := filepath.Join(dir, "label", SitesSnippetFile)
+	siteFile := filepath.Join(dir, "site.vcl")
+	os.WriteFile(siteFile, []byte("vcl 4.1;\ninclude \""+snippet+"\";\nbackend default none;\n"+
+		"sub vcl_recv {\n\tif (req.url == \"/mine\") { return (synth(204)); }\n\tcall gearshift_recv;\n}\n"), 0o644)
+	if _, err := ExportSites(x, filepath.Join(dir, "label"), state.Moderate, siteFile); err != nil {
+		t.Fatal(err)
+	}
+	addr, vcls = bootWithCLI(t, filepath.Join(dir, "label"), filepath.Join(dir, "label", CLIFile), true)
+	if v := vcls["boot"]; !v.Active() {
+		t.Errorf("the site's VCL is not active; vcl.list: %+v", vcls)
+	}
+	g = &gears{v: &varnishtest.Varnish{HTTPAddr: addr}}
+	for host, want := range map[string]string{"SHOP.example:80": "moderate", "other.example": "moderate"} {
+		if r := g.do(t, req{path: "/label-exported", host: host}); r.header.Get("X-Gearshift-Profile") != want {
+			t.Errorf("label mode, Host %s: answered by %q, want %s", host, r.header.Get("X-Gearshift-Profile"), want)
+		}
+	}
+	// shop's own never_cache keeps its /shop-only out of the cache; the
+	// default site's stores it: each Host reached its own site's profile.
+	for host, want := range map[string]string{"shop.example": "", "other.example": "HIT"} {
+		g.do(t, req{path: "/shop-only?cc=max-age%3D600", host: host})
+		if r := g.do(t, req{path: "/shop-only?cc=max-age%3D600", host: host}); (r.header.Get("X-Cache") == "HIT") != (want == "HIT") {
+			t.Errorf("label mode, Host %s, /shop-only seen twice: X-Cache %q, want HIT %v", host, r.header.Get("X-Cache"), want == "HIT")
+		}
+	}
+	if l := vcls[SiteLabel("shop")]; l.LabelOf != shopSet[state.Moderate].Name || l.LabelRefs != 1 {
+		t.Errorf("label of shop = %+v, want it on %s, used by the site's VCL", l, shopSet[state.Moderate].Name)
+	}
+	if r := g.do(t, req{path: "/mine"}); r.status != 204 {
+		t.Errorf("/mine = %d, want the site's own 204", r.status)
 	}
 }

@@ -186,21 +186,41 @@ func Router(routes []Route) (Profile, error) {
 	if err != nil {
 		return Profile{}, fmt.Errorf("router: %w", err)
 	}
+	text, err := renderRouter(chain, "")
+	if err != nil {
+		return Profile{}, err
+	}
+	sum := sha256.Sum256([]byte(text))
+	return Profile{Name: RouterPrefix + hex.EncodeToString(sum[:4]), VCL: text, Source: SourceBuiltin}, nil
+}
+
+// SitesSnippet returns the VCL that, in label mode, hands each request to
+// its site's label (sub gearshift_recv), for a site's own VCL to include
+// from path, as the router does in active mode.
+func SitesSnippet(routes []Route, path string) (string, error) {
+	chain, err := chainOf(routes)
+	if err != nil {
+		return "", fmt.Errorf("sites snippet: %w", err)
+	}
+	return renderRouter(chain, path)
+}
+
+// renderRouter renders router.vcl for chain: the router, or with a
+// snippet path the label mode's snippet.
+func renderRouter(chain siteChain, snippet string) (string, error) {
 	data := struct {
 		siteChain
-		Default string
-	}{chain, SiteLabel(DefaultSite)}
+		Default, Snippet string
+	}{chain, SiteLabel(DefaultSite), snippet}
 	t, err := template.New("router").Option("missingkey=error").ParseFS(vcl.FS, "router.vcl", "site.vcl")
 	if err != nil {
-		return Profile{}, fmt.Errorf("render router: %w", err)
+		return "", fmt.Errorf("render router: %w", err)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "router.vcl", data); err != nil {
-		return Profile{}, fmt.Errorf("render router: %w", err)
+		return "", fmt.Errorf("render router: %w", err)
 	}
-	text := buf.String()
-	sum := sha256.Sum256([]byte(text))
-	return Profile{Name: RouterPrefix + hex.EncodeToString(sum[:4]), VCL: text, Source: SourceBuiltin}, nil
+	return buf.String(), nil
 }
 
 var (

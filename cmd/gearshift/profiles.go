@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -141,10 +142,9 @@ func (a *app) profilesExport(dir, use, siteVCL string) (int, error) {
 	var paths []string
 	switch {
 	case sites != nil && label:
-		return exitUsage, errors.New("profiles export: varnish.mode label with sites is not supported yet: " +
-			"boot varnishd on its own VCL, and the daemon labels each site when it connects")
+		paths, err = profiles.ExportSites(*sites, dir, s, siteVCL)
 	case sites != nil:
-		paths, err = profiles.ExportSites(*sites, dir, s)
+		paths, err = profiles.ExportSites(*sites, dir, s, "")
 	case label:
 		paths, err = profiles.ExportLabel(set, dir, s, siteVCL)
 	default:
@@ -157,6 +157,9 @@ func (a *app) profilesExport(dir, use, siteVCL string) (int, error) {
 		fmt.Fprintf(a.stdout, "wrote %s\n", p)
 	}
 	cli := paths[len(paths)-1]
+	if label && sites != nil {
+		fmt.Fprintf(a.stdout, "include %s in %s and call gearshift_recv from its vcl_recv (the file says how); ", filepath.Join(dir, profiles.SitesSnippetFile), siteVCL)
+	}
 	if label {
 		fmt.Fprintf(a.stdout, "in varnishd's command line, replace \"-f %s\" with \"-f '' -I %s\": it labels gearshift's %s gear, then loads and uses %s\n", siteVCL, cli, s, siteVCL)
 	} else {

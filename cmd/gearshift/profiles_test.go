@@ -235,7 +235,12 @@ func TestProfilesExportSites(t *testing.T) {
 	}
 
 	labelPath, _ := configtest.File(t, "varnish: { mode: label, "+target+" }\n"+rest)
-	if code, _, errs := runMain(t, "--config", labelPath, "profiles", "export", filepath.Join(dir, "label")); code != 2 || !strings.Contains(errs, "label with sites") {
-		t.Errorf("label mode with sites: exit %d: %s", code, errs)
+	labelOut := filepath.Join(dir, "label")
+	code, stdout, errs = runMain(t, "--config", labelPath, "profiles", "export", labelOut)
+	if code != 0 || !strings.Contains(stdout, profiles.SitesSnippetFile) {
+		t.Fatalf("label mode with sites: exit %d: %s%s", code, stdout, errs)
+	}
+	if snippet, err := os.ReadFile(filepath.Join(labelOut, profiles.SitesSnippetFile)); err != nil || !strings.Contains(string(snippet), "return (vcl("+profiles.SiteLabel("shop")+"))") {
+		t.Errorf("the snippet does not hand shop's requests to its label: %v\n%s", err, snippet)
 	}
 }
