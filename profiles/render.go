@@ -244,14 +244,6 @@ type vclBudget struct {
 // InFlight after its first minute, however long it holds them.
 const flightToken = 2 * time.Minute
 
-// vclSiteLimits is backend.max_connections as a vsthrottle bucket that
-// every loaded VCL shares: Backend connections, a token back every
-// flightToken on its own (Flow for them all).
-type vclSiteLimits struct {
-	Backend int
-	Flow    string
-}
-
 // vclGuest is profiles.guest_listen, where heavy asks the daemon for
 // guest pages.
 type vclGuest struct {
@@ -360,13 +352,6 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		DefaultSite:   DefaultSite,
 		FetchLog:      FetchLog,
 	}
-	if len(site.Routes) > 0 {
-		chain, err := chainOf(site.Routes)
-		if err != nil {
-			return nil, fmt.Errorf("render profile %s: %w", s, err)
-		}
-		d.Sites = &chain
-	}
 	// site is checked (Options.Check): the checks live there alone.
 	d.StaticTTL = vclDuration(time.Duration(p.StaticTTL))
 	d.HeavyMinTTL = vclDuration(time.Duration(p.HeavyMinTTL))
@@ -460,18 +445,8 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		d.Hops = make([]int, maxProxyHops)
 		d.ExpandSteps = make([]int, 6)
 	}
-	if d.Sites != nil {
-		d.SiteScopes = siteScopes(site.Routes, p.NormalizeHost)
-		var own []string
-		for _, s := range d.SiteScopes {
-			if s.Token != "" {
-				own = append(own, `req.http.X-Gs-Site != "`+s.Site+`"`)
-			}
-		}
-		d.ServerTokenSites = strings.Join(own, " && ")
-	}
-	if d.Sites != nil && d.Modules && d.MaxConnections > 0 {
-		d.SiteLimits = &vclSiteLimits{Backend: d.MaxConnections, Flow: vclDuration(time.Duration(d.MaxConnections) * flightToken)}
+	if err := d.sites(site); err != nil {
+		return nil, fmt.Errorf("render profile %s: %w", s, err)
 	}
 	if site.PurgeToken != "" {
 		d.PurgeToken = `{"` + site.PurgeToken + `"}`

@@ -48,6 +48,41 @@ type Route struct {
 	token          string // its trimmed content
 }
 
+// vclSiteLimits is backend.max_connections as a vsthrottle bucket that
+// every loaded VCL shares: Backend connections, a token back every
+// flightToken on its own (Flow for them all).
+type vclSiteLimits struct {
+	Backend int
+	Flow    string
+}
+
+// sites fills in what the templates need of the config's sites: the
+// chain that tells a request's site, what each site's PURGE reaches and
+// its token, and the backend's limits over every VCL (with
+// varnish-modules). Without sites it does nothing.
+func (d *vclData) sites(site Site) error {
+	if len(site.Routes) == 0 {
+		return nil
+	}
+	chain, err := chainOf(site.Routes)
+	if err != nil {
+		return err
+	}
+	d.Sites = &chain
+	d.SiteScopes = siteScopes(site.Routes, site.Options.NormalizeHost)
+	var own []string
+	for _, s := range d.SiteScopes {
+		if s.Token != "" {
+			own = append(own, `req.http.X-Gs-Site != "`+s.Site+`"`)
+		}
+	}
+	d.ServerTokenSites = strings.Join(own, " && ")
+	if d.Modules && d.MaxConnections > 0 {
+		d.SiteLimits = &vclSiteLimits{Backend: d.MaxConnections, Flow: vclDuration(time.Duration(d.MaxConnections) * flightToken)}
+	}
+	return nil
+}
+
 // vclSiteScope is what a PURGE or BAN sent to one site may reach: a ban
 // condition over the stored host (every host of the site, and no other
 // site's), and the site's own purge token (a VCL string; "": the
