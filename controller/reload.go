@@ -139,6 +139,11 @@ func (c *Controller) tryReload(ctx context.Context, next *nextConfig) error {
 	c.drop(c.targets, targets)
 	applyTimeouts()
 	next.sites.keep(c.sites)
+	for _, site := range c.sites.list {
+		if !next.sites.has(site.Name) {
+			c.metrics.forgetSite(site.Name) // its series go with it
+		}
+	}
 	c.cfg, c.set, c.sites, c.targets = cfg, set, next.sites, targets
 	c.machine.SetConfig(rules, time.Duration(cfg.FastWindow))
 	c.configErr = ""

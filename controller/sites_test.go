@@ -152,6 +152,9 @@ func TestSitesReloadKeepsGears(t *testing.T) {
 	if _, err := r.request(reqForce, "shop", state.Moderate); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := r.request(reqForce, "wiki", state.Heavy); err != nil { // a series of its own
+		t.Fatal(err)
+	}
 	r.next = func() (*config.Config, error) {
 		cfg := testConfig(r.v)
 		threeSites(cfg)
@@ -167,6 +170,17 @@ func TestSitesReloadKeepsGears(t *testing.T) {
 	}
 	if st := r.c.Status(); len(st.Sites) != 2 {
 		t.Errorf("sites after the reload: %+v", st.Sites)
+	}
+	if families, err := r.c.metrics.reg.Gather(); err == nil {
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "site" && l.GetValue() == "wiki" {
+						t.Errorf("%s still has a series of the removed site wiki", f.GetName())
+					}
+				}
+			}
+		}
 	}
 
 	r.next = func() (*config.Config, error) { return testConfig(r.v), nil }
