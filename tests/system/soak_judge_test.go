@@ -93,3 +93,42 @@ func TestSoakJudgement(t *testing.T) {
 		})
 	}
 }
+
+// TestSoakJudgeChildKilled: a shift commanded as the cache child is
+// killed is judged from when the child serves again (its manager answers
+// vcl.list all along); one commanded otherwise from when it was
+// commanded, as before.
+func TestSoakJudgeChildKilled(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	watch := func(seenAt int) []vclSample {
+		var w []vclSample
+		for ms := -500; ms <= 3000; ms += 50 {
+			g := "light"
+			if ms >= seenAt {
+				g = "heavy"
+			}
+			w = append(w, vclSample{at: at(ms), ok: true, active: g, loaded: 4, ours: 3})
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name    string
+		windows []faultWindow
+		seenAt  int
+		want    bool
+	}{
+		{"no fault, seen at once", nil, 100, true},
+		{"no fault, seen late", nil, 650, false},
+		{"child killed, seen once it serves", []faultWindow{{"child", at(-10), at(600)}}, 650, true},
+		{"child killed, seen long after it serves", []faultWindow{{"child", at(-10), at(600)}}, 1400, false},
+		{"another fault is no excuse", []faultWindow{{"hook", at(-10), at(600)}}, 650, false},
+	} {
+		s := &soak{watch: watch(tc.seenAt), windows: tc.windows}
+		shifts := []shift{{at: at(16), to: "heavy"}}
+		s.judge(shifts)
+		if shifts[0].seen != tc.want {
+			t.Errorf("%s: seen %v, want %v", tc.name, shifts[0].seen, tc.want)
+		}
+	}
+}

@@ -60,7 +60,9 @@ func (s *soak) shifts(t *testing.T) []shift {
 // judge marks each shift seen when Varnish ran its gear within 2 polls
 // (and the watcher's period) of Varnish being reachable with gearshift's
 // profiles loaded after it: at once, normally; after a varnishd restart,
-// once the profiles are compiled again. A shift the next one overtook
+// once the profiles are compiled again; after a cache child was killed,
+// once it serves again (its manager answers vcl.list all along, but no
+// vcl.use takes until the new child runs). A shift the next one overtook
 // while Varnish was away (restarting) is not judged: there was nothing to
 // reach.
 func (s *soak) judge(shifts []shift) (worst time.Duration) {
@@ -87,7 +89,7 @@ func (s *soak) judge(shifts []shift) (worst time.Duration) {
 				sh.away = true
 				break
 			}
-			if ready.IsZero() && w[k].ok && w[k].ours >= 3 && !w[k].at.Before(sh.at) {
+			if ready.IsZero() && w[k].ok && w[k].ours >= 3 && !w[k].at.Before(s.childBack(sh.at)) {
 				ready = w[k].at
 			}
 			if w[k].ok && w[k].active == sh.to {
@@ -104,6 +106,17 @@ func (s *soak) judge(shifts []shift) (worst time.Duration) {
 		worst = max(worst, sh.late)
 	}
 	return worst
+}
+
+// childBack is at, or when the cache child killed at or before it
+// served again.
+func (s *soak) childBack(at time.Time) time.Time {
+	for _, w := range s.windows {
+		if w.name == "child" && !at.Before(w.from) && at.Before(w.till) {
+			return w.till
+		}
+	}
+	return at
 }
 
 // results checks the run and writes its CSV, chart and summary.
