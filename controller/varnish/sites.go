@@ -122,20 +122,12 @@ func (t *Target) reconcileSites(ctx context.Context, now time.Time, sites *Sites
 				zap.String(logging.FieldLabelVCL, from), zap.String(logging.FieldExpected, t.lastSites[label]),
 				zap.String(logging.FieldHint, "to pin a site's gear, use gearshift force GEAR --site NAME"))
 		}
-		cctx, cancel := t.cmdCtx(ctx, false)
-		start := time.Now()
-		err := t.conn.VCLLabel(cctx, label, to)
-		elapsed := time.Since(start)
-		cancel()
+		ms, err := t.labelSite(ctx, l, from, to)
 		if err != nil {
-			return longest, switched, fmt.Errorf("label %s %s on %s: %w", label, to, t.addr, err)
+			return longest, switched, err
 		}
-		t.metrics.Switches.Observe(elapsed.Seconds())
-		ms := numfmt.Round(float64(elapsed.Microseconds())/1000, 3)
-		t.lastSwitch, longest, switched = ms, max(longest, ms), true
+		longest, switched = max(longest, ms), true
 		labels[label] = to
-		t.log.Info("site relabelled", zap.String(logging.FieldSite, l.Site), zap.String(logging.FieldFromVCL, from),
-			zap.String(logging.FieldVCL, to), zap.String(logging.FieldTo, l.Gear.String()), zap.Float64(logging.FieldSwitchMS, ms))
 	}
 	t.lastSites = map[string]string{}
 	for _, l := range sites.Labels {
@@ -179,23 +171,35 @@ func (t *Target) relabel(ctx context.Context, sites *Sites) (float64, bool, erro
 		if from == to {
 			continue
 		}
-		cctx, cancel := t.cmdCtx(ctx, false)
-		start := time.Now()
-		err := t.conn.VCLLabel(cctx, label, to)
-		elapsed := time.Since(start)
-		cancel()
+		ms, err := t.labelSite(ctx, l, from, to)
 		if err != nil {
 			t.inSync = false // the next sync looks again
-			return longest, switched, fmt.Errorf("label %s %s on %s: %w", label, to, t.addr, err)
+			return longest, switched, err
 		}
-		t.metrics.Switches.Observe(elapsed.Seconds())
-		ms := numfmt.Round(float64(elapsed.Microseconds())/1000, 3)
-		t.lastSwitch, longest, switched = ms, max(longest, ms), true
+		longest, switched = max(longest, ms), true
 		t.lastSites[label] = to
-		t.log.Info("site relabelled", zap.String(logging.FieldSite, l.Site), zap.String(logging.FieldFromVCL, from),
-			zap.String(logging.FieldVCL, to), zap.String(logging.FieldTo, l.Gear.String()), zap.Float64(logging.FieldSwitchMS, ms))
 	}
 	return longest, switched, nil
+}
+
+// labelSite points l's site label, on from, at the profile to, and
+// returns how long that took in ms, counted and logged as a switch.
+func (t *Target) labelSite(ctx context.Context, l SiteLabel, from, to string) (float64, error) {
+	label := profiles.SiteLabel(l.Site)
+	cctx, cancel := t.cmdCtx(ctx, false)
+	start := time.Now()
+	err := t.conn.VCLLabel(cctx, label, to)
+	elapsed := time.Since(start)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("label %s %s on %s: %w", label, to, t.addr, err)
+	}
+	t.metrics.Switches.Observe(elapsed.Seconds())
+	ms := numfmt.Round(float64(elapsed.Microseconds())/1000, 3)
+	t.lastSwitch = ms
+	t.log.Info("site relabelled", zap.String(logging.FieldSite, l.Site), zap.String(logging.FieldFromVCL, from),
+		zap.String(logging.FieldVCL, to), zap.String(logging.FieldTo, l.Gear.String()), zap.Float64(logging.FieldSwitchMS, ms))
+	return ms, nil
 }
 
 // useRouter loads the router and makes it the active VCL, saying so when
