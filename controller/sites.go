@@ -10,6 +10,7 @@ import (
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/siteplan"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnish"
 	"github.com/gearshift/gearshift/internal/numfmt"
@@ -26,6 +27,7 @@ type sites struct {
 	plan    *varnish.Sites // nil without a sites key
 	climbed time.Time      // loop clock: when a site last took the machine's gear
 	shifts  []siteShift    // the last followSites's, for the hooks
+	fetches map[string]int // the last followSites's backend requests of the last minute by site, nil when unknown
 }
 
 // siteShift is one site's gear change.
@@ -128,74 +130,44 @@ func (s *sites) gear(site string, d state.Decision) *siteGear {
 }
 
 // siteEscalation is how long the distress must hold after a site took
-// the machine's gear before the next site, by backend share, takes it too
-// (docs/sites.md, "Which site shifts").
-const siteEscalation = 10 * time.Second
+// the machine's gear before the next site takes it too.
+const siteEscalation = siteplan.Escalation
 
-// followSites moves every site to the gear it should be in under d, the
-// server's decision, at now: its own pin while one holds; the machine's
-// gear for every site while a pin of every site holds, or without a sites
-// key; no site above the machine's gear; when the machine climbs while
-// the sites' backend requests are not known, every site with it (0.4's
-// way); else the site that costs the backend most takes the machine's
-// gear first, the next one only when the distress holds siteEscalation
-// after that.
+// followSites moves every site to the gear siteplan.Plan gives it under d,
+// the server's decision, at now: the machine's gear for every site while a
+// pin of every site holds, or without a sites key.
 func (c *Controller) followSites(now time.Time, d state.Decision) {
-	shares, known := c.siteShares()
-	spread := c.sites.plan == nil || d.Forced
-	lift := !known && d.Changed && d.Gear > d.From
+	shares, _ := c.siteShares()
 	c.sites.shifts = c.sites.shifts[:0]
-	machineCause := d.Cause
-	if machineCause == "" {
-		machineCause = state.CauseAuto
-	}
-	climbing := false
+	in := siteplan.Input{Machine: d, Spread: c.sites.plan == nil || d.Forced, Shares: shares,
+		Pressing: now.Sub(c.sites.climbed) >= siteEscalation && c.machine.Pressing(d.Gear)}
+	list := make([]siteplan.Site, 0, len(c.sites.list))
 	for _, site := range c.sites.list {
 		g := c.sites.gear(site.Name, d)
 		if g.pinned && !g.pinUntil.IsZero() && !now.Before(g.pinUntil) {
 			g.pinned = false
 			c.log.Info("site pin expired", zap.String(logging.FieldSite, site.Name), zap.String(logging.FieldState, g.pin.String()))
 		}
-		switch {
-		case g.pinned:
-			reason := "forced by operator for this site"
+		reason := ""
+		if g.pinned {
+			reason = "forced by operator for this site"
 			if !g.pinUntil.IsZero() {
 				reason += " until " + c.wall(g.pinUntil).Format(time.RFC3339)
 			}
-			c.shiftSite(now, site.Name, g, g.pin, reason, state.CauseForced)
-		case spread || g.gear > d.Gear || lift:
-			c.shiftSite(now, site.Name, g, d.Gear, d.Reason, machineCause)
-		default:
-			climbing = climbing || g.gear == d.Gear && d.Gear > state.Lightest
 		}
+		list = append(list, siteplan.Site{Name: site.Name, Gear: g.gear, Pinned: g.pinned, Pin: g.pin, PinReason: reason})
 	}
-	pressing := now.Sub(c.sites.climbed) >= siteEscalation && c.machine.Pressing(d.Gear)
-	if !spread && known && d.Gear > state.Lightest && (!climbing || pressing) {
-		c.climb(now, d, shares)
+	for _, m := range siteplan.Plan(list, in) {
+		if m.Climb {
+			c.sites.climbed = now
+		}
+		c.shiftSite(now, m.Site, c.sites.gears[m.Site], m.Gear, m.Reason, m.Cause)
 	}
 	if c.sites.plan != nil {
 		for i, l := range c.sites.plan.Labels {
 			c.sites.plan.Labels[i].Gear = c.sites.gears[l.Site].gear
 		}
 	}
-}
-
-// climb moves the site not pinned, below d's gear, with the largest share
-// of the backend's requests to d's gear.
-func (c *Controller) climb(now time.Time, d state.Decision, shares map[string]float64) {
-	top, best := "", 0.0
-	for _, site := range c.sites.list {
-		g := c.sites.gears[site.Name]
-		if !g.pinned && g.gear < d.Gear && shares[site.Name] > best {
-			top, best = site.Name, shares[site.Name]
-		}
-	}
-	if top == "" {
-		return
-	}
-	c.sites.climbed = now
-	c.shiftSite(now, top, c.sites.gears[top], d.Gear,
-		fmt.Sprintf("site %s: %.0f %% of backend requests; %s", top, 100*best, d.Reason), state.CauseAuto)
 }
 
 // shiftSite puts site in gear want, for reason, counting and logging a
@@ -218,6 +190,7 @@ func (c *Controller) shiftSite(now time.Time, site string, g *siteGear, want sta
 // backend had requests.
 func (c *Controller) siteShares() (map[string]float64, bool) {
 	fetches, total := c.siteFetches()
+	c.sites.fetches = fetches
 	if fetches == nil || total == 0 {
 		return nil, false
 	}
