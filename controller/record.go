@@ -164,8 +164,25 @@ func (c *Controller) record(s *sensor.Sample, d state.Decision, switchMS float64
 		n := float64(c.opts.Guest.Stats().Shared)
 		rec.GuestPages = &n
 	}
+	rec.Sites, rec.SiteFetches = c.recordSites(d)
 	c.history.add(trace.Sample{Time: s.Time, Load5: &load5, Load15: &load15, Reading: s.Reading(), Recorded: rec})
 	return incident, ended
+}
+
+// recordSites is the sites' part of a record under d: each site's gear,
+// whether it is pinned, and the backend requests the allocator saw; nil
+// without a sites key.
+func (c *Controller) recordSites(d state.Decision) ([]trace.Site, bool) {
+	if c.sites.plan == nil {
+		return nil, false
+	}
+	out := make([]trace.Site, 0, len(c.sites.list))
+	for _, site := range c.sites.list {
+		g := c.sites.gear(site.Name, d)
+		out = append(out, trace.Site{Name: site.Name, Gear: g.gear, Forced: g.pinned || d.Forced,
+			Fetches: float64(c.sites.fetches[site.Name])})
+	}
+	return out, c.sites.fetches != nil
 }
 
 // incidentEnv is what a hook learns of the incident: its id above light,

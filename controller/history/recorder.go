@@ -36,7 +36,8 @@ import (
 )
 
 // File names: the day (UTC) and, when the columns changed during the day
-// (a restart with other signals), a part number: 2026-12-01.csv,
+// (a restart with other signals, a reload that adds the first site or
+// removes the last), a part number: 2026-12-01.csv,
 // 2026-12-01.2.csv; compressed: 2026-11-30.csv.gz.
 const (
 	dayLayout = "2006-01-02"
@@ -61,7 +62,9 @@ type Options struct {
 type Recorder struct {
 	opts    Options
 	signals []string // the raw signals' names, the columns after cpus
-	header  string
+	header  string   // the open file's: base, with trace.SiteColumns when sites
+	base    string   // the header without the sites' columns
+	sites   bool     // records carry the sites' columns (the config has sites)
 
 	f    *os.File
 	path string
@@ -85,7 +88,8 @@ func NewRecorder(opts Options) *Recorder {
 		}
 	}
 	cols = append(append(cols, r.signals...), trace.RecordedColumns...)
-	r.header = strings.Join(cols, ",") + "\n"
+	r.base = strings.Join(cols, ",")
+	r.header = r.base + "\n"
 	return r
 }
 
@@ -113,6 +117,15 @@ func (r *Recorder) Write(s trace.Sample) error {
 		return nil
 	}
 	day := s.Time.UTC().Format(dayLayout)
+	if sites := s.Recorded.Sites != nil; sites != r.sites {
+		// A reload added the first site or removed the last: the
+		// columns change, and so does the part of the day written.
+		r.closeFile()
+		r.sites, r.header = sites, r.base+"\n"
+		if sites {
+			r.header = r.base + "," + strings.Join(trace.SiteColumns, ",") + "\n"
+		}
+	}
 	if r.f == nil || day != r.day || r.gone() {
 		if err := r.open(day); err != nil {
 			return err
@@ -333,6 +346,9 @@ func (r *Recorder) appendRecord(b []byte, s trace.Sample) []byte {
 		}
 	}
 	opt(rec.GuestPages, 0)
+	if r.sites {
+		b = trace.AppendSites(b, rec.Sites, rec.SiteFetches)
+	}
 	return append(b, '\n')
 }
 

@@ -48,6 +48,13 @@ type Recorded struct {
 	// GuestPages counts the pages heavy shares as guest pages
 	// (profiles.guest_pages); nil when off.
 	GuestPages *float64
+	// Sites are the sites' gears and backend requests (SiteColumns), in
+	// the config's order; nil without a sites key. A site in the
+	// lightest gear, in auto and without backend requests may be left
+	// out.
+	Sites []Site
+	// SiteFetches tells whether the sites' backend requests were known.
+	SiteFetches bool
 }
 
 // RecordedColumns are the columns the flight recorder adds to a trace, in
@@ -459,6 +466,9 @@ func recorded(row rowReader) (*Recorded, error) {
 		if *f.dst, err = row.number(f.col, 0, math.Inf(1)); err != nil {
 			return nil, err
 		}
+	}
+	if err := recordedSites(row, r); err != nil {
+		return nil, err
 	}
 	for _, col := range sensor.RecordedRates() {
 		v, err := row.number(col, 0, math.Inf(1))
