@@ -29,6 +29,8 @@ var restartKeys = []struct {
 	{"profiles.guest_listen", func(r, n *Config) bool {
 		return n.Guests() && (!r.Guests() || n.Profiles.GuestListen != r.Profiles.GuestListen)
 	}},
+	// The sensor reads the pools of the sites named at start as theirs.
+	{"sites[].phpfpm_pool", func(r, n *Config) bool { return !reflect.DeepEqual(n.sitePools(), r.sitePools()) }},
 }
 
 // RestartKeys returns the keys bound at start whose values differ between

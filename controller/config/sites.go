@@ -354,6 +354,24 @@ func checkHostPattern(h string) error {
 	return nil
 }
 
+// sitePools maps each phpfpm_pool a site names to the site; nil without.
+// A pool two sites name (refused) is the first's.
+func (c *Config) sitePools() map[string]string {
+	var pools map[string]string
+	for _, s := range c.Sites {
+		if s.PHPFPMPool == "" {
+			continue
+		}
+		if pools == nil {
+			pools = map[string]string{}
+		}
+		if _, dup := pools[s.PHPFPMPool]; !dup {
+			pools[s.PHPFPMPool] = s.Name
+		}
+	}
+	return pools
+}
+
 // checkSitePool says why a site's phpfpm_pool is not a pool sensor.phpfpm
 // reads, or nil: the pools of sensor.phpfpm.pools, by name. The pool of
 // sensor.phpfpm.url or socket has no name of its own, and is the

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/internal/timefmt"
 	"github.com/gearshift/gearshift/profiles"
 )
@@ -418,5 +420,29 @@ func TestSitesDocExample(t *testing.T) {
 	}
 	if n := len(cfg.OverrideSets()); n != 3 {
 		t.Errorf("the example has %d sets of overrides, want 3", n)
+	}
+}
+
+// A site's pool is read apart from the server's from the start: the
+// sensor is told which pools are the sites', and a reload that gives a
+// pool to a site, or takes it back, needs a restart.
+func TestSitePoolsToTheSensor(t *testing.T) {
+	cfg := Default()
+	cfg.Sensor.PHPFPM.Pools = []sensor.PHPFPMPool{{Name: "www", Socket: "/run/php/www.sock"}, {Name: "shop", Socket: "/run/php/shop.sock"}}
+	if got := cfg.SensorConfig().SitePools; got != nil {
+		t.Errorf("SitePools without sites = %v, want none", got)
+	}
+	next := *cfg
+	next.Sites = []Site{{Name: "shop", Hosts: []string{"shop.example"}, PHPFPMPool: "shop"}, {Name: "blog", Hosts: []string{"blog.example"}}}
+	if got := next.SensorConfig().SitePools; !maps.Equal(got, map[string]string{"shop": "shop"}) {
+		t.Errorf("SitePools = %v, want shop's pool to shop", got)
+	}
+	if got := RestartKeys(cfg, &next); !slices.Equal(got, []string{"sites[].phpfpm_pool"}) {
+		t.Errorf("a pool given to a site: RestartKeys = %v, want [sites[].phpfpm_pool]", got)
+	}
+	same := next
+	same.Sites = append([]Site{{Name: "wiki", Hosts: []string{"wiki.example"}}}, next.Sites...)
+	if got := RestartKeys(&next, &same); len(got) != 0 {
+		t.Errorf("a site added without a pool: RestartKeys = %v, want none", got)
 	}
 }

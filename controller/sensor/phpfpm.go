@@ -42,7 +42,9 @@ type PHPFPMConfig struct {
 	MaxChildren int              `yaml:"max_children"`
 	Timeout     timefmt.Duration `yaml:"timeout"` // per read of a status page; a slower answer is unavailable
 	// Pools are more pools read beside the one above, each named; their
-	// queues and rates are summed, the busiest one's ratio counts.
+	// queues and rates are summed, the busiest one's ratio counts. A pool
+	// a site names as its phpfpm_pool is that site's alone, out of the
+	// sums.
 	Pools []PHPFPMPool `yaml:"pools"`
 }
 
@@ -151,7 +153,12 @@ var phpfpmSource = Source{
 	On:    func(cfg HostConfig) bool { return cfg.Sensor.PHPFPM.on() },
 	Check: func(cfg HostConfig, problem func(key, format string, args ...any)) { cfg.Sensor.PHPFPM.check(problem) },
 	Open: func(cfg HostConfig) (Reader, error) {
-		return NewPHPFPM(cfg.Sensor.PHPFPM)
+		r, err := NewPHPFPM(cfg.Sensor.PHPFPM)
+		if err != nil {
+			return nil, err
+		}
+		r.ForSites(cfg.SitePools)
+		return r, nil
 	},
 	Reach: func(ctx context.Context, cfg HostConfig, problem, absent func(key, format string, args ...any)) {
 		p, err := NewPHPFPM(cfg.Sensor.PHPFPM)
@@ -265,6 +272,7 @@ func NewPHPFPM(cfg PHPFPMConfig) (*PHPFPM, error) {
 type fpmPool struct {
 	key     string // its config key, for problems
 	name    string // the name its page must give; "" any
+	site    string // the site whose phpfpm_pool it is; "": the server's
 	shown   string // where its page is read, for messages
 	timeout time.Duration
 	maxKids int
@@ -365,7 +373,9 @@ type fpmReading struct {
 
 // Read implements Reader: every pool at once. A pool that cannot be read
 // makes the sums unknown (a part would look like the queue fell), with
-// the reason in a Problem named after it.
+// the reason in a Problem named after it. A site's pool is not in the
+// sums: its figures are the site's (Sample.Sites), and none are the
+// server's when every pool is a site's.
 func (r *PHPFPM) Read(ctx context.Context) (func(*Sample), error) {
 	readings := make([]fpmReading, len(r.pools))
 	errs := make([]error, len(r.pools))
@@ -376,11 +386,14 @@ func (r *PHPFPM) Read(ctx context.Context) (func(*Sample), error) {
 	wg.Wait()
 	var problems Problems
 	queue, busy, reached := 0.0, 0.0, 0.0
-	queueOK, busyOK, reachedOK := true, true, true
+	server := r.serverPools()
+	queueOK, busyOK, reachedOK := server, server, server
 	for i, p := range r.pools {
 		if errs[i] != nil {
 			problems = append(problems, Problem{Source: p.problemName(), Err: errs[i]})
-			queueOK, busyOK, reachedOK = false, false, false
+			if p.site == "" {
+				queueOK, busyOK, reachedOK = false, false, false
+			}
 			continue
 		}
 		g := readings[i]
@@ -392,6 +405,9 @@ func (r *PHPFPM) Read(ctx context.Context) (func(*Sample), error) {
 			problems = append(problems, Problem{Source: p.problemName(), Err: g.queueErr})
 		case g.busyErr != nil:
 			problems = append(problems, Problem{Source: p.problemName(), Err: g.busyErr})
+		}
+		if p.site != "" {
+			continue
 		}
 		queueOK = queueOK && g.queueErr == nil
 		busyOK = busyOK && g.busyErr == nil
@@ -410,6 +426,7 @@ func (r *PHPFPM) Read(ctx context.Context) (func(*Sample), error) {
 		if reachedOK {
 			s.Values[PHPFPMMaxChildrenReached] = reached
 		}
+		r.applySites(s, readings, errs)
 	}
 	if len(problems) > 0 {
 		return apply, problems

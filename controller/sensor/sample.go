@@ -38,6 +38,23 @@ type Sample struct {
 	// Varnish is the traffic of the targets with a name, summed, over the
 	// poll; nil without one, or when a target has no rates this poll.
 	Varnish *VarnishRates
+
+	// Sites holds the figures read for one site alone, by site name then
+	// signal name: its phpfpm_pool's signals, the series of a Prometheus
+	// query labelled with the site. They are not in Values: a site's own
+	// signals move that site alone (docs/sites.md).
+	Sites map[string]map[string]float64
+}
+
+// SetSite records the figure v of the signal name for site alone.
+func (s *Sample) SetSite(site, name string, v float64) {
+	if s.Sites == nil {
+		s.Sites = map[string]map[string]float64{}
+	}
+	if s.Sites[site] == nil {
+		s.Sites[site] = map[string]float64{}
+	}
+	s.Sites[site][name] = v
 }
 
 // PSI holds /proc/pressure "avg10" figures, in percent. A nil field is a

@@ -110,6 +110,10 @@ type HostConfig struct {
 	// profiles probe the backend (backend.probe.url is set).
 	Admins       []AdminTarget
 	BackendProbe bool
+	// SitePools maps each sensor.phpfpm.pools name a site gives as its
+	// phpfpm_pool to that site: the pool is read for the site alone, out
+	// of the server's phpfpm signals.
+	SitePools map[string]string
 }
 
 // Signals returns the signal set of cfg: the machine's own signal, then the
