@@ -124,6 +124,18 @@ bench-flood: deps-if-missing
 	$(GO) test -run '^$$' -bench '^BenchmarkSessionWritesAndHits$$' -benchtime 1x -timeout 20m ./profiles/apps
 	$(GO) test -run '^$$' -bench '^BenchmarkFlood$$' -benchtime 1x -timeout 30m ./tests/system
 
+# One site's surge among neighbours (BenchmarkSites): Debian's WordPress
+# serving three sites from one Apache behind one varnishd; one site at
+# 10 x its capacity (open loop, the click mix) while the two others keep
+# steady traffic with logged-in users, with 0.4's single gear and with a
+# site per host, side by side in one run (about 10 minutes, loopback
+# only). Its section goes to $SITES_OUT (/tmp/gearshift-bench-sites/
+# sites.md) and replaces its earlier one in BENCHMARKS.md, its chart
+# beside it as BENCHMARKS-sites.png; bench-surge's SURGE_* knobs apply.
+.PHONY: bench-sites
+bench-sites: deps
+	SITES_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" bash scripts/bench/sites.sh
+
 # Many sites on one Varnish: 300 sites beside one, side by side on a
 # varnishd each (config checks, rendering, the first sync, loaded VCLs, a
 # one-site shift, a poll; about a minute).
