@@ -17,6 +17,14 @@
 # private pool) instead of prefork with mod_php: a section of its own
 # (its heading names PHP-FPM), its chart as BENCHMARKS-surge-fpm.png.
 #
+# FRONT=hitch runs, instead, the surge through TLS (about 10 minutes):
+# the daemon in auto with the default config, over plain http and through
+# Debian's hitch (PROXY v2 to a PROXY listener of varnishd, a self-signed
+# certificate), each on a fresh cache, every anonymous visitor a new
+# connection (a full TLS handshake), the CPU each process took; a section
+# of its own (its heading says TLS), its chart as BENCHMARKS-surge-tls.png
+# (BENCHMARKS-surge-fpm-tls.png with STACK=fpm).
+#
 # Knobs (durations as Go writes them), for short runs while developing:
 #   SURGE_QUIET (20s)  SURGE_FOR (60s)  SURGE_FACTOR (10)  SURGE_QUIET_RATE (2)
 #   SURGE_CAPACITY_FOR (10s)  SURGE_SETTLE (4m: the longest wait for a quiet machine)
@@ -33,7 +41,13 @@ mod_php) CHART=BENCHMARKS-surge.png ;;
 fpm) CHART=BENCHMARKS-surge-fpm.png ;;
 *) printf 'bench-surge: STACK must be mod_php or fpm, got %s\n' "$STACK" >&2; exit 2 ;;
 esac
-export SURGE_OUT STACK
+FRONT=${FRONT:-}
+case $FRONT in
+'') ;;
+hitch) CHART=${CHART%.png}-tls.png ;;
+*) printf 'bench-surge: FRONT must be hitch or nothing, got %s\n' "$FRONT" >&2; exit 2 ;;
+esac
+export SURGE_OUT STACK FRONT
 if [ -n "$SURGE_APPEND" ]; then export SURGE_CHART_LINK=$CHART; fi
 
 say() { printf '%s\n' "$*" >&2; }
@@ -52,7 +66,7 @@ replace_section() {
 
 mkdir -p "$(dirname "$SURGE_OUT")"
 rm -f "$SURGE_OUT" "${SURGE_OUT%.*}.png"
-say "bench-surge: on $STACK; load average before: $(cut -d' ' -f1-3 /proc/loadavg); results in $SURGE_OUT"
+say "bench-surge: on $STACK${FRONT:+ behind $FRONT}; load average before: $(cut -d' ' -f1-3 /proc/loadavg); results in $SURGE_OUT"
 cd "$ROOT"
 "$GO" test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 40m ./tests/system 2>&1 |
 	tee "$(dirname "$SURGE_OUT")/bench.txt"

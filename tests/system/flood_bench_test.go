@@ -25,8 +25,10 @@ import (
 // BenchmarkFlood is issue 29's flood on Debian's real WordPress, heavy
 // pinned with the default config (the surge's stack and daemon, see
 // BenchmarkSurge): FLOOD_VISITORS (20) ordinary visitors at one request a
-// second each, open loop, on the surge's anonymous mix, from 127.0.0.1,
-// beside the surge's 5 logged-in users at one request a second each
+// second each, open loop, on the surge's anonymous mix, from 127.0.0.1
+// with an X-Forwarded-For of its own each (as behind a terminator on the
+// host: each a client of its own, counted as forwarded, not as a local
+// tool), beside the surge's 5 logged-in users at one request a second each
 // (their pages are PHP's: what a flood does to the backend shows in
 // theirs); and one hostile client at FLOOD_RATE (300) req/s, open loop, from
 // 127.0.0.2 (a client with a budget: loopback straight is purge_acl),
@@ -127,11 +129,11 @@ func (m *surgeMix) hostile() vegeta.Targeter {
 		r := strconv.FormatUint(rand.Uint64(), 36)
 		switch rand.IntN(3) {
 		case 0:
-			*t = vegeta.Target{Method: http.MethodGet, URL: m.base + "/?s=" + r, Header: m.header("")}
+			*t = vegeta.Target{Method: http.MethodGet, URL: m.base + "/?s=" + r, Header: m.header("", "")}
 		case 1:
-			*t = vegeta.Target{Method: http.MethodGet, URL: m.base + "/?" + r + "=1", Header: m.header("")}
+			*t = vegeta.Target{Method: http.MethodGet, URL: m.base + "/?" + r + "=1", Header: m.header("", "")}
 		default:
-			h := m.header("")
+			h := m.header("", "")
 			h.Set("Content-Type", "text/xml")
 			*t = vegeta.Target{Method: http.MethodPost, URL: m.base + "/xmlrpc.php", Header: h, Body: []byte(
 				"<?xml version=\"1.0\"?><methodCall><methodName>wp.getUsersBlogs</methodName><params>" +
@@ -218,7 +220,10 @@ func (st *surgeStack) floodRun(tb testing.TB, name string, k floodKnobs, rate in
 	offset := fileSize(tb, log)
 	tb.Logf("flood: run %s: %d visitors at 1 req/s, hostile client at %d req/s, for %s; load average %.2f", name, k.visitors, rate, k.dur, surgeLoadavg())
 	visitors := newLoad(st.mix, nil)
-	visitors.attack(visitors.attacker(32, 0), st.mix.anonymous(), vegeta.ConstantPacer{Freq: k.visitors, Per: time.Second}, k.dur, false)
+	// Each ordinary visitor its own address in X-Forwarded-For (the load
+	// comes from 127.0.0.1, a trusted proxy): a client of its own, as the
+	// logged-in users are; the hostile client connects from hostileAddr.
+	visitors.attack(visitors.attacker(32, 0), st.mix.crowdOf(k.visitors).anonymous(), vegeta.ConstantPacer{Freq: k.visitors, Per: time.Second}, k.dur, false)
 	visitors.attack(visitors.attacker(8, 0), st.mix.users(st.cookies), vegeta.ConstantPacer{Freq: len(st.cookies), Per: time.Second}, k.dur, true)
 	var hostile *hostileProcess
 	if rate > 0 {

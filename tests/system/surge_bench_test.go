@@ -37,13 +37,19 @@ import (
 // starts a session on every page (sessionSurge).
 // The report goes to SURGE_OUT (markdown) with its chart beside it.
 // STACK=fpm runs it all on Apache's event MPM with PHP-FPM instead of
-// prefork with mod_php.
+// prefork with mod_php. FRONT=hitch runs, instead, the surge with the
+// daemon in auto over plain http and through hitch (TLS, PROXY v2), side
+// by side (tlsSurge, surge_tls_test.go).
 //
 //	go test -run '^$' -bench '^BenchmarkSurge$' -benchtime 1x -timeout 30m ./tests/system
 func BenchmarkSurge(b *testing.B) {
 	k := surgeKnobsFromEnv(b)
-	st := startSurgeStack(b, k.stack)
+	st := startSurgeStackOn(b, k.stack, k.front == frontHitch)
 	for range b.N {
+		if k.front == frontHitch {
+			st.tlsSurge(b, k)
+			continue
+		}
 		rep := &surgeReport{knobs: k, loadBefore: surgeLoadavg(), cpus: runtime.NumCPU(), started: time.Now(), subscribers: len(surgeUsers), posts: len(st.wp.Posts)}
 		rep.capacity = st.capacity(b, k.capacityFor)
 		rep.rate = max(1, int(rep.capacity*k.factor+0.5))
@@ -94,6 +100,7 @@ type surgeKnobs struct {
 	outageRate                      int             // SURGE_OUTAGE_RATE (20): anonymous req/s through the outage
 	out                             string          // SURGE_OUT (/tmp/gearshift-bench-surge/surge.md)
 	stack                           lampstack.Stack // STACK (mod_php): how Apache runs PHP, mod_php or fpm
+	front                           string          // FRONT ("" or hitch): the surge through a TLS terminator too
 }
 
 func surgeKnobsFromEnv(tb testing.TB) surgeKnobs {
@@ -132,6 +139,11 @@ func surgeKnobsFromEnv(tb testing.TB) surgeKnobs {
 		k.out = "/tmp/gearshift-bench-surge/surge.md"
 	}
 	k.stack = stackFromEnv(tb)
+	switch k.front = os.Getenv("FRONT"); k.front {
+	case "", frontHitch:
+	default:
+		tb.Fatalf("FRONT=%q: want hitch, or nothing", k.front)
+	}
 	if k.surge < time.Second || k.capacityFor < time.Second {
 		tb.Fatalf("SURGE_FOR and SURGE_CAPACITY_FOR must be at least 1s")
 	}
@@ -179,8 +191,15 @@ const apacheWorkers = 16
 // startSurgeStack starts the WordPress stack with PHP on php.
 func startSurgeStack(tb testing.TB, php lampstack.Stack) *surgeStack {
 	tb.Helper()
+	return startSurgeStackOn(tb, php, false)
+}
+
+// startSurgeStackOn is startSurgeStack, with a PROXY listener on the
+// varnishd (for hitch) when proxy is set.
+func startSurgeStackOn(tb testing.TB, php lampstack.Stack, proxy bool) *surgeStack {
+	tb.Helper()
 	bin := lampstack.Need(tb, lampstack.WordPressPackages, lampstack.WordPressPrograms...)
-	v := varnishtest.Start(tb, varnishtest.Config{})
+	v := varnishtest.Start(tb, varnishtest.Config{Proxy: proxy})
 	start := time.Now()
 	wp := lampstack.StartWordPress(tb, tb.TempDir(), "http://"+v.HTTPAddr,
 		lampstack.WordPressOptions{Posts: surgePosts, Subscribers: surgeUsers, Stack: php}, bin)

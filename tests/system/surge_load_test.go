@@ -1,6 +1,7 @@
 package system
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -42,10 +43,21 @@ type surgeMix struct {
 	pages []string // "/" then the posts, most popular first
 	cum   []float64
 	index map[string]int // page -> its index in pages
+	// The visitors' addresses, in X-Forwarded-For: the load comes from
+	// 127.0.0.1, a trusted proxy (profiles.trusted_proxies), as from a
+	// TLS terminator such as nginx on the host, and each visitor is known
+	// (and budgeted) as itself, not as one local tool (front_door
+	// unidentified). visitors: how many anonymous visitors share the
+	// requests, one after the other (0: each request a new visitor,
+	// crowdSize of them in turn). direct: no X-Forwarded-For (the
+	// visitors connect from addresses of their own, as through hitch).
+	visitors int
+	direct   bool
+	next     *atomic.Uint64 // the anonymous requests so far
 }
 
 func newSurgeMix(base, host string, posts []string) *surgeMix {
-	m := &surgeMix{base: base, host: host, pages: append([]string{"/"}, posts...), index: map[string]int{}}
+	m := &surgeMix{base: base, host: host, pages: append([]string{"/"}, posts...), index: map[string]int{}, next: &atomic.Uint64{}}
 	total := 0.0
 	for i := range m.pages {
 		total += 1 / math.Pow(float64(i+1), surgeZipf)
@@ -86,9 +98,40 @@ func (m *surgeMix) anonymous() vegeta.Targeter {
 		case r < surgeFbclid+surgeUTM:
 			u += "?utm_source=" + utmSources[rand.IntN(len(utmSources))] + "&utm_medium=email&utm_campaign=" + utmCampaigns[rand.IntN(len(utmCampaigns))]
 		}
-		*t = vegeta.Target{Method: http.MethodGet, URL: u, Header: m.header("")}
+		*t = vegeta.Target{Method: http.MethodGet, URL: u, Header: m.header("", m.anonAddr())}
 		return nil
 	}
+}
+
+// crowdSize is how many documentation addresses (RFC 5737's 192.0.2.0/24
+// and 198.51.100.0/24) the anonymous visitors come from, in turn; the
+// logged-in users have 203.0.113.0/24's.
+const crowdSize = 2 * 254
+
+// crowdAddr is the n-th anonymous visitor's address (n mod crowdSize).
+func crowdAddr(n uint64) string {
+	n %= crowdSize
+	return fmt.Sprintf("%s.%d", [2]string{"198.51.100", "192.0.2"}[n/254], n%254+1)
+}
+
+// userAddr is the i-th logged-in user's address.
+func userAddr(i int) string { return fmt.Sprintf("203.0.113.%d", i%254+1) }
+
+// anonAddr is the next anonymous request's visitor address.
+func (m *surgeMix) anonAddr() string {
+	n := m.next.Add(1) - 1
+	if m.visitors > 0 {
+		n %= uint64(m.visitors)
+	}
+	return crowdAddr(n)
+}
+
+// crowdOf returns the mix with its anonymous requests shared by n
+// visitors, one after the other.
+func (m *surgeMix) crowdOf(n int) *surgeMix {
+	c := *m
+	c.visitors, c.next = n, &atomic.Uint64{}
+	return &c
 }
 
 // users is the logged-in users' targeter: each request is the next
@@ -96,13 +139,15 @@ func (m *surgeMix) anonymous() vegeta.Targeter {
 func (m *surgeMix) users(cookies []string) vegeta.Targeter {
 	var n atomic.Uint64
 	return func(t *vegeta.Target) error {
-		c := cookies[int(n.Add(1)-1)%len(cookies)]
-		*t = vegeta.Target{Method: http.MethodGet, URL: m.base + m.page(), Header: m.header(c)}
+		i := int(n.Add(1)-1) % len(cookies)
+		*t = vegeta.Target{Method: http.MethodGet, URL: m.base + m.page(), Header: m.header(cookies[i], userAddr(i))}
 		return nil
 	}
 }
 
-func (m *surgeMix) header(cookie string) http.Header {
+// header is a request's headers: cookie's when not "", and the visitor's
+// address addr in X-Forwarded-For unless the mix is direct or addr "".
+func (m *surgeMix) header(cookie, addr string) http.Header {
 	h := http.Header{
 		"Host":            {m.host},
 		"User-Agent":      {"Mozilla/5.0 (gearshift bench-surge)"},
@@ -111,6 +156,9 @@ func (m *surgeMix) header(cookie string) http.Header {
 	}
 	if cookie != "" {
 		h.Set("Cookie", cookie)
+	}
+	if addr != "" && !m.direct {
+		h.Set("X-Forwarded-For", addr)
 	}
 	return h
 }

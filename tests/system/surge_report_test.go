@@ -196,6 +196,8 @@ var runNotes = map[string]string{
 	"none":  "gearshift's light pinned",
 	"auto":  "the daemon in auto, default config",
 	"heavy": "heavy pinned before the surge",
+	"http":  "auto, plain http straight to varnishd",
+	"https": "auto, TLS through hitch, PROXY v2",
 }
 
 func (rep *surgeReport) write(tb testing.TB, out string) {

@@ -66,6 +66,13 @@ func SelfSigned(tb testing.TB, dir string) (both, cert, key string) {
 // listener, accepts a connection.
 func StartTerminator(tb testing.TB, addr string, args ...string) {
 	tb.Helper()
+	startTerminator(tb, addr, args...)
+}
+
+// startTerminator is StartTerminator, returning the terminator's pid: its
+// process group's.
+func startTerminator(tb testing.TB, addr string, args ...string) int {
+	tb.Helper()
 	name := filepath.Base(args[0])
 	cmd := exec.Command(args[0], args[1:]...)
 	out := &strings.Builder{}
@@ -90,7 +97,7 @@ func StartTerminator(tb testing.TB, addr string, args ...string) {
 		}
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
-			return
+			return cmd.Process.Pid
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("%s did not listen on %s within 20s", name, addr)
@@ -111,10 +118,21 @@ func StartHitch(tb testing.TB, backend string) string {
 type Hitch struct {
 	Addr string // host:port
 	Cert string // the certificate's PEM file, for a client to trust (Roots)
+	// Pid is hitch's manager, the leader of a process group that holds
+	// its workers too (their CPU time is the terminator's).
+	Pid int
 }
 
-// RunHitch is StartHitch, also giving the certificate hitch shows.
+// RunHitch is StartHitch, also giving the certificate hitch shows. It
+// runs one worker.
 func RunHitch(tb testing.TB, backend string) Hitch {
+	tb.Helper()
+	return RunHitchWorkers(tb, backend, 1)
+}
+
+// RunHitchWorkers is RunHitch with workers worker processes (hitch's
+// manual recommends one per CPU core, as a production host runs it).
+func RunHitchWorkers(tb testing.TB, backend string, workers int) Hitch {
 	tb.Helper()
 	bin := testenv.Need(tb, "hitch", "hitch")
 	dir := tb.TempDir()
@@ -123,13 +141,13 @@ func RunHitch(tb testing.TB, backend string) Hitch {
 	host, port, _ := net.SplitHostPort(addr)
 	bhost, bport, _ := net.SplitHostPort(backend)
 	conf := filepath.Join(dir, "hitch.conf")
-	text := fmt.Sprintf("frontend = \"[%s]:%s\"\nbackend = \"[%s]:%s\"\npem-file = %q\nwrite-proxy-v2 = on\nworkers = 1\ndaemon = off\nuser = \"root\"\n",
-		host, port, bhost, bport, both)
+	text := fmt.Sprintf("frontend = \"[%s]:%s\"\nbackend = \"[%s]:%s\"\npem-file = %q\nwrite-proxy-v2 = on\nworkers = %d\ndaemon = off\nuser = \"root\"\n",
+		host, port, bhost, bport, both, max(1, workers))
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	StartTerminator(tb, addr, bin, "--config="+conf)
-	return Hitch{Addr: addr, Cert: cert}
+	pid := startTerminator(tb, addr, bin, "--config="+conf)
+	return Hitch{Addr: addr, Cert: cert, Pid: pid}
 }
 
 // Roots is a pool holding the certificates of the PEM file cert, for a
