@@ -23,6 +23,22 @@ type reportJSON struct {
 	Transitions       []transitionJSON   `json:"transitions"`
 	Incidents         []incidentJSON     `json:"incidents"`
 	Totals            totalsJSON         `json:"totals"`
+	Sites             []siteTimeJSON     `json:"sites,omitempty"` // with sites only
+}
+
+type siteTimeJSON struct {
+	Site          string             `json:"site"`
+	SecondsIn     map[string]float64 `json:"seconds_in"`
+	SecondsForced float64            `json:"seconds_forced"`
+	Transitions   int                `json:"transitions"`
+}
+
+type siteSurgeJSON struct {
+	Site         string   `json:"site"`
+	Left         string   `json:"left_light"`
+	Peak         string   `json:"peak"`
+	SecondsAbove float64  `json:"seconds_above_light"`
+	BackendShare *float64 `json:"backend_share"` // null when not known
 }
 
 type transitionJSON struct {
@@ -49,6 +65,7 @@ type incidentJSON struct {
 	BackendReqs    *float64           `json:"backend_requests"`
 	WithoutShift   *float64           `json:"backend_without_shift"`
 	Saved          *float64           `json:"backend_saved"`
+	Sites          *[]siteSurgeJSON   `json:"sites,omitempty"` // with sites only
 }
 
 type totalsJSON struct {
@@ -101,6 +118,14 @@ func (r *Report) WriteJSON(w io.Writer) error {
 			j.Requests, j.BackendReqs = ptr(round(in.Requests)), ptr(round(in.Backend))
 			j.WithoutShift, j.Saved = ptr(round(in.WithoutShift)), ptr(round(in.Saved()))
 		}
+		if r.Sites != nil {
+			surges := []siteSurgeJSON{}
+			for _, sg := range in.Sites {
+				surges = append(surges, siteSurgeJSON{Site: sg.Site, Left: rfc3339(sg.Left), Peak: sg.Peak.String(),
+					SecondsAbove: seconds(sg.Above), BackendShare: share(sg.Share)})
+			}
+			j.Sites = &surges
+		}
 		incidentRequests += in.Requests
 		out.Incidents = append(out.Incidents, j)
 	}
@@ -108,6 +133,13 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	if r.Traffic {
 		out.Totals.Requests, out.Totals.BackendRequests = ptr(round(r.Requests)), ptr(round(r.Backend))
 		out.Totals.BackendSaved, out.Totals.IncidentRequests = ptr(round(r.Saved())), ptr(round(incidentRequests))
+	}
+	for _, st := range r.Sites {
+		j := siteTimeJSON{Site: st.Site, SecondsIn: map[string]float64{}, SecondsForced: seconds(st.Forced), Transitions: st.Transitions}
+		for _, g := range state.All {
+			j.SecondsIn[g.String()] = seconds(st.TimeIn[g])
+		}
+		out.Sites = append(out.Sites, j)
 	}
 	return jsonfmt.Write(w, out)
 }
@@ -121,3 +153,11 @@ func seconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds
 func round(v float64) float64 { return math.Round(v) }
 
 func ptr[T any](v T) *T { return &v }
+
+// share is a share (0–1) to three places; nil stays nil.
+func share(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	return ptr(math.Round(*v*1000) / 1000)
+}

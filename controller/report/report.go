@@ -39,6 +39,10 @@ type Report struct {
 	Traffic           bool
 	Requests, Backend float64
 
+	// Sites is each site's course, in the order the history named them,
+	// for a history with sites (trace.SiteColumns); nil without.
+	Sites []SiteTime
+
 	set *state.Set
 }
 
@@ -66,6 +70,9 @@ type Incident struct {
 	// Last is the incident's last record: End, or the last record of the
 	// period while it is ongoing.
 	Last time.Time
+	// Sites are the sites that left light in the incident, in the order
+	// they did; nil in a history without sites.
+	Sites []SiteSurge
 }
 
 // Duration is the incident's length up to its last record.
@@ -113,6 +120,7 @@ type Builder struct {
 	prev    *trace.Sample
 	minStep time.Duration
 	first   *history.Incident // the incident open at the first record
+	sites   siteBuilder
 }
 
 // NewBuilder returns a builder reading records with the signals of set.
@@ -148,6 +156,7 @@ func (b *Builder) Add(s trace.Sample) error {
 			}
 		} else {
 			r.TimeIn[prev.Recorded.Gear] += dt
+			b.sites.interval(dt)
 			if prev.Recorded.Forced {
 				r.Forced += dt
 			}
@@ -174,6 +183,11 @@ func (b *Builder) Add(s trace.Sample) error {
 	if started != nil && r.Samples == 1 {
 		b.first = started
 	}
+	incident := ""
+	if cur := b.tracker.Current(); cur != nil {
+		incident = cur.ID
+	}
+	b.sites.add(s.Time, s.Recorded, incident)
 	if ended != nil {
 		b.end(ended, ended.End, false, false)
 	}
@@ -190,6 +204,9 @@ func (b *Builder) end(in *history.Incident, last time.Time, ongoing, interrupted
 func (b *Builder) incident(in *history.Incident, last time.Time, ongoing, interrupted bool) Incident {
 	out := Incident{Incident: *in, StartedBefore: in == b.first, Ongoing: ongoing, Interrupted: interrupted, Last: last}
 	out.Worst = maps.Clone(in.Worst)
+	if b.sites.index != nil {
+		out.Sites = b.sites.of(in.ID)
+	}
 	if interrupted {
 		out.End = last
 	}
@@ -205,6 +222,9 @@ func (b *Builder) Report() (*Report, error) {
 	r := b.r
 	r.Incidents = append([]Incident(nil), b.r.Incidents...)
 	r.Transitions = append([]Transition(nil), b.r.Transitions...)
+	for _, st := range b.sites.sites {
+		r.Sites = append(r.Sites, *st)
+	}
 	if cur := b.tracker.Current(); cur != nil {
 		r.Incidents = append(r.Incidents, b.incident(cur, r.To, true, false))
 	}

@@ -85,6 +85,7 @@ func (r *Report) writeText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	r.writeSiteText(w)
 
 	fmt.Fprintf(w, "Totals: %d transition%s, %d incident%s, %s above light.\n",
 		len(r.Transitions), plural(len(r.Transitions)), len(r.Incidents), plural(len(r.Incidents)), timefmt.Round(r.Above()))
@@ -122,6 +123,9 @@ func (r *Report) writeIncident(w io.Writer, in *Incident) {
 	fmt.Fprintln(w, ".")
 	if peaks := r.peaks(in); peaks != "" {
 		fmt.Fprintf(w, "    peak %s.\n", peaks)
+	}
+	if len(in.Sites) > 0 {
+		fmt.Fprintf(w, "    sites: %s.\n", siteSurgesText(in.Sites))
 	}
 	if in.Requests > 0 {
 		fmt.Fprintf(w, "    %s requests served, %s reached the backend, about %s would have without the shift: %s spared (%s).\n",
