@@ -97,6 +97,11 @@ type Comparison struct {
 	// heaviest gear over each; empty when no chart was asked for.
 	Chart          []trace.Sample
 	ChartCandidate []state.Gear
+
+	// Sites are the sites' courses, recorded and replayed, and the
+	// replayed site shifts, for a history with sites (siteReplay).
+	Sites      []SiteCourse
+	SiteShifts []SiteShift
 }
 
 // Count is the number of pairs with the change c.
@@ -127,6 +132,7 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 		prev       trace.Sample
 		cand       state.Gear
 		forcedFrom *Period
+		sites      siteReplay
 	)
 	if err := trace.Each(src, func(s trace.Sample) error {
 		rec := s.Recorded
@@ -134,6 +140,7 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 			return errors.New("a record without its decision (not a history file)")
 		}
 		d := run.Step(s.Time, s.Reading, rec.Gear, rec.Forced)
+		sites.step(s, d, run)
 		if c.Samples == 0 {
 			c.From = s.Time
 		} else {
@@ -176,6 +183,7 @@ func Compare(src trace.Source, cfg state.Config, fast time.Duration, opts Option
 	}
 	c.Pairs = Match(c.Recorded.Transitions, c.Candidate.Transitions, Tolerance)
 	c.Chart, c.ChartCandidate = th.points()
+	c.Sites, c.SiteShifts = sites.result()
 	return c, nil
 }
 

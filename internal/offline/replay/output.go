@@ -97,6 +97,7 @@ func (c *Comparison) writeText(w io.Writer, h Heading) {
 	if c.Unrecorded > 0 {
 		fmt.Fprintf(w, "%s not recorded (the daemon was not running) counts in no gear.\n", timefmt.Round(c.Unrecorded))
 	}
+	writeSitesText(w, c.Sites, c.SiteShifts)
 	if len(c.Forced) > 0 {
 		fmt.Fprintf(w, "\nForced by the operator (%d):\n", len(c.Forced))
 		for _, p := range c.Forced {
@@ -124,6 +125,7 @@ type comparisonJSON struct {
 	Candidate         sideJSON       `json:"candidate"`
 	Forced            []periodJSON   `json:"forced"`
 	Warnings          []string       `json:"warnings"`
+	Sites             *sitesJSON     `json:"sites,omitempty"` // with sites only
 }
 
 type pairJSON struct {
@@ -157,7 +159,7 @@ func (c *Comparison) WriteJSON(w io.Writer, h Heading) error {
 		History: h.History, Config: h.Config, From: rfc3339(c.From), To: rfc3339(c.To), Samples: c.Samples,
 		SecondsUnrecorded: c.Unrecorded.Seconds(), ToleranceS: Tolerance.Seconds(),
 		Changes: map[string]int{}, Transitions: []pairJSON{}, Forced: []periodJSON{}, Warnings: []string{},
-		Recorded: side(c.Recorded), Candidate: side(c.Candidate),
+		Recorded: side(c.Recorded), Candidate: side(c.Candidate), Sites: sitesToJSON(c.Sites, c.SiteShifts),
 	}
 	out.Warnings = append(out.Warnings, h.Warnings...)
 	for _, ch := range Changes {
