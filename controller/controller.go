@@ -124,7 +124,8 @@ type Controller struct {
 	// Owned by the loop goroutine.
 	cfg         *config.Config
 	set         profiles.Set
-	sites       *sites // the config's sites and their gears
+	sites       *sites           // the config's sites and their gears
+	doorsNow    func() time.Time // the clock the Varnish log is counted on; nil: time.Now (tests set it)
 	machine     *state.Machine
 	targets     []*slot
 	lastSample  *sensor.Sample

@@ -26,6 +26,7 @@ type sites struct {
 	gears   map[string]*siteGear
 	plan    *varnish.Sites // nil without a sites key
 	climbed time.Time      // loop clock: when a site last took the machine's gear
+	climb   climbMark      // the backend's request rate before that climb
 	shifts  []siteShift    // the last followSites's, for the hooks
 	fetches map[string]int // the last followSites's backend requests of the last minute by site, nil when unknown
 }
@@ -140,7 +141,7 @@ func (c *Controller) followSites(now time.Time, d state.Decision) {
 	shares, _ := c.siteShares()
 	c.sites.shifts = c.sites.shifts[:0]
 	in := siteplan.Input{Machine: d, Spread: c.sites.plan == nil || d.Forced, Shares: shares,
-		Pressing: now.Sub(c.sites.climbed) >= siteEscalation && c.machine.Pressing(d.Gear)}
+		Pressing: now.Sub(c.sites.climbed) >= siteEscalation && c.machine.Pressing(d.Gear) && !c.relieved(c.doorsTime())}
 	list := make([]siteplan.Site, 0, len(c.sites.list))
 	for _, site := range c.sites.list {
 		g := c.sites.gear(site.Name, d)
@@ -160,6 +161,7 @@ func (c *Controller) followSites(now time.Time, d state.Decision) {
 	for _, m := range siteplan.Plan(list, in) {
 		if m.Climb {
 			c.sites.climbed = now
+			c.markClimb(c.doorsTime())
 		}
 		c.shiftSite(now, m.Site, c.sites.gears[m.Site], m.Gear, m.Reason, m.Cause)
 	}
@@ -207,7 +209,7 @@ func (c *Controller) siteFetches() (map[string]int, int) {
 	if c.sites.plan == nil || c.opts.Doors == nil {
 		return nil, 0
 	}
-	fetches, ok := c.opts.Doors.Fetches(time.Now()) // the reader counts on the wall clock
+	fetches, ok := c.opts.Doors.Fetches(c.doorsTime())
 	if !ok {
 		return nil, 0
 	}

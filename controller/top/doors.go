@@ -101,6 +101,26 @@ func (d *Doors) Fetches(now time.Time) (bySite map[string]int, ok bool) {
 	return bySite, true
 }
 
+// FetchesIn sums the backend requests of every site in the whole seconds
+// from from up to to (at most the last minute's, which the buckets
+// keep); ok is false while the log is not read.
+func (d *Doors) FetchesIn(from, to time.Time) (n int, ok bool) {
+	lo, hi := from.Unix(), to.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.read.IsZero() {
+		return 0, false
+	}
+	d.lastMinute(hi, func(b *doorBucket) {
+		if b.sec >= lo && b.sec < hi {
+			for _, c := range b.fetches {
+				n += c
+			}
+		}
+	})
+	return n, true
+}
+
 // lastMinute calls fn with each bucket of the minute before sec; d.mu is
 // held.
 func (d *Doors) lastMinute(sec int64, fn func(*doorBucket)) {

@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/gearshift/gearshift/controller/siteplan"
+)
+
+// reliefShare: after a site takes the machine's gear, the next site takes
+// it only while the backend still gets at least this share of the
+// requests a second it got in the siteplan.Escalation before the climb.
+// A heavier gear spares the backend requests and nothing else: when the
+// backend's requests fell by half, the distress that remains is the
+// signals' own lag (the load average decays over a minute) or not the
+// sites' doing, and moving a neighbour would not relieve it
+// (docs/sites.md, "Which site shifts").
+const reliefShare = 0.5
+
+// climbMark is the backend's request rate over the siteplan.Escalation
+// before a site last climbed, on the wall clock the Varnish log is read
+// on; known is false when the log was not read then.
+type climbMark struct {
+	rate  float64
+	known bool
+}
+
+// doorsTime is the time on the clock the Varnish log is counted on: the
+// reader counts each record at the wall clock's time it reads it.
+func (c *Controller) doorsTime() time.Time {
+	if c.doorsNow != nil {
+		return c.doorsNow()
+	}
+	return time.Now()
+}
+
+// markClimb notes the backend's request rate before a climb at wall.
+func (c *Controller) markClimb(wall time.Time) {
+	c.sites.climb = climbMark{}
+	if c.opts.Doors == nil {
+		return
+	}
+	if n, ok := c.opts.Doors.FetchesIn(escalationWindow(wall)); ok {
+		c.sites.climb = climbMark{rate: float64(n) / siteplan.Escalation.Seconds(), known: true}
+	}
+}
+
+// relieved tells whether the backend's request rate over the last
+// siteplan.Escalation up to wall fell below reliefShare of the rate
+// before the last climb; false when either is not known, or the backend
+// had no requests before it.
+func (c *Controller) relieved(wall time.Time) bool {
+	m := c.sites.climb
+	if !m.known || m.rate == 0 || c.opts.Doors == nil {
+		return false
+	}
+	n, ok := c.opts.Doors.FetchesIn(escalationWindow(wall))
+	return ok && float64(n)/siteplan.Escalation.Seconds() < reliefShare*m.rate
+}
+
+// escalationWindow is the siteplan.Escalation up to wall in whole
+// seconds, wall's own (still counting) the last.
+func escalationWindow(wall time.Time) (from, to time.Time) {
+	to = wall.Truncate(time.Second).Add(time.Second)
+	return to.Add(-siteplan.Escalation), to
+}

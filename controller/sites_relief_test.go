@@ -1,0 +1,62 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gearshift/gearshift/controller/state"
+	"github.com/gearshift/gearshift/controller/top"
+)
+
+// After the site that costs the backend most took the machine's gear, the
+// next one takes it only while the backend still gets half the requests
+// it got before that climb: when the climb spared the backend, the
+// distress left is the load average's lag, and the neighbour stays.
+func TestSitesEscalationNeedsTheBackend(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		shopAfter  int // shop's backend requests a second once it climbed
+		wikiClimbs bool
+	}{
+		{"the climb spared the backend: the neighbour stays", 0, false},
+		{"the backend is as busy as before: the next site climbs", 20, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			doors := &top.Doors{}
+			r := newRig(t, threeSites, func(o *Options) { o.Doors = doors })
+			r.c.doorsNow = r.clock.now
+			doors.Reading(r.clock.now())
+			shop := 20
+			tick := func() {
+				for site, n := range map[string]int{"shop": shop, "wiki": 4, "default": 1} {
+					for range n {
+						doors.AddFetch(r.clock.now(), site)
+					}
+				}
+				r.tick(t)
+			}
+			for range 12 {
+				tick()
+			}
+			r.sensor.set(50)
+			tick()
+			g := r.c.machine.Current().Gear
+			if g == state.Light {
+				t.Fatal("the machine stayed light at load 50")
+			}
+			r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": state.Light})
+			shop = c.shopAfter
+			for range int(siteEscalation/time.Second) + 3 {
+				tick()
+			}
+			wiki := state.Light
+			if c.wikiClimbs {
+				wiki = g
+			}
+			if r.c.machine.Current().Gear != g || !r.c.machine.Pressing(g) {
+				t.Fatalf("the machine is in %s, pressing %v: want still in %s and pressing", r.c.machine.Current().Gear, r.c.machine.Pressing(g), g)
+			}
+			r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": wiki})
+		})
+	}
+}
