@@ -27,7 +27,11 @@ each gear. A recorded and a replayed transition between the same gears at
 most %s apart are one, moved. The replay starts in the recorded gear, is
 forced wherever the recorded gear was forced (those periods are listed),
 and resumes in its own gear after a gap in the recording. --svg or --png
-draws the chart of the period with the candidate's gears as a second band.`, timefmt.Round(Tolerance))
+draws the chart of the period with the candidate's gears as a second band.
+A history with sites replays each site too, through the daemon's allocator
+on the recorded backend requests, a site pinned on its own pinned where it
+was: each site's time above light and transitions, and the replayed site
+shifts.`, timefmt.Round(Tolerance))
 
 // RunOptions are what `gearshift simulate --history` is asked.
 type RunOptions struct {

@@ -29,6 +29,9 @@ type Suggestion struct {
 	// distress to do better on).
 	States *config.States
 	Best   *Outcome
+	// Sites are what each site did and would have done, for a history
+	// with sites (replaySites); nil without.
+	Sites []TuneSite
 
 	h *History
 }

@@ -90,7 +90,12 @@ thresholds: each enter threshold of the current rules multiplied by one of
 what does better, rounded to two significant digits, each stay threshold kept
 in the same ratio to its enter threshold; at most %d replays. A suggestion
 does better than the current thresholds on the objective, or none is made.
-A history without distress says so and suggests nothing.`, timefmt.Round(MergeGap), timefmt.Round(MinDistress), factorList(), MaxReplays)
+A history without distress says so and suggests nothing.
+
+A history with sites also tells, per site, its time above light and its
+transitions as recorded, under the current thresholds and under the
+suggestion, each site moved by the daemon's allocator on the recorded
+backend requests; the search weighs the server's gear alone.`, timefmt.Round(MergeGap), timefmt.Round(MinDistress), factorList(), MaxReplays)
 
 func factorList() string {
 	var s string
@@ -146,6 +151,9 @@ func Tune(o TuneOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	res.History, res.ConfigName = o.Dir, o.ConfigName
+	if err := res.replaySites(o); err != nil {
+		return err
+	}
 	if o.JSON {
 		return res.WriteJSON(stdout)
 	}

@@ -101,6 +101,7 @@ func (s *Suggestion) writeText(w io.Writer, block string) {
 			cols(func(o Outcome) string { return delay(o.Delays[i], s.Within) }))
 	}
 	tw.Flush()
+	s.writeSitesText(w)
 }
 
 // delay says when heavy came in a distress period.
@@ -148,8 +149,9 @@ type suggestionJSON struct {
 	Replays   int            `json:"replays"`
 	Current   outcomeJSON    `json:"current"`
 	Suggested *outcomeJSON   `json:"suggested"`
-	States    map[string]any `json:"states"` // gear: enter/stay: signal: threshold
-	YAML      string         `json:"yaml"`   // the states: block to paste; "" with no suggestion
+	States    map[string]any `json:"states"`          // gear: enter/stay: signal: threshold
+	YAML      string         `json:"yaml"`            // the states: block to paste; "" with no suggestion
+	Sites     []tuneSiteJSON `json:"sites,omitempty"` // with sites only
 }
 
 type distressJSON struct {
@@ -213,6 +215,7 @@ func (s *Suggestion) WriteJSON(w io.Writer) error {
 		Objective: Objective, WithinS: s.Within.Seconds(),
 		Distress: distressJSON{Bounds: map[string]float64{}, Recorded: slices.Concat([]string{}, h.Seen), Periods: []periodDistress{}},
 		Searched: slices.Concat([]string{}, s.Searched), Replays: s.Replays, Current: outcome(s.Current), YAML: block,
+		Sites: tuneSitesJSON(s.Sites),
 	}
 	for _, l := range h.limits {
 		out.Distress.Bounds[l.name] = l.bound
