@@ -53,6 +53,11 @@ type adviser struct {
 
 	line     string // the advice in force; "" when none
 	incident string // the last advice given since the gear left light
+
+	climbs        map[string][]siteClimb // each site's climbs out of light (siteadvice.go)
+	sites         string                 // the sites' advice in force; "" when none
+	sitesIncident string                 // the last sites' advice since a site left light
+	sitesAbove    bool                   // a site was above light at the last followSites
 }
 
 type adviceResult struct {
@@ -203,10 +208,11 @@ const guestSetting = "guest_pages already shares the pages that are the same for
 
 // env is what a hook learns of the advice: the incident's last.
 func (a *adviser) env() []string {
-	if a.incident == "" {
+	line := joinAdvice(a.incident, a.sitesIncident)
+	if line == "" {
 		return nil
 	}
-	return []string{hooks.EnvAdvice + "=" + a.incident}
+	return []string{hooks.EnvAdvice + "=" + line}
 }
 
 // firstNamed is the -n of the first target with a name, "" for none.

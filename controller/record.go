@@ -134,13 +134,14 @@ func (c *Controller) newHistory() *historyWriter {
 }
 
 // record feeds the incident tracker the decision d (taken on sample s, nil
-// for an operator's request) and, for a sample, hands the record to the
-// flight recorder. It returns the incident in course, or the one d ended.
+// for an operator's request) and the adviser the sites' shifts and, for a
+// sample, hands the record to the flight recorder. It returns the incident in course, or the one d ended.
 func (c *Controller) record(s *sensor.Sample, d state.Decision, switchMS float64) (incident *history.Incident, ended bool) {
 	at := c.now()
 	if s != nil {
 		at = s.Time
 	}
+	c.advice.followSites(c.clock(), c.sites)
 	_, over := c.incidents.Add(history.Point{Time: at, Gear: d.Gear, Signals: d.Signals.Values})
 	incident = c.incidents.Current()
 	if over != nil {

@@ -36,7 +36,7 @@ func (c *Controller) publish() api.Status {
 		Targets:     make([]api.TargetStatus, 0, len(c.targets)),
 		ConfigError: c.configErr,
 		VarnishMode: c.cfg.Varnish.Mode,
-		Advice:      c.advice.line,
+		Advice:      joinAdvice(c.advice.line, c.advice.sites),
 	}
 	if c.opts.Doors != nil {
 		s.FrontDoor = c.opts.Doors.FrontDoor(time.Now()) // the reader counts on the wall clock
