@@ -118,10 +118,7 @@ func (b *siteBuilder) add(t time.Time, rec *trace.Recorded, incident string) {
 	if incident == "" {
 		return
 	}
-	total := 0.0
-	for _, site := range rec.Sites {
-		total += site.Fetches
-	}
+	total := rec.SiteFetchTotal()
 	for _, site := range rec.Sites {
 		if site.Gear == state.Lightest {
 			continue

@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,9 +16,20 @@ import (
 // site_gears lists the sites that are not in the lightest gear in auto
 // mode, as "blog=GEAR shop=GEAR:forced" (empty: every site in the lightest
 // gear, in auto); site_fetches lists each site's backend requests of the
-// last minute, as the loop's allocator saw them, for the sites that had
-// any: "default=12 blog=840" (empty: not known, or none at all).
+// last minute, as the loop's allocator saw them, for the MaxSiteFetches
+// sites that had the most (in the config's order), and "*=N", the sum over
+// every site, when some were left out: "default=12 blog=840" (empty: not
+// known, or none at all).
 var SiteColumns = []string{"site_gears", "site_fetches"}
+
+// MaxSiteFetches bounds the sites a record's site_fetches lists: the
+// allocator moves the sites with the most backend requests first, and 300
+// sites' counts every second would be most of the history's bytes.
+const MaxSiteFetches = 32
+
+// allSites is the name of the sum over every site in site_fetches: not a
+// site's name ([a-z0-9-]).
+const allSites = "*"
 
 // Site is one site's part of a record.
 type Site struct {
@@ -58,17 +71,32 @@ func AppendSites(b []byte, sites []Site, fetchesKnown bool) []byte {
 	if !fetchesKnown {
 		return b
 	}
-	n = 0
-	for _, s := range sites {
-		if s.Fetches <= 0 {
-			continue
+	// The sites listed: every one that had backend requests, or the
+	// MaxSiteFetches that had the most (the first in order on a tie).
+	var busy []int
+	total := 0.0
+	for i, s := range sites {
+		if s.Fetches > 0 {
+			busy = append(busy, i)
+			total += s.Fetches
 		}
+	}
+	cut := len(busy) > MaxSiteFetches
+	if cut {
+		slices.SortStableFunc(busy, func(x, y int) int { return cmp.Compare(sites[y].Fetches, sites[x].Fetches) })
+		busy = busy[:MaxSiteFetches]
+		slices.Sort(busy)
+	}
+	for n, i := range busy {
 		if n > 0 {
 			b = append(b, ' ')
 		}
-		n++
-		b = append(append(b, s.Name...), '=')
-		b = strconv.AppendFloat(b, s.Fetches, 'f', -1, 64)
+		b = append(append(b, sites[i].Name...), '=')
+		b = strconv.AppendFloat(b, sites[i].Fetches, 'f', -1, 64)
+	}
+	if cut {
+		b = append(append(b, ' '), allSites+"="...)
+		b = strconv.AppendFloat(b, total, 'f', -1, 64)
 	}
 	return b
 }
@@ -97,6 +125,10 @@ func recordedSites(row rowReader, r *Recorded) error {
 		if !ok || name == "" || err != nil || math.IsNaN(n) || n < 0 || math.IsInf(n, 0) {
 			return row.errorf("site_fetches", "%q is not SITE=REQUESTS", f)
 		}
+		if name == allSites {
+			r.SiteFetchesAll = n
+			continue
+		}
 		site(name).Fetches = n
 	}
 	r.SiteFetches = fetches != ""
@@ -111,6 +143,20 @@ func recordedSites(row rowReader, r *Recorded) error {
 		s.Gear, s.Forced = gear, forced
 	}
 	return nil
+}
+
+// SiteFetchTotal is the backend requests of the last minute over every
+// site: the sum the record gives when it left sites out, else the sum of
+// those it lists.
+func (r *Recorded) SiteFetchTotal() float64 {
+	if r.SiteFetchesAll > 0 {
+		return r.SiteFetchesAll
+	}
+	total := 0.0
+	for _, s := range r.Sites {
+		total += s.Fetches
+	}
+	return total
 }
 
 // SiteGear is the gear of the site named name in the record: the

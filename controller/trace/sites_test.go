@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,5 +43,26 @@ func TestSiteColumns(t *testing.T) {
 				t.Errorf("%q: %v, want an error at %s", tc.cells, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSiteFetchesBounded: past MaxSiteFetches sites with backend requests
+// a record lists those with the most, and the sum over every site.
+func TestSiteFetchesBounded(t *testing.T) {
+	var sites []Site
+	total := 0.0
+	for i := range MaxSiteFetches + 8 {
+		n := float64(i + 1)
+		sites = append(sites, Site{Name: fmt.Sprintf("s%d", i), Gear: state.Lightest, Fetches: n})
+		total += n
+	}
+	row := string(AppendSites([]byte("0,1,"+state.Lightest.String()), sites, true))
+	tr, err := Parse(strings.NewReader("time,load1,gear,site_gears,site_fetches\n"+row+"\n"), signals, 2, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tr.Samples[0].Recorded
+	if len(rec.Sites) != MaxSiteFetches || rec.Sites[0].Name != "s8" || rec.Sites[0].Fetches != 9 || rec.SiteFetchTotal() != total {
+		t.Errorf("%d sites from %s, total %v; want %d from s8, total %v\n%s", len(rec.Sites), rec.Sites[0].Name, rec.SiteFetchTotal(), MaxSiteFetches, total, row)
 	}
 }

@@ -55,6 +55,10 @@ type Recorded struct {
 	Sites []Site
 	// SiteFetches tells whether the sites' backend requests were known.
 	SiteFetches bool
+	// SiteFetchesAll is the sum of every site's backend requests when
+	// the record lists only the sites with the most (MaxSiteFetches);
+	// 0 when it lists every site that had any (see SiteFetchTotal).
+	SiteFetchesAll float64
 }
 
 // RecordedColumns are the columns the flight recorder adds to a trace, in

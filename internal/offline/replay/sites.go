@@ -95,13 +95,12 @@ func (r *siteReplay) step(s trace.Sample, d state.Decision, run *Runner) {
 			r.cand = append(r.cand, siteplan.Site{Name: site.Name, Gear: site.Gear})
 		}
 	}
-	total := 0.0
 	for i := range r.cand {
 		site := cur[r.cand[i].Name]
 		r.cand[i].Pinned = site.Forced && !rec.Forced
 		r.cand[i].Pin, r.cand[i].PinReason = site.Gear, "forced by operator for this site"
-		total += site.Fetches
 	}
+	total := rec.SiteFetchTotal()
 	in := siteplan.Input{Machine: d, Spread: d.Forced, Pressing: s.Time.Sub(r.climbed) >= siteplan.Escalation && run.pressing(d.Gear)}
 	if rec.SiteFetches && total > 0 {
 		in.Shares = make(map[string]float64, len(cur))
