@@ -20,8 +20,11 @@ func newReportCmd(a *app) *cobra.Command {
 of history.dir alone (the daemon may be stopped): the time in each gear, each
 transition and its reason, and each incident (a climb above light until back in
 light): time to heavy, peak signals, length, requests served, those that reached
-the backend and those that would have without the shift. --svg or --png draws a
-chart. --from and --to take RFC 3339 or a local "2006-01-02 15:04".`,
+the backend and those that would have without the shift. With sites, which site
+surged and when: each incident's sites that left light, when, their share of the
+backend's requests and their peak gear, and each site's time in each gear.
+--svg or --png draws a chart. --from and --to take RFC 3339 or a local
+"2006-01-02 15:04".`,
 		Example: `  gearshift report --since 7d --json
   gearshift report --from "2026-12-01 03:00" --to "2026-12-01 05:00" --svg surge.svg
   gearshift report --dir ./web2-history --png day.png`,
