@@ -10,7 +10,8 @@
 # Its markdown section goes to $SURGE_OUT (/tmp/gearshift-bench-surge/
 # surge.md), its chart beside it (surge.png). With SURGE_APPEND set to a
 # file (make bench-surge: BENCHMARKS.md), the section replaces its earlier
-# copy at the end of that file and the chart is copied beside it as
+# copy in that file (or goes at its end; FRONT=hitch's after the plain
+# surge's section) and the chart is copied beside it as
 # BENCHMARKS-surge.png.
 #
 # STACK=fpm runs it on Apache's event MPM with PHP-FPM (proxy_fcgi to a
@@ -53,16 +54,39 @@ if [ -n "$SURGE_APPEND" ]; then export SURGE_CHART_LINK=$CHART; fi
 say() { printf '%s\n' "$*" >&2; }
 die() { say "bench-surge: $*"; exit 1; }
 
-# replace_section FILE SECTION puts SECTION (a "## " heading and what
-# follows) at the end of FILE, removing an earlier copy of it (the same
-# heading, up to the next "## " heading): a second run replaces the first.
-# (The same as scripts/bench/signals.sh.)
+# replace_section FILE SECTION [AFTER] puts SECTION (a "## " heading and
+# what follows, up to the next "## " heading) into FILE: in place of an
+# earlier copy of it (the same heading), else after the section headed
+# AFTER when there is one, else at the end. A second run replaces the
+# first where it stands.
 replace_section() {
-	local file=$1 section=$2 head kept
+	local file=$1 section=$2 after=${3:-} head mode=end out
 	head=$(head -n1 "$section")
-	kept=$(awk -v h="$head" '$0 == h { skip = 1; next } skip && /^## / { skip = 0 } !skip' "$file")
-	{ printf '%s\n\n' "$kept"; cat "$section"; } >"$file"
+	if grep -qxF -- "$head" "$file"; then
+		mode=replace
+	elif [ -n "$after" ] && grep -qxF -- "$after" "$file"; then
+		mode=after
+	fi
+	out=$(awk -v h="$head" -v a="$after" -v sec="$section" -v mode="$mode" '
+		function put(l) { if (pend && l != "") print ""; pend = 0; print l; last = l }
+		function emit(  l) { while ((getline l < sec) > 0) put(l); close(sec); done = 1; pend = 1 }
+		mode == "replace" && $0 == h { skip = 1; emit(); next }
+		skip && /^## / { skip = 0 }
+		skip { next }
+		mode == "after" && $0 == a { in_after = 1; put($0); next }
+		in_after && /^## / { in_after = 0; emit() }
+		{ put($0) }
+		END { if (!done) { if (last != "") print ""; emit() } }
+	' "$file")
+	printf '%s\n' "$out" >"$file"
 }
+
+# The TLS section stands after the plain surge's of the same stack.
+AFTER=
+if [ -n "$FRONT" ]; then
+	AFTER='## An open-loop surge on WordPress (0.4)'
+	if [ "$STACK" = fpm ]; then AFTER='## An open-loop surge on WordPress on PHP-FPM (0.4)'; fi
+fi
 
 mkdir -p "$(dirname "$SURGE_OUT")"
 rm -f "$SURGE_OUT" "${SURGE_OUT%.*}.png"
@@ -73,7 +97,7 @@ cd "$ROOT"
 [ -s "$SURGE_OUT" ] || die "no report in $SURGE_OUT (see $(dirname "$SURGE_OUT")/bench.txt)"
 if [ -n "$SURGE_APPEND" ]; then
 	[ -f "$SURGE_APPEND" ] || die "$SURGE_APPEND: no such file"
-	replace_section "$SURGE_APPEND" "$SURGE_OUT"
+	replace_section "$SURGE_APPEND" "$SURGE_OUT" "$AFTER"
 	cp "${SURGE_OUT%.*}.png" "$(dirname "$SURGE_APPEND")/$CHART"
 	say "bench-surge: section replaced in $SURGE_APPEND, chart in $(dirname "$SURGE_APPEND")/$CHART"
 fi
