@@ -346,7 +346,7 @@ func (c *Controller) sourceProblems(problems []sensor.Problem) {
 // apply makes every target follow d, taken on the sample s (nil for an
 // operator's request or a poll without a sample), and records the outcome.
 func (c *Controller) apply(ctx context.Context, d state.Decision, s *sensor.Sample) {
-	c.followSites(c.clock(), d)
+	c.followSites(c.clock(), d, s)
 	switchMS := c.syncAll(ctx, d.Gear, c.opts.SyncWait)
 	incident, ended := c.record(s, d, switchMS)
 	if ended {

@@ -10,6 +10,7 @@ import (
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/siteplan"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/varnish"
@@ -47,6 +48,8 @@ type siteGear struct {
 	pinned   bool
 	pin      state.Gear
 	pinUntil time.Time // loop clock; zero: until auto
+
+	own *ownGear // its own machine (sites_own.go); nil while no signal is read for it alone
 }
 
 // buildSites renders the profiles of each set of site overrides with
@@ -136,8 +139,10 @@ const siteEscalation = siteplan.Escalation
 
 // followSites moves every site to the gear siteplan.Plan gives it under d,
 // the server's decision, at now: the machine's gear for every site while a
-// pin of every site holds, or without a sites key.
-func (c *Controller) followSites(now time.Time, d state.Decision) {
+// pin of every site holds, or without a sites key. A site with signals of
+// its own in the sample s (nil: none this time) is in the heavier of that
+// gear and its own machine's (settleOwn).
+func (c *Controller) followSites(now time.Time, d state.Decision, s *sensor.Sample) {
 	shares, _ := c.siteShares()
 	c.sites.shifts = c.sites.shifts[:0]
 	in := siteplan.Input{Machine: d, Spread: c.sites.plan == nil || d.Forced, Shares: shares,
@@ -156,15 +161,21 @@ func (c *Controller) followSites(now time.Time, d state.Decision) {
 				reason += " until " + c.wall(g.pinUntil).Format(time.RFC3339)
 			}
 		}
-		list = append(list, siteplan.Site{Name: site.Name, Gear: g.gear, Pinned: g.pinned, Pin: g.pin, PinReason: reason})
+		c.stepOwn(now, site, g, s)
+		list = append(list, siteplan.Site{Name: site.Name, Gear: g.allocated(), Pinned: g.pinned, Pin: g.pin, PinReason: reason})
 	}
 	for _, m := range siteplan.Plan(list, in) {
 		if m.Climb {
 			c.sites.climbed = now
 			c.markClimb(c.doorsTime())
 		}
+		if g := c.sites.gears[m.Site]; g.own != nil {
+			g.own.allot(m)
+			continue
+		}
 		c.shiftSite(now, m.Site, c.sites.gears[m.Site], m.Gear, m.Reason, m.Cause)
 	}
+	c.settleOwn(now, d)
 	if c.sites.plan != nil {
 		for i, l := range c.sites.plan.Labels {
 			c.sites.plan.Labels[i].Gear = c.sites.gears[l.Site].gear
