@@ -190,28 +190,30 @@ func NewPrometheus(cfg PrometheusConfig) (*Prometheus, error) {
 // Read implements Reader: every query at once. A query that fails, takes
 // longer than the timeout or does not give one number leaves its signal
 // unavailable, with the reason in a Problem named "prometheus NAME"; the
-// others' answers still count.
+// others' answers still count. A query whose series each carry a site
+// label gives each site its own number (Sample.Sites), and the server
+// none.
 func (p *Prometheus) Read(ctx context.Context) (func(*Sample), error) {
-	values := make([]float64, len(p.names))
+	answers := make([]answer, len(p.names))
 	errs := make([]error, len(p.names))
 	now := p.now()
 	var wg sync.WaitGroup
 	for i := range p.names {
-		wg.Go(func() { values[i], errs[i] = p.query(ctx, p.queries[i], now) })
+		wg.Go(func() { answers[i], errs[i] = p.query(ctx, p.queries[i], now) })
 	}
 	wg.Wait()
 	var problems Problems
-	got := map[string]float64{}
+	got := map[string]answer{}
 	for i, name := range p.names {
 		if errs[i] != nil {
 			problems = append(problems, Problem{Source: "prometheus " + name, Err: errs[i]})
 			continue
 		}
-		got[name] = values[i]
+		got[name] = answers[i]
 	}
 	apply := func(s *Sample) {
-		for name, v := range got {
-			s.Values[name] = v
+		for name, a := range got {
+			a.apply(s, name)
 		}
 	}
 	if len(problems) > 0 {
@@ -222,7 +224,7 @@ func (p *Prometheus) Read(ctx context.Context) (func(*Sample), error) {
 
 // query asks one query at now, with max_age as its lookback: an answer
 // from older data than that is none.
-func (p *Prometheus) query(ctx context.Context, q string, now time.Time) (float64, error) {
+func (p *Prometheus) query(ctx context.Context, q string, now time.Time) (answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	var opts []v1.Option
@@ -232,15 +234,21 @@ func (p *Prometheus) query(ctx context.Context, q string, now time.Time) (float6
 	val, _, _, err := p.api.Query(ctx, q, now, opts...)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return 0, fmt.Errorf("%s did not answer %q within %s", p.shown, oneLine(q), p.timeout)
+			return answer{}, fmt.Errorf("%s did not answer %q within %s", p.shown, oneLine(q), p.timeout)
 		}
-		return 0, fmt.Errorf("query %q on %s: %v", oneLine(q), p.shown, err)
+		return answer{}, fmt.Errorf("query %q on %s: %v", oneLine(q), p.shown, err)
+	}
+	if sites, ok, err := bySite(val); ok || err != nil {
+		if err != nil {
+			return answer{}, fmt.Errorf("query %q: %v", oneLine(q), err)
+		}
+		return answer{sites: sites}, nil
 	}
 	v, err := oneNumber(val)
 	if err != nil {
-		return 0, fmt.Errorf("query %q: %v", oneLine(q), err)
+		return answer{}, fmt.Errorf("query %q: %v", oneLine(q), err)
 	}
-	return v, nil
+	return answer{value: v}, nil
 }
 
 // oneNumber is the number of a query's answer: a scalar, or a vector of
