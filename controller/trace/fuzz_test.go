@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 		"time,load1\n\"0\",\"1\"\n\"1\n\",2\n",
 		"time,load1\n1e12,1\n1e13,1\n",
 		"time,load1,cpus\n0,1,1e300\n",
+		"time,load1,gear,site_gears,site_fetches\n0,1,light,blog=heavy shop=light:forced,default=3 blog=812 *=900\n1,1,light,,\n",
 		"time,load1\n",
 		"",
 	} {
