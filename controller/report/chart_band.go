@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -44,10 +45,23 @@ type run struct {
 	gear     state.Gear
 }
 
-// gearBand builds the band of the recorded gears (the top row) and of the
-// candidate's. A gear holds until the next sample, except across a gap.
+// maxSiteRows bounds the sites the band shows a row for.
+const maxSiteRows = 8
+
+// gearBand builds the band of the recorded gears (the top row), of the
+// candidate's, and of the sites that left light (the first maxSiteRows to,
+// at the bottom, "site NAME"). A gear holds until the next sample, except
+// across a gap.
 func gearBand(samples []trace.Sample, gaps []bool, candidate []state.Gear) band {
 	var b band
+	for _, site := range surgedSites(samples) {
+		b.rows = append(b.rows, bandRow{label: "site " + site, runs: runs(samples, gaps, func(i int) (state.Gear, bool) {
+			if r := samples[i].Recorded; r != nil && r.Sites != nil {
+				return r.SiteGear(site), true
+			}
+			return 0, false
+		})})
+	}
 	if candidate != nil {
 		b.rows = append(b.rows, bandRow{label: CandidateLabel, runs: runs(samples, gaps, func(i int) (state.Gear, bool) {
 			return candidate[i], true
@@ -63,6 +77,25 @@ func gearBand(samples []trace.Sample, gaps []bool, candidate []state.Gear) band 
 		b.rows = append(b.rows, bandRow{label: "gear", runs: recorded})
 	}
 	return b
+}
+
+// surgedSites are the sites that left light in samples, in the order
+// they did, maxSiteRows at most.
+func surgedSites(samples []trace.Sample) []string {
+	var out []string
+	for _, s := range samples {
+		if s.Recorded == nil {
+			continue
+		}
+		for _, site := range s.Recorded.Sites {
+			if site.Gear > state.Lightest && !slices.Contains(out, site.Name) {
+				if out = append(out, site.Name); len(out) == maxSiteRows {
+					return out
+				}
+			}
+		}
+	}
+	return out
 }
 
 func runs(samples []trace.Sample, gaps []bool, gear func(int) (state.Gear, bool)) []run {

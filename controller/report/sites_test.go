@@ -179,3 +179,21 @@ func TestReportWithoutSitesUnchanged(t *testing.T) {
 		t.Errorf("sites in a report without them: %v, %v\n%s", r.Sites, r.Incidents[0].Sites, js.String())
 	}
 }
+
+// TestSVGSites: the chart of a history with sites has a band row for each
+// site that left light, none for the one that did not.
+func TestSVGSites(t *testing.T) {
+	var b bytes.Buffer
+	if err := SVG(&b, read(t, filepath.Join("testdata", "sites")), testSet, ChartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	texts, _ := svgTexts(t, b.String())
+	all := "|" + strings.Join(texts, "|") + "|"
+	if !strings.Contains(all, "|site blog|") || !strings.Contains(all, "|site shop|") || strings.Contains(all, "|site default|") {
+		t.Errorf("the band's rows: %v", texts)
+	}
+	band := gearBand(read(t, filepath.Join("testdata", "sites")), make([]bool, 211), nil)
+	if len(band.rows) != 3 || band.rows[0].label != "site blog" || len(band.rows[0].runs) != 4 {
+		t.Errorf("band rows %+v, want blog's (light, moderate, heavy, light), shop's and the gear", band.rows)
+	}
+}
