@@ -219,6 +219,7 @@ var (
 	descLogErrors  = prometheus.NewDesc("gearshift_log_write_errors_total", "Log lines the daemon could not write (disk full, permissions); log_error in status says why.", nil, nil)
 	descHistErrors = prometheus.NewDesc("gearshift_history_write_errors_total", "History records the flight recorder could not write (disk full, permissions); history_error in status says why.", nil, nil)
 	descSiteLevel  = prometheus.NewDesc("gearshift_site_gear_level", "Each site's gear as a number: "+gearNumbers()+".", []string{"site"}, nil)
+	descSiteForced = prometheus.NewDesc("gearshift_site_forced", "1 while an operator pins each site's gear (gearshift force, with --site or without), 0 in auto.", []string{"site"}, nil)
 	descSiteBack   = prometheus.NewDesc("gearshift_site_backend_requests_total", "Backend requests of each site, read from the Varnish log since the daemon started.", []string{"site"}, nil)
 	descRuleLimit  = prometheus.NewDesc("gearshift_rule_threshold", "A configured threshold of a gear's enter or stay rule, in the unit of the signal's metric.", []string{"gear", "rule", "signal"}, nil)
 )
@@ -261,6 +262,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if g, err := state.Parse(site.Gear); err == nil {
 			gauge(descSiteLevel, float64(g), site.Name)
 		}
+		gauge(descSiteForced, boolean(site.Mode == "forced"), site.Name)
 		ch <- prometheus.MustNewConstMetric(descSiteBack, prometheus.CounterValue, float64(site.BackendRequests), site.Name)
 	}
 	for _, t := range s.Targets {

@@ -269,6 +269,12 @@ func TestSitesHooksAndMetrics(t *testing.T) {
 		t.Errorf("hooks saw %q, want %q", lines, want)
 	}
 	r.wantSites(t, map[string]state.Gear{"default": state.Moderate, "shop": state.Heavy, "wiki": state.Moderate})
+	if _, err := r.request(reqAuto, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.request(reqForce, "shop", state.Heavy); err != nil {
+		t.Fatal(err)
+	}
 
 	families, err := r.c.metrics.reg.Gather()
 	if err != nil {
@@ -287,6 +293,8 @@ func TestSitesHooksAndMetrics(t *testing.T) {
 	for series, v := range map[string]float64{
 		"gearshift_site_gear_level{site=shop,}":                                            2,
 		"gearshift_site_gear_level{site=wiki,}":                                            1,
+		"gearshift_site_forced{site=shop,}":                                                1,
+		"gearshift_site_forced{site=wiki,}":                                                0,
 		"gearshift_site_transitions_total{cause=forced,from=light,site=shop,to=heavy,}":    1,
 		"gearshift_site_transitions_total{cause=forced,from=light,site=wiki,to=moderate,}": 1,
 	} {
