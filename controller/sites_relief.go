@@ -14,7 +14,7 @@ import (
 // signals' own lag (the load average decays over a minute) or not the
 // sites' doing, and moving a neighbour would not relieve it
 // (docs/sites.md, "Which site shifts").
-const reliefShare = 0.5
+const reliefShare = siteplan.ReliefShare
 
 // climbMark is the backend's request rate over the siteplan.Escalation
 // before a site last climbed, on the wall clock the Varnish log is read
@@ -54,7 +54,7 @@ func (c *Controller) relieved(wall time.Time) bool {
 		return false
 	}
 	n, ok := c.opts.Doors.FetchesIn(escalationWindow(wall))
-	return ok && float64(n)/siteplan.Escalation.Seconds() < reliefShare*m.rate
+	return ok && siteplan.Relieved(m.rate, float64(n)/siteplan.Escalation.Seconds())
 }
 
 // escalationWindow is the siteplan.Escalation up to wall in whole

@@ -95,3 +95,16 @@ func Plan(sites []Site, in Input) []Move {
 	return append(moves, Move{Site: top, Gear: d.Gear, Climb: true, Cause: state.CauseAuto,
 		Reason: fmt.Sprintf("site %s: %.0f %% of backend requests; %s", top, 100*best, d.Reason)})
 }
+
+// ReliefShare: after a site takes the machine's gear, the next site takes
+// it only while the backend still gets at least this share of the
+// requests a second it got over the Escalation before that climb; when
+// they fell by more, the distress left is the signals' lag, not the
+// sites' doing (docs/sites.md, "Which site shifts").
+const ReliefShare = 0.5
+
+// Relieved tells whether the backend's request rate now, over the last
+// Escalation, fell below ReliefShare of before, the rate over the
+// Escalation before the last climb; false when before is 0. The caller
+// tells Plan the distress is not Pressing when it is.
+func Relieved(before, now float64) bool { return before > 0 && now < ReliefShare*before }
