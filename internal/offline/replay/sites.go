@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/siteplan"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
@@ -56,6 +57,35 @@ type siteReplay struct {
 	last    time.Time
 	climbed time.Time
 	shifts  []SiteShift
+
+	// The backend's requests a second (the recorded backend_rps) over
+	// the last siteplan.Escalation, and their mean before the last climb:
+	// the daemon counts them in the Varnish log (siteplan.Relieved).
+	rates  []timedRate
+	before float64
+}
+
+type timedRate struct {
+	t    time.Time
+	rate float64
+}
+
+// backendRate is the mean recorded backend_rps over the
+// siteplan.Escalation up to t; false when none was recorded.
+func (r *siteReplay) backendRate(t time.Time) (float64, bool) {
+	i := 0
+	for i < len(r.rates) && t.Sub(r.rates[i].t) >= siteplan.Escalation {
+		i++
+	}
+	r.rates = r.rates[i:]
+	if len(r.rates) == 0 {
+		return 0, false
+	}
+	sum := 0.0
+	for _, x := range r.rates {
+		sum += x.rate
+	}
+	return sum / float64(len(r.rates)), true
 }
 
 // pressing tells whether the replayed machine's gear g is still called
@@ -101,7 +131,12 @@ func (r *siteReplay) step(s trace.Sample, d state.Decision, run *Runner) {
 		r.cand[i].Pin, r.cand[i].PinReason = site.Gear, "forced by operator for this site"
 	}
 	total := rec.SiteFetchTotal()
-	in := siteplan.Input{Machine: d, Spread: d.Forced, Pressing: s.Time.Sub(r.climbed) >= siteplan.Escalation && run.pressing(d.Gear)}
+	if v, ok := s.Reading.Values[sensor.BackendRPS]; ok {
+		r.rates = append(r.rates, timedRate{s.Time, v})
+	}
+	rate, known := r.backendRate(s.Time)
+	in := siteplan.Input{Machine: d, Spread: d.Forced,
+		Pressing: s.Time.Sub(r.climbed) >= siteplan.Escalation && run.pressing(d.Gear) && !(known && siteplan.Relieved(r.before, rate))}
 	if rec.SiteFetches && total > 0 {
 		in.Shares = make(map[string]float64, len(cur))
 		for name, site := range cur {
@@ -116,7 +151,10 @@ func (r *siteReplay) step(s trace.Sample, d state.Decision, run *Runner) {
 			r.cand[i].Gear = m.Gear
 		}
 		if m.Climb {
-			r.climbed = s.Time
+			r.climbed, r.before = s.Time, 0
+			if known {
+				r.before = rate
+			}
 		}
 	}
 	r.prev, r.last = cur, s.Time

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/config"
 	"github.com/gearshift/gearshift/controller/history"
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/trace"
 )
@@ -92,5 +93,42 @@ func TestReplaySitesPinned(t *testing.T) {
 	}
 	if courses, shifts, err := ReplaySites(trace.Samples(samples), cfg.StateConfig(set), 0); err != nil || courses != nil || shifts != nil {
 		t.Errorf("without sites: %v, %v, %v", courses, shifts, err)
+	}
+}
+
+// TestReplaySitesRelief: after blog climbs, the next site climbs only
+// while the backend still gets half the requests it got before (the
+// recorded backend_rps), as the daemon's escalation does.
+func TestReplaySitesRelief(t *testing.T) {
+	cfg := config.Default()
+	set, err := cfg.Signals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := func(after float64) []SiteShift {
+		var samples []trace.Sample
+		for i := range 120 {
+			rps := 100.0
+			if i >= 3 { // blog climbs at the third record
+				rps = after
+			}
+			rec := &trace.Recorded{Gear: state.Lightest, SiteFetches: true, Sites: []trace.Site{
+				{Name: "default", Fetches: 5}, {Name: "blog", Fetches: 80}, {Name: "shop", Fetches: 15}}}
+			samples = append(samples, trace.Sample{Time: at(i), Recorded: rec, Reading: state.Reading{Time: at(i), Load1: 2.4, RunQueue: 2.4, CPUs: 2,
+				Values: map[string]float64{sensor.BackendRPS: rps}}})
+		}
+		_, shifts, err := ReplaySites(trace.Samples(samples), cfg.StateConfig(set), time.Duration(cfg.FastWindow))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shifts
+	}
+	relieved := replay(30)
+	if len(relieved) != 1 || relieved[0].Site != "blog" {
+		t.Errorf("the backend relieved after blog's climb: shifts %+v, want blog's alone", relieved)
+	}
+	pressed := replay(80)
+	if len(pressed) < 2 || pressed[0].Site != "blog" || pressed[1].Site != "shop" {
+		t.Errorf("the backend not relieved: shifts %+v, want blog's then shop's", pressed)
 	}
 }
