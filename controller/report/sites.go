@@ -154,12 +154,17 @@ func (r *Report) writeSiteText(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "Sites (%d):\n", len(r.Sites))
+	var quiet []string // always in light, never pinned
 	for _, st := range r.Sites {
 		var in []string
 		for _, g := range state.All[1:] {
 			if st.TimeIn[g] > 0 {
 				in = append(in, fmt.Sprintf("%s %s", g, timefmt.Round(st.TimeIn[g])))
 			}
+		}
+		if len(in) == 0 && st.Transitions == 0 && st.Forced == 0 {
+			quiet = append(quiet, st.Site)
+			continue
 		}
 		above := "always in " + state.Lightest.String()
 		if len(in) > 0 {
@@ -171,8 +176,18 @@ func (r *Report) writeSiteText(w io.Writer) {
 		}
 		fmt.Fprintln(w, ".")
 	}
+	if len(quiet) > 0 {
+		names := strings.Join(quiet[:min(len(quiet), maxQuietNames)], ", ")
+		if len(quiet) > maxQuietNames {
+			names += fmt.Sprintf(" and %d more", len(quiet)-maxQuietNames)
+		}
+		fmt.Fprintf(w, "  always in %s: %s.\n", state.Lightest, names)
+	}
 	fmt.Fprintln(w)
 }
+
+// maxQuietNames bounds the sites always in light the text names.
+const maxQuietNames = 10
 
 // siteSurgesText is an incident's sites for the text: "blog left light at
 // 03:10:02 (71% of backend requests), heavy at most, 12m above light".

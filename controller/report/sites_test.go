@@ -121,7 +121,7 @@ func TestReportSites(t *testing.T) {
 	}
 	for _, line := range []string{
 		"    sites: blog left light at 03:10:00 (80% of backend requests), heavy at most, 15m above light; shop left light at 03:20:00 (25% of backend requests), heavy at most, 5m above light.\n",
-		"Sites (3):\n  default: always in light; 0 transitions.\n  blog: moderate 5m, heavy 10m; 3 transitions.\n",
+		"Sites (3):\n  blog: moderate 5m, heavy 10m; 3 transitions.\n  shop: heavy 5m; 2 transitions.\n  always in light: default.\n",
 	} {
 		if !strings.Contains(text.String(), line) {
 			t.Errorf("the text lacks %q:\n%s", line, text.String())
