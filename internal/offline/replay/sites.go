@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -208,10 +209,16 @@ func writeSitesText(w io.Writer, courses []SiteCourse, shifts []SiteShift) {
 	fmt.Fprintf(w, "\nSites (%d), replayed by the daemon's allocator on the recorded backend requests:\n", len(courses))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  SITE\tRECORDED ABOVE %s\tTRANSITIONS\tREPLAYED ABOVE %s\tTRANSITIONS\n", state.Lightest, state.Lightest)
+	var quiet []string
 	for _, c := range courses {
+		if c.Above(false) == 0 && c.Above(true) == 0 && c.RecordedShifts == 0 && c.CandidateShifts == 0 {
+			quiet = append(quiet, c.Site)
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\n", c.Site, timefmt.Round(c.Above(false)), c.RecordedShifts, timefmt.Round(c.Above(true)), c.CandidateShifts)
 	}
 	tw.Flush()
+	writeQuiet(w, quiet, "recorded and replayed")
 	if len(shifts) == 0 {
 		return
 	}
@@ -226,6 +233,22 @@ func writeSitesText(w io.Writer, courses []SiteCourse, shifts []SiteShift) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s → %s\t%s\n", sh.Time.UTC().Format(stamp), sh.Site, sh.From, sh.To, sh.Reason)
 	}
 	tw.Flush()
+}
+
+// maxQuietNames bounds the sites always in light the text names.
+const maxQuietNames = 10
+
+// writeQuiet names, on one line, the sites always in light on every side
+// (ten at most, then how many more).
+func writeQuiet(w io.Writer, quiet []string, sides string) {
+	if len(quiet) == 0 {
+		return
+	}
+	names := strings.Join(quiet[:min(len(quiet), maxQuietNames)], ", ")
+	if len(quiet) > maxQuietNames {
+		names += fmt.Sprintf(" and %d more", len(quiet)-maxQuietNames)
+	}
+	fmt.Fprintf(w, "  always in %s, %s: %s.\n", state.Lightest, sides, names)
 }
 
 // siteJSON is a site of `simulate --history --json` and `tune --json`.

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,5 +131,22 @@ func TestReplaySitesRelief(t *testing.T) {
 	pressed := replay(80)
 	if len(pressed) < 2 || pressed[0].Site != "blog" || pressed[1].Site != "shop" {
 		t.Errorf("the backend not relieved: shifts %+v, want blog's then shop's", pressed)
+	}
+}
+
+// TestWriteSitesText: a site that moved on either side has a row; the
+// sites always in light share one line.
+func TestWriteSitesText(t *testing.T) {
+	courses := []SiteCourse{{Site: "default"}, {Site: "blog", CandidateShifts: 2}}
+	courses[1].Candidate[state.Heaviest] = time.Minute
+	for i := range 12 {
+		courses = append(courses, SiteCourse{Site: fmt.Sprintf("s%d", i)})
+	}
+	var b strings.Builder
+	writeSitesText(&b, courses, nil)
+	out := b.String()
+	if !strings.Contains(out, "  blog  0s                    0            1m                    2\n") ||
+		!strings.Contains(out, "  always in light, recorded and replayed: default, s0, s1, s2, s3, s4, s5, s6, s7, s8 and 3 more.\n") {
+		t.Errorf("text:\n%s", out)
 	}
 }

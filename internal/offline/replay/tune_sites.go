@@ -95,7 +95,13 @@ func (s *Suggestion) writeSitesText(w io.Writer) {
 	side := func(x SiteSide) string {
 		return fmt.Sprintf("%s, %d transition%s", timefmt.Round(x.Above()), x.Transitions, plural(x.Transitions))
 	}
+	var quiet []string
 	for _, site := range s.Sites {
+		if site.Recorded.Transitions == 0 && site.Current.Transitions == 0 && (site.Suggested == nil || site.Suggested.Transitions == 0) &&
+			site.Recorded.Above() == 0 && site.Current.Above() == 0 && (site.Suggested == nil || site.Suggested.Above() == 0) {
+			quiet = append(quiet, site.Site)
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s", site.Site, side(site.Recorded), side(site.Current))
 		if site.Suggested != nil {
 			fmt.Fprintf(tw, "\t%s", side(*site.Suggested))
@@ -103,6 +109,7 @@ func (s *Suggestion) writeSitesText(w io.Writer) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	writeQuiet(w, quiet, "recorded and replayed")
 }
 
 // tuneSiteJSON is a site of `tune --json`.
