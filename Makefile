@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build test test-long idle soak fuzz bench bench-signals bench-surge bench-fleet bench-history demo deps deps-if-missing clean man deb install uninstall
+.PHONY: all build test test-long idle sites-surge soak fuzz bench bench-signals bench-surge bench-fleet bench-history demo deps deps-if-missing clean man deb install uninstall
 
 all: build
 
@@ -17,15 +17,25 @@ build:
 # with it, make test passed 20 minutes on a 2-CPU machine.
 test: deps-if-missing
 	$(GO) vet ./...
-	$(GO) vet -tags soak,idle ./...
+	$(GO) vet -tags soak,idle,sitessurge ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory soak SOAK=3m
 	$(MAKE) --no-print-directory fuzz
 
 # The longer stage of CI, after make test: the idle test, alone, since it
-# needs the machine to itself (it first waits for the load to settle).
+# needs the machine to itself (it first waits for the load to settle),
+# then one site's surge among its neighbours.
 test-long: deps-if-missing
 	$(MAKE) --no-print-directory idle
+	$(MAKE) --no-print-directory sites-surge
+
+# One site's real surge among neighbours (TestSitesSurge): Debian's
+# WordPress, MediaWiki and the session site as virtual hosts of one Apache
+# behind one varnishd, `gearshift run` with three sites; an open-loop
+# surge on the blog puts it, and only it, in heavy (about 2 minutes; the
+# gears follow the machine's load, so it runs alone).
+sites-surge:
+	$(GO) test -tags sitessurge -run '^TestSitesSurge$$' -count=1 -timeout 15m -v ./profiles/apps
 
 # The daemon with the default config on a machine nobody else uses: its
 # run queue matches an independent reader's and the gear stays light. It
@@ -104,9 +114,12 @@ bench-signals: deps build
 # (/tmp/gearshift-bench-surge/surge.md) and replaces its earlier one at the
 # end of BENCHMARKS.md, its chart beside it as BENCHMARKS-surge.png.
 # STACK=fpm: on Apache event + PHP-FPM instead of prefork + mod_php, a
-# section (and BENCHMARKS-surge-fpm.png) of its own.
+# section (and BENCHMARKS-surge-fpm.png) of its own. FRONT=hitch: the
+# surge in auto over plain http and through TLS (Debian's hitch, PROXY
+# v2) side by side, and the CPU hitch and PHP took (about 10 minutes), a
+# section (and BENCHMARKS-surge-tls.png) of its own.
 bench-surge: deps
-	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" STACK="$(STACK)" bash scripts/bench/surge.sh
+	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" STACK="$(STACK)" FRONT="$(FRONT)" bash scripts/bench/surge.sh
 
 # Hostile visitors (issue 29), side by side in one run (about 12 minutes,
 # loopback only): hit throughput before and after 20,000 session writes
