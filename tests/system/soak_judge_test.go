@@ -3,6 +3,8 @@
 package system
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,32 @@ func TestSoakJudgeChildKilled(t *testing.T) {
 		s.judge(shifts)
 		if shifts[0].seen != tc.want {
 			t.Errorf("%s: seen %v, want %v", tc.name, shifts[0].seen, tc.want)
+		}
+	}
+}
+
+// TestSoakJudgeVisitors: the soak fails when Apache's log names 127.0.0.1
+// for most requests (the visitors came as a local tool), or never the
+// crowd or alice.
+func TestSoakJudgeVisitors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, log string
+		want      string // in the error; "" for none
+	}{
+		{"as themselves", "198.51.100.1 x\n192.0.2.9 x\n203.0.113.1 x\n127.0.0.1 x\n", ""},
+		{"as a local tool", "198.51.100.1 x\n203.0.113.1 x\n127.0.0.1 x\n127.0.0.1 x\n", "2 of 127.0.0.1"},
+		{"no alice", "198.51.100.1 x\n192.0.2.9 x\n", "0 of alice"},
+		{"no crowd", "203.0.113.1 x\n", "0 requests of the crowd"},
+	} {
+		file := filepath.Join(dir, c.name)
+		os.WriteFile(file, []byte(c.log), 0o644)
+		err := judgeVisitors(file)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want no error", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}
 	}
 }

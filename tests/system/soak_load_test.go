@@ -120,12 +120,17 @@ func gearOfVCL(name string) string {
 }
 
 // anonymous asks for pages and a static file through Varnish, as
-// visitors do.
+// visitors do: each request a visitor's of the crowd (surgeMix's
+// addresses), in X-Forwarded-For, as a terminator on the host (a trusted
+// proxy) would send it, so that Varnish knows each visitor for who it is
+// (front_door forwarded, not unidentified).
 func (s *soak) anonymous(ctx context.Context) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	for i := 0; ctx.Err() == nil; i++ {
 		path := []string{"/", "/style.css", "/login.php"}[i%3]
-		resp, err := client.Get(s.v.URL(path))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.v.URL(path), nil)
+		req.Header.Set("X-Forwarded-For", crowdAddr(s.visitors.Add(1)-1))
+		resp, err := client.Do(req)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -144,10 +149,11 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 // signedIn signs alice in and saves a preference every half second,
 // checking each answer is her page with what she saved: a page for
 // nobody is a lost session (a drop), a refused connection (varnishd
-// restarting) an error.
+// restarting) an error. She comes from an address of her own, in
+// X-Forwarded-For (as anonymous' visitors do).
 func (s *soak) signedIn(ctx context.Context) {
 	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Timeout: 5 * time.Second, Jar: jar}
+	client := &http.Client{Timeout: 5 * time.Second, Jar: jar, Transport: forwardedFor(userAddr(0))}
 	get := func(path string, form url.Values) (string, string, bool) {
 		var resp *http.Response
 		var err error
@@ -208,6 +214,20 @@ func (s *soak) signedIn(ctx context.Context) {
 		}
 	}
 }
+
+// forwardedFor is a transport that sends every request with an
+// X-Forwarded-For of addr (a redirect's too, as the terminator would).
+func forwardedFor(addr string) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("X-Forwarded-For", addr)
+		return http.DefaultTransport.RoundTrip(r)
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
 	select {

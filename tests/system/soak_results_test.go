@@ -22,6 +22,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/history"
 	"github.com/gearshift/gearshift/controller/logging"
+	"github.com/gearshift/gearshift/internal/testsupport/lampstack"
 )
 
 // shift is one gear change the daemon logged.
@@ -262,6 +263,9 @@ func (s *soak) results(t *testing.T, out string, length time.Duration) {
 	if n := s.traffic.drops.Load(); n > 0 {
 		t.Errorf("alice lost her session %d times", n)
 	}
+	if err := judgeVisitors(lampstack.AccessLog(s.site.Dir)); err != nil {
+		t.Error(err)
+	}
 	if s.traffic.writes.Load() == 0 || s.traffic.pages.Load() == 0 {
 		t.Errorf("no traffic got through: %d pages, %d writes", s.traffic.pages.Load(), s.traffic.writes.Load())
 	}
@@ -414,6 +418,42 @@ func judgeBans(samples []soakSample, heavy []time.Time, life time.Duration) erro
 	}
 	if err := judged(read, len(samples)); err != nil {
 		return fmt.Errorf("MAIN.bans: %w", err)
+	}
+	return nil
+}
+
+// judgeVisitors: the soak's load comes as the visitors it plays, each
+// with an X-Forwarded-For of its own from 127.0.0.1 (a trusted proxy, as
+// a terminator on the host), so Varnish forwards each as itself (status
+// front_door: forwarded) and Apache's access log (%a, through
+// mod_remoteip) names the visitors: the anonymous crowd's documentation
+// addresses and alice's, not 127.0.0.1 (a request Varnish took for a
+// local tool's) for most of it.
+func judgeVisitors(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	crowd, alice, loopback := 0, 0, 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		a, _, _ := strings.Cut(sc.Text(), " ")
+		switch {
+		case a == userAddr(0):
+			alice++
+		case strings.HasPrefix(a, "198.51.100.") || strings.HasPrefix(a, "192.0.2."):
+			crowd++
+		case a == "127.0.0.1" || a == "::1":
+			loopback++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if crowd == 0 || alice == 0 || loopback >= crowd+alice {
+		return fmt.Errorf("Apache logged %d requests of the crowd, %d of alice, %d of 127.0.0.1: the soak's visitors are to come as themselves (X-Forwarded-For)",
+			crowd, alice, loopback)
 	}
 	return nil
 }

@@ -79,8 +79,9 @@ var gearCycle = []string{"5", "10", "5", "0", "10", "0"}
 // RSS, goroutines or fds grow (see the bounds above), loaded VCLs or bans
 // pass their bounds (bans: judgeBans), too few samples of any of them
 // were read, the history's past days exceed max_bytes, a
-// transition is missing from the history, or a signed-in user loses
-// their session.
+// transition is missing from the history, a signed-in user loses
+// their session, or the visitors (each with an X-Forwarded-For of its
+// own) did not reach Apache as themselves (judgeVisitors).
 func TestSoak(t *testing.T) {
 	length := 30 * time.Minute
 	if s := os.Getenv("GEARSHIFT_SOAK"); s != "" {
@@ -126,7 +127,8 @@ type soak struct {
 	windows  []faultWindow
 	counts   map[string]int
 
-	traffic trafficCounts
+	traffic  trafficCounts
+	visitors atomic.Uint64 // the anonymous requests so far: each a visitor of the crowd
 }
 
 type vclSample struct {
