@@ -111,13 +111,15 @@ bench-signals: deps build
 # users) with light pinned, gearshift in auto and heavy pinned, each on a
 # fresh cache, then Apache stopped for 30 s under light (about 10-15
 # minutes, loopback only). Its section goes to $SURGE_OUT
-# (/tmp/gearshift-bench-surge/surge.md) and replaces its earlier one at the
-# end of BENCHMARKS.md, its chart beside it as BENCHMARKS-surge.png.
+# (/tmp/gearshift-bench-surge/surge.md) and replaces its earlier one in
+# BENCHMARKS.md (else goes at its end), its chart beside it as
+# BENCHMARKS-surge.png.
 # STACK=fpm: on Apache event + PHP-FPM instead of prefork + mod_php, a
 # section (and BENCHMARKS-surge-fpm.png) of its own. FRONT=hitch: the
 # surge in auto over plain http and through TLS (Debian's hitch, PROXY
 # v2) side by side, and the CPU hitch and PHP took (about 10 minutes), a
-# section (and BENCHMARKS-surge-tls.png) of its own.
+# section (and BENCHMARKS-surge-tls.png) of its own, after the plain
+# surge's.
 bench-surge: deps
 	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" STACK="$(STACK)" FRONT="$(FRONT)" bash scripts/bench/surge.sh
 
