@@ -64,18 +64,14 @@ func Plan(sites []Site, in Input) []Move {
 	if cause == "" {
 		cause = state.CauseAuto
 	}
-	gears := make(map[string]state.Gear, len(sites))
 	var moves []Move
 	climbing := false
 	for _, s := range sites {
-		gears[s.Name] = s.Gear
 		switch {
 		case s.Pinned:
 			moves = append(moves, Move{Site: s.Name, Gear: s.Pin, Reason: s.PinReason, Cause: state.CauseForced})
-			gears[s.Name] = s.Pin
 		case in.Spread || s.Gear > d.Gear || lift:
 			moves = append(moves, Move{Site: s.Name, Gear: d.Gear, Reason: d.Reason, Cause: cause})
-			gears[s.Name] = d.Gear
 		default:
 			climbing = climbing || s.Gear == d.Gear && d.Gear > state.Lightest
 		}
@@ -83,9 +79,11 @@ func Plan(sites []Site, in Input) []Move {
 	if in.Spread || !known || d.Gear == state.Lightest || climbing && !in.Pressing {
 		return moves
 	}
+	// Here a site not pinned was moved only down to d's gear (no Spread,
+	// no lift with the shares known): one below it is one not moved.
 	top, best := "", 0.0
 	for _, s := range sites {
-		if !s.Pinned && gears[s.Name] < d.Gear && in.Shares[s.Name] > best {
+		if !s.Pinned && s.Gear < d.Gear && in.Shares[s.Name] > best {
 			top, best = s.Name, in.Shares[s.Name]
 		}
 	}
