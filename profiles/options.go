@@ -8,8 +8,11 @@ import (
 	"os"
 	"regexp"
 	"regexp/syntax"
+	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/timefmt"
@@ -110,8 +113,78 @@ type Backend struct {
 	// MaxConnections bounds Varnish's connections to the backend; a fetch
 	// over it fails at once. 0: what the web server's own config takes
 	// (see DetectMaxConnections).
-	MaxConnections int   `yaml:"max_connections"`
-	Probe          Probe `yaml:"probe"` // the health probe
+	MaxConnections int `yaml:"max_connections"`
+	// SessionReserve is how many of the max_connections anonymous
+	// visitors' fetches never take: kept for logged-in users and writes.
+	// auto (the default): a quarter, rounded up, of a max_connections of
+	// 4 or more, else 0; 0 turns the reserve off (docs/gears.md).
+	SessionReserve Reserve `yaml:"session_reserve"`
+	Probe          Probe   `yaml:"probe"` // the health probe
+}
+
+// Reserve is backend.session_reserve: a number of connections, or
+// ReserveAuto, written "auto".
+type Reserve int
+
+// ReserveAuto is backend.session_reserve's default: the connections are
+// derived from max_connections (see Backend.Reserve).
+const ReserveAuto Reserve = math.MinInt32
+
+// minReserved is the least max_connections the automatic reserve keeps
+// any connection of: below it, a quarter would leave the anonymous
+// visitors' misses too few to refresh the cache with.
+const minReserved = 4
+
+// String writes r as the config does: "auto" or the number.
+func (r Reserve) String() string {
+	if r == ReserveAuto {
+		return "auto"
+	}
+	return strconv.Itoa(int(r))
+}
+
+// MarshalYAML writes "auto" or the number.
+func (r Reserve) MarshalYAML() (any, error) {
+	if r == ReserveAuto {
+		return "auto", nil
+	}
+	return int(r), nil
+}
+
+// UnmarshalYAML reads "auto" or a whole number (Check refuses a negative
+// one, with its key).
+func (r *Reserve) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*r = ReserveAuto
+		return nil
+	}
+	v, err := strconv.Atoi(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || v == int(ReserveAuto) {
+		return fmt.Errorf("line %d: want auto or a number of connections, got %q", n.Line, n.Value)
+	}
+	*r = Reserve(v)
+	return nil
+}
+
+var (
+	_ yaml.Marshaler   = Reserve(0)
+	_ yaml.Unmarshaler = (*Reserve)(nil)
+)
+
+// Reserve returns the connections of session_reserve against the
+// effective max_connections: auto's quarter (rounded up, none below
+// minReserved connections), or the number written, at most
+// maxConnections-1 so that anonymous visitors keep one (validation
+// refuses more).
+func (b Backend) Reserve(maxConnections int) int {
+	r := int(b.SessionReserve)
+	if b.SessionReserve == ReserveAuto {
+		if maxConnections < minReserved {
+			return 0
+		}
+		r = maxConnections - maxConnections*3/4
+	}
+	return max(0, min(r, maxConnections-1))
 }
 
 // Probe is the backend health probe: Varnish fetches URL every Interval
@@ -225,6 +298,7 @@ var DefaultBackend = Backend{
 	Host:             "127.0.0.1",
 	Port:             8080,
 	FirstByteTimeout: timefmt.Duration(30 * time.Second),
+	SessionReserve:   ReserveAuto,
 	Probe: Probe{
 		URL:       "/",
 		Interval:  timefmt.Duration(2 * time.Second),
@@ -404,6 +478,11 @@ func (b *Backend) Check(problem func(key, format string, args ...any)) {
 	}
 	if b.MaxConnections < 0 {
 		problem("backend.max_connections", "must be 0 (taken from the web server's config) or a number of connections, got %d", b.MaxConnections)
+	}
+	if r := b.SessionReserve; r != ReserveAuto && r < 0 {
+		problem("backend.session_reserve", "must be auto, 0 (off) or a number of connections, got %d", r)
+	} else if r != ReserveAuto && b.MaxConnections > 0 && int(r) >= b.MaxConnections {
+		problem("backend.session_reserve", "%d is not below backend.max_connections (%d): anonymous visitors would have no connection left", r, b.MaxConnections)
 	}
 	pr := b.Probe
 	if pr.URL == "" {

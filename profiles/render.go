@@ -193,7 +193,8 @@ type vclData struct {
 
 	FirstByteTimeout string
 	MaxConnections   int       // backend.max_connections
-	CopyConnections  int       // the share of fetches with a copy to fall back on: three quarters
+	CopyConnections  int       // what anonymous fetches may take: max_connections less the session reserve (three quarters without one)
+	SessionReserve   int       // backend.session_reserve's connections; 0: off
 	Probe            *vclProbe // nil: no probe
 	Guest            *vclGuest // heavy with guest_pages auto; nil otherwise
 	GuestTimeout     string    // how long the daemon may take: its two fetches
@@ -407,6 +408,10 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		d.MaxConnections = FallbackMaxConnections
 	}
 	d.CopyConnections = max(1, d.MaxConnections*3/4)
+	if r := b.Reserve(d.MaxConnections); r > 0 {
+		d.SessionReserve = r
+		d.CopyConnections = d.MaxConnections - r
+	}
 	if b.Probe.URL != "" {
 		d.Probe = &vclProbe{
 			URL:       b.Probe.URL,

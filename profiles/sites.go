@@ -54,6 +54,11 @@ type Route struct {
 type vclSiteLimits struct {
 	Backend int
 	Flow    string
+	// Anon is what anonymous visitors' fetches may hold of Backend:
+	// backend.max_connections less backend.session_reserve, a bucket of
+	// its own refilled over AnonFlow; 0: no reserve.
+	Anon     int
+	AnonFlow string
 }
 
 // sites fills in what the templates need of the config's sites: the
@@ -79,6 +84,10 @@ func (d *vclData) sites(site Site) error {
 	d.ServerTokenSites = strings.Join(own, " && ")
 	if d.Modules && d.MaxConnections > 0 {
 		d.SiteLimits = &vclSiteLimits{Backend: d.MaxConnections, Flow: vclDuration(time.Duration(d.MaxConnections) * flightToken)}
+		if d.SessionReserve > 0 {
+			d.SiteLimits.Anon = d.MaxConnections - d.SessionReserve
+			d.SiteLimits.AnonFlow = vclDuration(time.Duration(d.SiteLimits.Anon) * flightToken)
+		}
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Site-Limit;
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
+    unset bereq.http.X-Gs-Held-Anon;
 {{- if .Probe}}
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
@@ -36,15 +37,21 @@ sub vcl_backend_fetch {
         set bereq.first_byte_timeout = {{.Probe.Timeout}};
     }
 {{- end}}
-    if (bereq.http.X-Gs-Copy) {
+    if (bereq.http.X-Gs-Copy{{if .SessionReserve}} || bereq.http.X-Gs-Anon-Fetch{{end}}) {
         set bereq.backend = gearshift_copies;
     }
     unset bereq.http.X-Gs-Copy;
+    unset bereq.http.X-Gs-Anon-Fetch;
 {{- if .Guest}}
     if (bereq.http.X-Gs-Guest == "ask") {
         # The daemon said no, or could not be reached: the backend.
         set bereq.http.X-Gs-Guest = "asked";
+{{- if .SessionReserve}}
+        # An anonymous page (no cookie): the anonymous visitors' share.
+        set bereq.backend = gearshift_copies;
+{{- else}}
         set bereq.backend = default;
+{{- end}}
     } else if (!bereq.uncacheable && !bereq.http.Cookie && (bereq.is_hitmiss || bereq.http.X-Gs-Guest == "copy")) {
         # An anonymous page that set a cookie last time, or a guest
         # copy to refresh: the daemon's check first.

@@ -138,6 +138,8 @@ sub vcl_pipe {
     unset bereq.http.X-Gs-Site-Limit;
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
+    unset bereq.http.X-Gs-Held-Anon;
+    unset bereq.http.X-Gs-Anon-Fetch;
 }
 
 sub vcl_hash {
@@ -158,8 +160,28 @@ sub vcl_hash {
     return (lookup);
 }
 
+{{if .SessionReserve -}}
+# backend.session_reserve: {{.SessionReserve}} of the backend's {{.MaxConnections}}
+# connections are kept for logged-in users and writes. An anonymous
+# visitor's fetch (no session, no Authorization, a GET or HEAD) goes to
+# gearshift_copies, which holds {{.CopyConnections}} at most: over it the fetch
+# fails at once (Varnish counts the backend busy) and the visitor gets a
+# stored copy or a fast 503, never a place in a queue. Marked here, in
+# vcl_miss and in vcl_pass: a refresh in the background is a fetch too.
+sub gearshift_anon_fetch {
+    if (!req.http.X-Gs-Session && !req.http.Authorization && (req.method == "GET" || req.method == "HEAD")) {
+        set req.http.X-Gs-Anon-Fetch = "1";
+    } else {
+        unset req.http.X-Gs-Anon-Fetch;
+    }
+}
+
+{{ end -}}
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+{{- if .SessionReserve}}
+    call gearshift_anon_fetch;
+{{- end}}
     if (obj.ttl <= 0s) {
         # Past its TTL, served in grace while a refresh runs: every gear
         # says so alike.
@@ -190,6 +212,9 @@ sub vcl_miss {
     } else {
         set req.http.X-Gs-Cache = "MISS";
     }
+{{- if .SessionReserve}}
+    call gearshift_anon_fetch;
+{{- end}}
 {{- if .StaleIfError}}
     if (req.http.X-Gs-Stale) {
         # No copy to serve for the failed request: its error, without
@@ -207,6 +232,9 @@ sub vcl_miss {
 
 sub vcl_pass {
     set req.http.X-Gs-Cache = "PASS";
+{{- if .SessionReserve}}
+    call gearshift_anon_fetch;
+{{- end}}
 {{- if .StaleIfError}}
     if (req.http.X-Gs-Stale) {
         call gearshift_no_copy;
@@ -230,16 +258,36 @@ sub vcl_pass {
 # (gearshift_site_landed), and a token lost on the way comes back on its
 # own. Over either, an anonymous visitor gets a stored copy when there is
 # one, else a fast 503: never a place in a queue.
+{{- if .SiteLimits.Anon}}
+# An anonymous visitor's fetch also holds a token of gearshift-anon, of
+# {{.SiteLimits.Anon}}: backend.session_reserve's {{.SessionReserve}} stay for logged-in
+# users and writes over every VCL too.
+{{- end}}
 sub gearshift_site_limit {
     if (req.http.X-Gs-Site && !req.http.X-Gs-Held) {
         if (vsthrottle.is_denied("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}})) {
             set req.http.X-Gs-Full = "backend max_connections={{.SiteLimits.Backend}}";
+{{- if .SiteLimits.Anon}}
+        } elsif (req.http.X-Gs-Anon-Fetch && vsthrottle.is_denied("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}})) {
+            vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+            set req.http.X-Gs-Full = "backend session_reserve={{.SessionReserve}}";
+{{- end}}
         } elsif (req.http.X-Gs-Site-Limit && vsthrottle.is_denied("gearshift-site:" + req.http.X-Gs-Site,
                 std.integer(req.http.X-Gs-Site-Limit, 1), std.duration(req.http.X-Gs-Site-Flow, 1h))) {
             vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+{{- if .SiteLimits.Anon}}
+            if (req.http.X-Gs-Anon-Fetch) {
+                vsthrottle.return_token("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}});
+            }
+{{- end}}
             set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " max_connections=" + req.http.X-Gs-Site-Limit;
         } else {
             set req.http.X-Gs-Held = req.http.X-Gs-Site;
+{{- if .SiteLimits.Anon}}
+            if (req.http.X-Gs-Anon-Fetch) {
+                set req.http.X-Gs-Held-Anon = "1";
+            }
+{{- end}}
         }
         if (req.http.X-Gs-Full) {
             set req.http.X-Gs-Reason = {{reason "backend_full"}} + " " + req.http.X-Gs-Full;
@@ -266,6 +314,12 @@ sub gearshift_site_landed {
             vsthrottle.return_token("gearshift-site:" + req.http.X-Gs-Held,
                 std.integer(req.http.X-Gs-Site-Limit, 1), std.duration(req.http.X-Gs-Site-Flow, 1h));
         }
+{{- if .SiteLimits.Anon}}
+        if (req.http.X-Gs-Held-Anon) {
+            vsthrottle.return_token("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}});
+            unset req.http.X-Gs-Held-Anon;
+        }
+{{- end}}
         unset req.http.X-Gs-Held;
     }
 }

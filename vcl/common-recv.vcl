@@ -117,6 +117,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Site-Limit;
         unset req.http.X-Gs-Site-Flow;
         unset req.http.X-Gs-Held;
+        unset req.http.X-Gs-Held-Anon;
+        unset req.http.X-Gs-Anon-Fetch;
         unset req.http.X-Gs-Full;
         unset req.http.X-Gs-Scope;
 {{- if .Budget}}

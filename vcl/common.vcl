@@ -21,7 +21,8 @@ import vsthrottle;
 # (stale_if_error: light's and moderate's fetches of what they keep for
 # heavy) may take three quarters of the limit (gearshift_copies), so that
 # such fetches never take the workers a logged-in visitor, a form or a
-# page with no copy needs.
+# page with no copy needs. With backend.session_reserve every anonymous
+# fetch goes there, and its limit is max_connections less the reserve.
 backend default {
     .host = "{{.BackendHost}}";
     .port = "{{.BackendPort}}";

@@ -264,7 +264,7 @@ func (c *Config) Warnings() []Problem {
 		ws = append(ws, Problem{
 			Path: "profiles",
 			Msg: fmt.Sprintf("varnish-modules is not installed here (no %s in %s): the profiles drop a session's pages with bans, "+
-				"which cost every later lookup, and keep no client budget (apt install varnish-modules)", strings.Join(missing, ", "), dir),
+				"which cost every later lookup, and keep no client budget%s (apt install varnish-modules)", strings.Join(missing, ", "), dir, c.reserveUnenforced()),
 			Kind: Machine,
 		})
 	}

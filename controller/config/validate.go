@@ -130,6 +130,7 @@ func (c *Config) validateSettings(v *validator) {
 		v.add("backend.port", "must be between 1 and 65535, got %d", c.Backend.Port)
 	}
 	c.Backend.Check(v.add)
+	c.validateReserve(v)
 
 	c.validateBands(v)
 

@@ -18,7 +18,8 @@ import vsthrottle;
 # (stale_if_error: light's and moderate's fetches of what they keep for
 # heavy) may take three quarters of the limit (gearshift_copies), so that
 # such fetches never take the workers a logged-in visitor, a form or a
-# page with no copy needs.
+# page with no copy needs. With backend.session_reserve every anonymous
+# fetch goes there, and its limit is max_connections less the reserve.
 backend default {
     .host = "127.0.0.1";
     .port = "8080";
@@ -180,6 +181,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Site-Limit;
         unset req.http.X-Gs-Site-Flow;
         unset req.http.X-Gs-Held;
+        unset req.http.X-Gs-Held-Anon;
+        unset req.http.X-Gs-Anon-Fetch;
         unset req.http.X-Gs-Full;
         unset req.http.X-Gs-Scope;
         call gearshift_client;
@@ -558,6 +561,8 @@ sub vcl_pipe {
     unset bereq.http.X-Gs-Site-Limit;
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
+    unset bereq.http.X-Gs-Held-Anon;
+    unset bereq.http.X-Gs-Anon-Fetch;
 }
 
 sub vcl_hash {
@@ -580,8 +585,24 @@ sub vcl_hash {
     return (lookup);
 }
 
+# backend.session_reserve: 38 of the backend's 150
+# connections are kept for logged-in users and writes. An anonymous
+# visitor's fetch (no session, no Authorization, a GET or HEAD) goes to
+# gearshift_copies, which holds 112 at most: over it the fetch
+# fails at once (Varnish counts the backend busy) and the visitor gets a
+# stored copy or a fast 503, never a place in a queue. Marked here, in
+# vcl_miss and in vcl_pass: a refresh in the background is a fetch too.
+sub gearshift_anon_fetch {
+    if (!req.http.X-Gs-Session && !req.http.Authorization && (req.method == "GET" || req.method == "HEAD")) {
+        set req.http.X-Gs-Anon-Fetch = "1";
+    } else {
+        unset req.http.X-Gs-Anon-Fetch;
+    }
+}
+
 sub vcl_hit {
     set req.http.X-Gs-Cache = "HIT";
+    call gearshift_anon_fetch;
     if (obj.ttl <= 0s) {
         # Past its TTL, served in grace while a refresh runs: every gear
         # says so alike.
@@ -604,6 +625,7 @@ sub vcl_miss {
     } else {
         set req.http.X-Gs-Cache = "MISS";
     }
+    call gearshift_anon_fetch;
     if (req.http.X-Gs-Stale) {
         # No copy to serve for the failed request: its error, without
         # asking the backend again.
@@ -614,6 +636,7 @@ sub vcl_miss {
 
 sub vcl_pass {
     set req.http.X-Gs-Cache = "PASS";
+    call gearshift_anon_fetch;
     if (req.http.X-Gs-Stale) {
         call gearshift_no_copy;
     }
@@ -641,6 +664,7 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Site-Limit;
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
+    unset bereq.http.X-Gs-Held-Anon;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
         # backend sick: the visitor waits the probe's timeout at most, not
@@ -649,10 +673,11 @@ sub vcl_backend_fetch {
         set bereq.connect_timeout = 1s;
         set bereq.first_byte_timeout = 1s;
     }
-    if (bereq.http.X-Gs-Copy) {
+    if (bereq.http.X-Gs-Copy || bereq.http.X-Gs-Anon-Fetch) {
         set bereq.backend = gearshift_copies;
     }
     unset bereq.http.X-Gs-Copy;
+    unset bereq.http.X-Gs-Anon-Fetch;
     unset bereq.http.X-Gs-Client;
     if (bereq.uncacheable) {
         # A pass: the client side said why (gearshift_recv, a gear's
