@@ -119,9 +119,13 @@ bench-signals: deps build
 # surge in auto over plain http and through TLS (Debian's hitch, PROXY
 # v2) side by side, and the CPU hitch and PHP took (about 10 minutes), a
 # section (and BENCHMARKS-surge-tls.png) of its own, after the plain
-# surge's.
+# surge's. SHAPE=ramp or SHAPE=bursts: the daemon in auto alone under a
+# ramp (quiet to 10 x C over 2 minutes, back over 3) or three 1-minute
+# bursts a minute apart (about 7 minutes each), a section (and
+# BENCHMARKS-surge-ramp.png or -bursts.png) of its own each; SHAPE=step
+# (the default) is the surge above.
 bench-surge: deps
-	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" STACK="$(STACK)" FRONT="$(FRONT)" bash scripts/bench/surge.sh
+	SURGE_APPEND="$${BENCH_DOC:-$(CURDIR)/BENCHMARKS.md}" GO="$(GO)" STACK="$(STACK)" FRONT="$(FRONT)" SHAPE="$(SHAPE)" bash scripts/bench/surge.sh
 
 # Hostile visitors (issue 29), side by side in one run (about 12 minutes,
 # loopback only): hit throughput before and after 20,000 session writes

@@ -26,6 +26,13 @@
 # of its own (its heading says TLS), its chart as BENCHMARKS-surge-tls.png
 # (BENCHMARKS-surge-fpm-tls.png with STACK=fpm).
 #
+# SHAPE=ramp or SHAPE=bursts runs, instead, the daemon in auto alone
+# under another shape of surge (about 7 minutes each; step, the default,
+# is 0.4's): ramp climbs from the quiet rate to the peak over 2 x SURGE_FOR
+# and decays over 3 x SURGE_FOR; bursts are three bursts of SURGE_FOR at
+# the peak, SURGE_FOR quiet between them. A section of its own each, its
+# chart as BENCHMARKS-surge-ramp.png or BENCHMARKS-surge-bursts.png.
+#
 # Knobs (durations as Go writes them), for short runs while developing:
 #   SURGE_QUIET (20s)  SURGE_FOR (60s)  SURGE_FACTOR (10)  SURGE_QUIET_RATE (2)
 #   SURGE_CAPACITY_FOR (10s)  SURGE_SETTLE (4m: the longest wait for a quiet machine)
@@ -48,7 +55,16 @@ case $FRONT in
 hitch) CHART=${CHART%.png}-tls.png ;;
 *) printf 'bench-surge: FRONT must be hitch or nothing, got %s\n' "$FRONT" >&2; exit 2 ;;
 esac
-export SURGE_OUT STACK FRONT
+SHAPE=${SHAPE:-step}
+case $SHAPE in
+step) ;;
+ramp | bursts)
+	[ -z "$FRONT" ] || { printf 'bench-surge: SHAPE=%s runs over plain http alone: leave FRONT out\n' "$SHAPE" >&2; exit 2; }
+	CHART=${CHART%.png}-$SHAPE.png
+	;;
+*) printf 'bench-surge: SHAPE must be step, ramp or bursts, got %s\n' "$SHAPE" >&2; exit 2 ;;
+esac
+export SURGE_OUT STACK FRONT SHAPE
 if [ -n "$SURGE_APPEND" ]; then export SURGE_CHART_LINK=$CHART; fi
 
 say() { printf '%s\n' "$*" >&2; }
@@ -87,6 +103,8 @@ if [ -n "$FRONT" ]; then
 	AFTER='## An open-loop surge on WordPress (0.4)'
 	if [ "$STACK" = fpm ]; then AFTER='## An open-loop surge on WordPress on PHP-FPM (0.4)'; fi
 fi
+# A shape's section stands after the plain surge's too.
+if [ "$SHAPE" != step ]; then AFTER='## An open-loop surge on WordPress (0.4)'; fi
 
 mkdir -p "$(dirname "$SURGE_OUT")"
 rm -f "$SURGE_OUT" "${SURGE_OUT%.*}.png"

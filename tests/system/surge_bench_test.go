@@ -50,6 +50,10 @@ func BenchmarkSurge(b *testing.B) {
 			st.tlsSurge(b, k)
 			continue
 		}
+		if k.shape != shapeStep {
+			st.shapeSurge(b, k)
+			continue
+		}
 		rep := &surgeReport{knobs: k, loadBefore: surgeLoadavg(), cpus: runtime.NumCPU(), started: time.Now(), subscribers: len(surgeUsers), posts: len(st.wp.Posts)}
 		rep.capacity = st.capacity(b, k.capacityFor)
 		rep.rate = max(1, int(rep.capacity*k.factor+0.5))
@@ -101,6 +105,7 @@ type surgeKnobs struct {
 	out                             string          // SURGE_OUT (/tmp/gearshift-bench-surge/surge.md)
 	stack                           lampstack.Stack // STACK (mod_php): how Apache runs PHP, mod_php or fpm
 	front                           string          // FRONT ("" or hitch): the surge through a TLS terminator too
+	shape                           string          // SHAPE (step): step, ramp or bursts (surge_shape_test.go)
 }
 
 func surgeKnobsFromEnv(tb testing.TB) surgeKnobs {
@@ -143,6 +148,16 @@ func surgeKnobsFromEnv(tb testing.TB) surgeKnobs {
 	case "", frontHitch:
 	default:
 		tb.Fatalf("FRONT=%q: want hitch, or nothing", k.front)
+	}
+	switch k.shape = os.Getenv("SHAPE"); k.shape {
+	case "":
+		k.shape = shapeStep
+	case shapeStep, shapeRamp, shapeBursts:
+	default:
+		tb.Fatalf("SHAPE=%q: want step, ramp or bursts", k.shape)
+	}
+	if k.shape != shapeStep && k.front != "" {
+		tb.Fatalf("SHAPE=%s with FRONT=%s: a shape runs over plain http alone", k.shape, k.front)
 	}
 	if k.surge < time.Second || k.capacityFor < time.Second {
 		tb.Fatalf("SURGE_FOR and SURGE_CAPACITY_FOR must be at least 1s")
