@@ -408,15 +408,7 @@ report() {
 	if [ -n "$SIG_APPEND" ]; then replace_section "$SIG_APPEND" "$SIG_OUT/signals.md"; fi
 }
 
-# replace_section FILE SECTION puts SECTION (a "## " heading and what
-# follows) at the end of FILE, removing an earlier copy of it (the same
-# heading, up to the next "## " heading): a second run replaces the first.
-replace_section() {
-	local file=$1 section=$2 head kept
-	head=$(head -n1 "$section")
-	kept=$(awk -v h="$head" '$0 == h { skip = 1; next } skip && /^## / { skip = 0 } !skip' "$file")
-	{ printf '%s\n\n' "$kept"; cat "$section"; } >"$file"
-}
+. "$(dirname "$0")/section.sh"
 
 RUN_START=$SECONDS
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
