@@ -288,6 +288,8 @@ func (rep *tlsReport) verdict() string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "**Where the limit lies.** At %.4g×, %s of the anonymous requests were served over https against %s over http (logged-in: %s against %s). ",
 		rep.knobs.factor, pct(ts.anonOK), pct(ps.anonOK), pct(ts.userOK), pct(ps.userOK))
+	fmt.Fprintf(&w, "In the surge's first 10 s (the cache cold, the daemon shifting): %s against %s, the time to protect %s against %s. ",
+		pct(ts.first10OK), pct(ps.first10OK), ts.protect, ps.protect)
 	fmt.Fprintf(&w, "Through hitch, the machine's CPUs were %s busy (%s over http): hitch took %s of the busy time, the load generator (the visitors' side of the same handshakes) %s, Apache and PHP %s, varnishd %s. ",
 		pct(c.busy.Seconds()/c.total.Seconds()), pct(plain.cpu.busy.Seconds()/plain.cpu.total.Seconds()), share(c.hitch), share(c.load), share(c.apache), share(c.varnish))
 	if n := tlsRun.anonDials + tlsRun.userDials; n > 0 && c.hitch > 0 {
@@ -309,7 +311,10 @@ func (rep *tlsReport) verdict() string {
 		w.WriteString(" The CPUs were saturated: with the terminator, the server and (here) the visitors on the same CPUs, the CPUs are the limit, and the handshakes a large share of them.")
 	} else if n := tlsRun.anonDials + tlsRun.userDials; n > 0 && c.hitch > 0 {
 		ceiling := float64(rep.cpus) * float64(n) / c.hitch.Seconds()
-		fmt.Fprintf(&w, " The CPUs had room at this rate (%s busy through hitch): neither hitch nor PHP was the limit yet. hitch alone would fill the %d CPUs at about %.0f new visitors a second (%.0f× this surge's), fewer with the visitors' side of the handshakes on the same CPUs, as here.",
+		if ts.first10OK < ps.first10OK {
+			w.WriteString(" What TLS cost shows in those first seconds, when the cold cache's misses, the shift and every new visitor's handshake come together.")
+		}
+		fmt.Fprintf(&w, " Over the surge as a whole the CPUs had room (%s busy through hitch): past its first seconds neither hitch nor PHP was the limit at this rate. hitch alone would fill the %d CPUs at about %.0f new visitors a second (%.0f× this surge's), fewer with the visitors' side of the handshakes on the same CPUs, as here.",
 			pct(c.busy.Seconds()/c.total.Seconds()), rep.cpus, ceiling, ceiling/float64(rep.rate))
 	}
 	return w.String()
