@@ -177,7 +177,7 @@ func validateStricter(v *validator, set *state.Set, lowerPath, upperPath string,
 // sensor block, the local Varnish targets' names, the targets' admin
 // ports and whether the profiles probe the backend.
 func (c *Config) SensorConfig() sensor.HostConfig {
-	hc := sensor.HostConfig{CPUs: c.CPUs, Sensor: c.Sensor, BackendProbe: c.Backend.Probe.URL != "", SitePools: c.sitePools()}
+	hc := sensor.HostConfig{CPUs: c.CPUs, FastWindow: time.Duration(c.FastWindow), Sensor: c.Sensor, BackendProbe: c.Backend.Probe.URL != "", SitePools: c.sitePools()}
 	for _, t := range c.Varnish.Targets {
 		if t.Name != "" {
 			hc.Varnish = append(hc.Varnish, t.Name)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gearshift/gearshift/controller/state"
 )
@@ -114,6 +115,8 @@ type HostConfig struct {
 	// phpfpm_pool to that site: the pool is read for the site alone, out
 	// of the server's phpfpm signals.
 	SitePools map[string]string
+	// FastWindow is fast_window: what backend_busy averages over.
+	FastWindow time.Duration
 }
 
 // Signals returns the signal set of cfg: the machine's own signal, then the

@@ -65,7 +65,7 @@ func TestSignalsFollowTheRows(t *testing.T) {
 	}
 	want := []string{
 		"load_per_cpu", "mem_available_pct", "psi_cpu", "psi_mem",
-		"client_rps", "backend_rps", "backend_fail_rps", "dropped_rps", "queue_len", "hit_ratio", "backend_share",
+		"client_rps", "backend_rps", "backend_fail_rps", "dropped_rps", "queue_len", "backend_busy", "hit_ratio", "backend_share",
 		"apache_busy_ratio", "backend_ttfb_ms", "injected", "backend_healthy",
 		"phpfpm_queue", "phpfpm_busy_ratio", "phpfpm_max_children_reached",
 	}

@@ -99,6 +99,9 @@ type VarnishCounters struct {
 	CacheHit       uint64 // MAIN.cache_hit: client requests answered from the cache (grace hits included)
 	CacheMiss      uint64 // MAIN.cache_miss: client requests not found in the cache
 	Pass           uint64 // MAIN.s_pass: client requests passed to the backend
+	// Busy are the VBE.*.busy counters of the site's backend in each
+	// loaded VCL, by name: fetches refused at its .max_connections.
+	Busy map[string]uint64
 }
 
 // Varnishstat reads one varnishd's counters by running varnishstat against
@@ -149,7 +152,7 @@ func (v *Varnishstat) run(ctx context.Context) ([]byte, error) {
 	for _, c := range counters {
 		args = append(args, "-f", c.field)
 	}
-	args = append(args, "-f", guestReqField)
+	args = append(args, "-f", guestReqField, "-f", busyField)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	stdout := &capbuf.Buffer{Max: limit, Overflow: cancel}
 	stderr := &capbuf.Buffer{Max: 4 << 10}
@@ -209,6 +212,7 @@ func parseVarnishstat(b []byte) (VarnishCounters, error) {
 		}
 		*ctr.value(&c) = *field.Value
 	}
+	c.Busy = parseBusy(values)
 	// The daemon's guest-page asks (a VCL discarded takes its counter
 	// with it: the next reading's rate counts those asks once).
 	for name, raw := range values {
@@ -237,6 +241,11 @@ type VarnishRates struct {
 	CacheHitRPS    float64 // client requests answered from the cache per second
 	CacheMissRPS   float64 // client requests not found in the cache per second
 	PassRPS        float64 // client requests passed to the backend per second
+	// BusyRPS are the fetches refused at a backend's connection limit per
+	// second of the poll, Busy the same as a count; the reader averages
+	// them over fast_window (backend_busy).
+	BusyRPS float64
+	Busy    float64
 }
 
 // staleAfter is how long MAIN.uptime may stand still before the counters
@@ -291,6 +300,8 @@ func (r *CounterRates) Update(t time.Time, c VarnishCounters) (VarnishRates, err
 			*ctr.rate(&rates) = float64(now-then) / dt
 		}
 	}
+	rates.Busy = float64(busySince(prev.Busy, c.Busy))
+	rates.BusyRPS = rates.Busy / dt
 	return rates, nil
 }
 
@@ -375,6 +386,13 @@ var varnishSource = Source{
 			StatusLine: "varnish", StatusPart: "queue",
 		},
 		{
+			Name: BackendBusy, Unit: "rps", Direction: state.Rises, Precision: 1,
+			Bound: state.AboveZero, AtOnce: true,
+			Help:       "Fetches Varnish refused at the backend's connection limit (VBE.*.busy), per second over the last fast_window.",
+			Metric:     "gearshift_backend_busy_per_second",
+			StatusLine: "varnish", StatusPart: "busy",
+		},
+		{
 			// The cache doing less for the site is worse: the signal
 			// falls with pressure.
 			Name: HitRatio, Direction: state.Falls, Precision: 2, Max: 1,
@@ -389,9 +407,23 @@ var varnishSource = Source{
 			StatusLine: "cache", StatusPart: "to the backend",
 		},
 	},
+	// The backend refusing fetches at its connection limit is a surge
+	// already at the door: the gear is entered on the first sample (a
+	// signal of state.Signal.AtOnce), where load takes up_confirm
+	// samples. Twenty refusals within fast_window's 10 s is heavy, five
+	// moderate: a quiet machine refuses none. Each gear stays while a
+	// quarter of its entry's refusals go on (then down_window and
+	// min_dwell, as for every rule).
+	// A gear added to state.All after Heavy fails to compile here until
+	// it has its rule; one added between, TestGearRows.
+	Rules: [...]state.Band{
+		state.Light:    {},
+		state.Moderate: {Enter: state.Rule{BackendBusy: 0.5}, Stay: state.Rule{BackendBusy: 0.1}},
+		state.Heavy:    {Enter: state.Rule{BackendBusy: 2}, Stay: state.Rule{BackendBusy: 0.5}},
+	},
 	On: func(cfg HostConfig) bool { return len(cfg.Varnish) > 0 },
 	Open: func(cfg HostConfig) (Reader, error) {
-		r := &varnishReader{}
+		r := &varnishReader{busy: busyWindow{Window: cfg.FastWindow}}
 		for _, name := range cfg.Varnish {
 			r.targets = append(r.targets, &varnishTarget{stat: Varnishstat{Name: name}})
 		}
@@ -400,7 +432,10 @@ var varnishSource = Source{
 }
 
 // varnishReader reads every local target's counters and sums their rates.
-type varnishReader struct{ targets []*varnishTarget }
+type varnishReader struct {
+	targets []*varnishTarget
+	busy    busyWindow // backend_busy over fast_window
+}
 
 type varnishTarget struct {
 	stat  Varnishstat
@@ -428,13 +463,16 @@ func (r *varnishReader) Read(ctx context.Context) (func(*Sample), error) {
 		}
 	}
 	if len(problems) > 0 {
+		r.busy.reset()
 		return nil, problems
 	}
 	sum := sumTraffic(rates)
 	if sum == nil {
 		return nil, nil
 	}
+	busy := r.busy.add(time.Now(), sum.Busy, sum.BusyRPS)
 	return func(s *Sample) {
+		s.Values[BackendBusy] = busy
 		s.Varnish = sum
 		for _, ctr := range counters {
 			if ctr.signal != "" {
@@ -472,6 +510,8 @@ func sumTraffic(rates []*VarnishRates) *VarnishRates {
 				*ctr.rate(&sum) += *ctr.rate(r)
 			}
 		}
+		sum.Busy += r.Busy
+		sum.BusyRPS += r.BusyRPS
 	}
 	return &sum
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,13 @@ func TestParseVarnishstat(t *testing.T) {
 		// 70 of the 310 backend requests were heavy's asks to the daemon
 		// for guest pages, in two loaded VCLs.
 		{file: "7.1-guest-asks.json", want: VarnishCounters{Uptime: 86400, ClientReq: 1201, BackendReq: 240, BackendFail: 2, SessQueued: 5, ThreadQueueLen: 3, CacheHit: 880, CacheMiss: 250, Pass: 71}},
+		// Fetches refused at .max_connections: the site's backends in
+		// each loaded VCL, not the daemon's nor the probe's.
+		{file: "7.1-busy.json", want: VarnishCounters{Uptime: 3, ClientReq: 20, CacheMiss: 15, Pass: 5, Busy: map[string]uint64{
+			"VBE.gearshift-light-1a2b3c4d.default.busy":          2,
+			"VBE.gearshift-light-1a2b3c4d.gearshift_copies.busy": 40,
+			"VBE.gearshift-heavy-0badc0de.gearshift_copies.busy": 5,
+		}}},
 		{file: "7.1-no-counters.json", wantErr: "no counter MAIN.uptime"},
 		{file: "7.1-missing-counter.json", wantErr: "no counter MAIN.backend_fail"},
 		{file: "version-2.json", wantErr: "unknown format version 2"},
@@ -54,7 +62,10 @@ func TestParseVarnishstat(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseVarnishstat: %v", err)
 			}
-			if got != tc.want {
+			if tc.want.Busy == nil {
+				tc.want.Busy = map[string]uint64{}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("parseVarnishstat = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -183,7 +194,7 @@ func TestVarnishstatBounds(t *testing.T) {
 			name: "arguments",
 			// The script answers only when called as Read promises to call it.
 			v: Varnishstat{Name: "/var/lib/varnish/www", Binary: writeScript(t,
-				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len -f MAIN.cache_hit -f MAIN.cache_miss -f MAIN.s_pass -f VBE.*.gearshift_guest.req" ] || { echo "bad args: $*" >&2; exit 1; }
+				`[ "$*" = "-j -1 -t 0 -n /var/lib/varnish/www -f MAIN.uptime -f MAIN.client_req -f MAIN.backend_req -f MAIN.backend_fail -f MAIN.sess_dropped -f MAIN.sess_queued -f MAIN.thread_queue_len -f MAIN.cache_hit -f MAIN.cache_miss -f MAIN.s_pass -f VBE.*.gearshift_guest.req -f VBE.*.busy" ] || { echo "bad args: $*" >&2; exit 1; }
 cat `+fixture)},
 			want: VarnishCounters{Uptime: 3, ClientReq: 20, CacheMiss: 15, Pass: 5},
 		},
@@ -225,7 +236,10 @@ cat `+fixture)},
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
-			if got != tc.want {
+			if tc.want.Busy == nil {
+				tc.want.Busy = map[string]uint64{}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Read = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -49,6 +49,7 @@ type Machine struct {
 	until  time.Time
 
 	run       [len(All)]int       // consecutive samples each state's enter rule held
+	atOnce    [len(All)]bool      // each state's enter rule held on the last sample on a signal that needs no confirmation
 	stayHeld  [len(All)]time.Time // last sample at which each state's stay rule held
 	dwellFrom time.Time           // start of the min_dwell clock: last transition or release of a force
 
@@ -91,6 +92,7 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 		} else {
 			m.run[st] = 0
 		}
+		m.atOnce[st] = b.Enter.HoldsAtOnce(m.cfg.Signals, sig)
 		if b.Stay.Holds(m.cfg.Signals, sig) {
 			m.stayHeld[st] = now
 		}
@@ -118,9 +120,10 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 }
 
 // Pressing tells whether g's enter rule has held for up_confirm samples
-// up to the last one: the distress that calls for g is still there.
+// up to the last one, or held on the last one on a signal that needs no
+// confirmation: the distress that calls for g is still there.
 func (m *Machine) Pressing(g Gear) bool {
-	return g > Light && g.Valid() && m.run[g] >= m.upConfirm()
+	return g > Light && g.Valid() && (m.run[g] >= m.upConfirm() || m.atOnce[g])
 }
 
 // Force pins the machine to s until the deadline; a zero until pins it
@@ -273,6 +276,9 @@ func (m *Machine) auto(now time.Time, cur Gear, sig Signals) (Gear, string) {
 	for st := Heaviest; st > cur; st-- {
 		if m.run[st] >= confirm {
 			return st, fmt.Sprintf("%s for %d samples", m.band(st).Enter.explain(m.cfg.Signals, sig), m.run[st])
+		}
+		if m.atOnce[st] {
+			return st, fmt.Sprintf("%s at once (the backend turns fetches away)", m.band(st).Enter.explain(m.cfg.Signals, sig))
 		}
 	}
 	var pending string

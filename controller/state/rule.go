@@ -55,6 +55,17 @@ func (r Rule) Holds(set *Set, sig Signals) bool {
 	return false
 }
 
+// HoldsAtOnce reports whether a condition of r on a signal of set that
+// needs no confirmation (Signal.AtOnce) holds for sig.
+func (r Rule) HoldsAtOnce(set *Set, sig Signals) bool {
+	for _, c := range r.conds(set, sig) {
+		if c.sig.AtOnce && c.holds() {
+			return true
+		}
+	}
+	return false
+}
+
 // explain lists the conditions that hold ("load_per_cpu 1.82 >= 1.50 and
 // mem_available_pct 8.0 <= 10"), or when none does, the conditions whose
 // signal is available, as the reason why not.

@@ -71,6 +71,15 @@ type Signal struct {
 	// already cannot take them.
 	Distress *float64
 
+	// AtOnce: an enter condition on the signal that holds enters its gear
+	// on that sample, without up_confirm's confirming samples. For a
+	// signal that is the backend itself turning work away (fetches
+	// refused at its connection limit), which a quiet machine never
+	// shows, and that is already an average over a window: waiting three
+	// samples would leave the surge's first seconds unprotected. The way
+	// down keeps every hysteresis (stay rule, down_window, min_dwell).
+	AtOnce bool
+
 	// Bound is the bound past which the signal marks the backend in
 	// distress in a recorded history, as `gearshift tune` reads one;
 	// NoBound (the zero value) for none.
