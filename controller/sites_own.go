@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"maps"
 	"strings"
 	"time"
@@ -46,15 +45,20 @@ func (g *siteGear) allocated() state.Gear {
 
 // stepOwn steps the own machine of site on the sample s (nil: a poll
 // without one, or an operator's request: nothing is stepped). A site gets
-// its machine with the first figure read for it alone, and keeps it.
+// its machine with the first figure read for it alone, and keeps it while
+// the config has sites.
 func (c *Controller) stepOwn(now time.Time, site config.Site, g *siteGear, s *sensor.Sample) {
+	if c.sites.plan == nil {
+		g.own = nil // no sites (a reload removed the last): the machine's gear alone
+		return
+	}
 	if g.own != nil {
 		g.own.moved = false
 		if !g.own.held {
 			g.own.alloc, g.own.allocReason = g.gear, g.reason
 		}
 	}
-	if s == nil || c.sites.plan == nil {
+	if s == nil {
 		return
 	}
 	values := s.Sites[site.Name]
@@ -162,15 +166,3 @@ func (c *Controller) settleOwn(now time.Time, d state.Decision) {
 
 // allot records the allocator's move m for g, which has a machine of its own.
 func (o *ownGear) allot(m siteplan.Move) { o.moved, o.move = true, m }
-
-// String describes the site's own part, for tests' messages.
-func (o *ownGear) String() string {
-	if o == nil {
-		return "none"
-	}
-	g := state.Lightest
-	if o.machine != nil {
-		g = o.machine.Current().Gear
-	}
-	return fmt.Sprintf("own %s, allotted %s, held %v", g, o.alloc, o.held)
-}
