@@ -280,7 +280,7 @@ func surgeLoadavg() float64 {
 }
 
 // fresh gives the next run an empty cache and a new daemon with the
-// default config (only its targets, backend and files set, and
+// default config (only its targets, with the instance's name, backend and files set, and
 // backend.max_connections to Apache's workers where the config has that
 // key), forced to gear unless gear is "".
 func (st *surgeStack) fresh(tb testing.TB, gear string) *runningDaemon {
@@ -296,6 +296,9 @@ func (st *surgeStack) fresh(tb testing.TB, gear string) *runningDaemon {
 		// Only the address: the backend block's other keys keep their defaults.
 		cfg.Backend.Host, cfg.Backend.Port = st.backend.Host, st.backend.Port
 		cfg.PollInterval = config.Default().PollInterval
+		// Its Varnish's counters and log, as the default config reads the
+		// host's one instance (the traffic signals, backend_busy, front_door).
+		cfg.Varnish.Targets[0].Name = st.v.WorkDir
 		if st.edit != nil {
 			st.edit(cfg)
 		}

@@ -230,7 +230,7 @@ func (rep *surgeReport) write(tb testing.TB, out string) {
 	if rep.maxConnections > 0 {
 		mc = fmt.Sprintf("`backend.max_connections: %d` (%s)", rep.maxConnections, workers)
 	}
-	p("Each run has a fresh varnishd cache and a fresh `gearshift run` with the default config: only its target, backend and files set, %s.", mc)
+	p("Each run has a fresh varnishd cache and a fresh `gearshift run` with the default config: only its target (with the instance's name: the daemon reads its Varnish's counters and log, as the default config does the host's one instance), backend and files set, %s.", mc)
 	p("Load, from vegeta's open-loop attacker (a constant arrival rate whatever the server does): anonymous requests to the home page and the posts with Zipf popularity (s = %.1f: the home page and three posts take about 73 %%), %.0f %% with a unique `?fbclid=`, %.0f %% with `utm_source`/`utm_medium`/`utm_campaign`; plus %d logged-in users at 1 request/s each, on the same pages with their WordPress cookies.",
 		surgeZipf, surgeFbclid*100, surgeUTM*100, rep.subscribers)
 	p("A request succeeds with a 200 within %s. Latencies are the time to a 200, a failure counting as the %s timeout.", surgeTimeout, surgeTimeout)
