@@ -33,7 +33,7 @@ func TestDistressFromSignals(t *testing.T) {
 			t.Errorf("tune's help does not name %s, which marks distress", l.name)
 		}
 	}
-	want := []string{"load_per_cpu", "dropped_rps", "apache_busy_ratio", "backend_ttfb_ms", "phpfpm_queue", "phpfpm_busy_ratio"}
+	want := []string{"load_per_cpu", "dropped_rps", "backend_busy", "apache_busy_ratio", "backend_ttfb_ms", "phpfpm_queue", "phpfpm_busy_ratio"}
 	if !equal(got, want) {
 		t.Errorf("distress signals %v, want %v", got, want)
 	}

@@ -74,8 +74,9 @@ It never writes the config: it prints a block to paste.
 
 The objective. A record is in distress when the backend is: backend_ttfb_ms
 above --distress-ttfb, apache_busy_ratio or phpfpm_busy_ratio above
---distress-busy, dropped_rps or phpfpm_queue above 0 (requests turned away,
-or waiting for PHP), or load_per_cpu above --distress-load (a signal counts
+--distress-busy, dropped_rps, backend_busy or phpfpm_queue above 0
+(requests turned away, fetches refused at the backend's connection limit,
+or requests waiting for PHP), or load_per_cpu above --distress-load (a signal counts
 only where it was recorded). Distress records at most %s apart make a distress period;
 one shorter than %s is none. The goal is heavy on within --within of the
 start of every distress period, then as little heavy time and as few

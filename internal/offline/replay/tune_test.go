@@ -144,7 +144,7 @@ func TestSearch(t *testing.T) {
 		t.Errorf("text lacks the states: block:\n%s", text.String())
 	}
 	for _, want := range []string{
-		"Distress: load_per_cpu > 2, dropped_rps > 0, apache_busy_ratio > 0.9, backend_ttfb_ms > 1000, phpfpm_queue > 0, phpfpm_busy_ratio > 0.9; recorded: load_per_cpu, backend_ttfb_ms.",
+		"Distress: load_per_cpu > 2, dropped_rps > 0, backend_busy > 0, apache_busy_ratio > 0.9, backend_ttfb_ms > 1000, phpfpm_queue > 0, phpfpm_busy_ratio > 0.9; recorded: load_per_cpu, backend_ttfb_ms.",
 		"heavy within 30s 0 of 2 2 of 2",
 		"heavy missed 1 0",
 		"2026-11-30 22:10:00 4m59s backend_ttfb_ms +1m42s (late) +2s",
