@@ -58,8 +58,8 @@ var Reasons = []Reason{
 		"the gear: rules and hysteresis (light is for a lightly loaded server)"},
 	{"over_budget", "a client of moderate or heavy sent more misses and passes than profiles.client_budget allows, or had half of backend.max_connections at the backend already (the detail names the client, and in_flight=N for the second): it got a stored copy or 429, and the backend nothing; logged by the client's request, not a backend fetch",
 		"profiles.client_budget, if that client is many people (a proxy: list it in profiles.trusted_proxies) or a crawler you want"},
-	{"backend_full", "with sites, the backend already held backend.max_connections of this server's requests, or the site's max_connections of its own, over every gear (the detail says which): an anonymous visitor got a stored copy, else 503 at once, and the backend nothing; logged by the client's request, not a backend fetch",
-		"sites[].max_connections (a site's share of the backend) and backend.max_connections; a surging site's neighbours keep the rest"},
+	{"backend_full", "with sites, the backend already held backend.max_connections of this server's requests, the anonymous visitors' share of it (less backend.session_reserve), or the site's max_connections of its own, over every gear (the detail says which): an anonymous visitor got a stored copy, else 503 at once, and the backend nothing; logged by the client's request, not a backend fetch",
+		"sites[].max_connections (a site's share of the backend), backend.max_connections and backend.session_reserve; a surging site's neighbours and the logged-in users keep the rest"},
 	{"warm", "moderate has a copy that only heavy serves (kept warm for it, profiles.keep_warm, or left by heavy): this visitor gets the backend's answer",
 		"the site's headers (moderate caches what they allow); profiles.moderate_heuristic_ttl for pages without freshness"},
 }
