@@ -185,3 +185,34 @@ func (r *rig) site(t *testing.T, name string) api.SiteStatus {
 	}
 	return s
 }
+
+// A Prometheus signal answered per site (a fleet's fleet_site_gear) moves
+// each site on its own number through the site's own machine; the
+// server's machine never sees it.
+func TestSitesOwnPrometheusSignal(t *testing.T) {
+	var sens *siteSensor
+	r := newRig(t, func(cfg *config.Config) {
+		threeSites(cfg)
+		cfg.Sensor.Prometheus.URL = "http://127.0.0.1:9"
+		cfg.Sensor.Prometheus.Signals = map[string]string{"fleet_site_gear": "max by (site) (gearshift_site_gear_level * gearshift_site_forced)"}
+		cfg.States.Heavy.Enter["fleet_site_gear"] = 2
+		cfg.States.Heavy.Stay["fleet_site_gear"] = 2
+	}, withSiteSensor(&sens))
+	r.tick(t)
+	sens.setSite("wiki", map[string]float64{"fleet_site_gear": 2})
+	sens.setSite("shop", map[string]float64{"fleet_site_gear": 0})
+	r.tick(t)
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Light, "wiki": state.Heavy})
+	if g := r.c.machine.Current().Gear; g != state.Light {
+		t.Errorf("the server's machine is %s, want light", g)
+	}
+	if wiki := r.site(t, "wiki"); wiki.Reason != "site wiki: fleet_site_gear 2.00 >= 2.00 for 1 samples" {
+		t.Errorf("wiki's reason %q", wiki.Reason)
+	}
+	sens.setSite("wiki", map[string]float64{"fleet_site_gear": 0})
+	for range 3 {
+		r.clock.add(time.Minute)
+		r.tick(t)
+	}
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Light, "wiki": state.Light})
+}
