@@ -408,7 +408,7 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		d.MaxConnections = FallbackMaxConnections
 	}
 	d.CopyConnections = max(1, d.MaxConnections*3/4)
-	if r := b.Reserve(d.MaxConnections); r > 0 {
+	if r := b.ReserveFor(d.MaxConnections, len(site.Routes) > 0); r > 0 {
 		d.SessionReserve = r
 		d.CopyConnections = d.MaxConnections - r
 	}

@@ -32,7 +32,7 @@ func (c *Config) reserveUnenforced() string {
 	if n == 0 {
 		n, _ = profiles.DetectMaxConnections()
 	}
-	r := c.Backend.Reserve(n)
+	r := c.Backend.ReserveFor(n, c.HasSites())
 	if r == 0 || !c.HasSites() {
 		return ""
 	}
