@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,16 +25,24 @@ import (
 
 // sessionBackend is a site that gives every visitor a session on every
 // page, as PHP's session_start() does: what heavy asks the daemon for.
-func sessionBackend(t *testing.T) (*httptest.Server, *atomic.Int64, *[]string) {
+// seen returns a copy of the requests it got so far ("URI Host=HOST").
+func sessionBackend(t *testing.T) (srv *httptest.Server, n *atomic.Int64, seen func() []string) {
 	t.Helper()
-	var n atomic.Int64
-	seen := &[]string{}
-	var mu = make(chan struct{}, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	n = new(atomic.Int64)
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	seen = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
-		mu <- struct{}{}
-		*seen = append(*seen, r.RequestURI+" Host="+r.Host)
-		<-mu
+		mu.Lock()
+		got = append(got, r.RequestURI+" Host="+r.Host)
+		mu.Unlock()
 		sid := make([]byte, 16)
 		rand.Read(sid)
 		http.SetCookie(w, &http.Cookie{Name: "PHPSESSID", Value: hex.EncodeToString(sid), Path: "/"})
@@ -40,7 +50,7 @@ func sessionBackend(t *testing.T) (*httptest.Server, *atomic.Int64, *[]string) {
 		io.WriteString(w, "<p>The same article for every visitor.</p>\n")
 	}))
 	t.Cleanup(srv.Close)
-	return srv, &n, seen
+	return srv, n, seen
 }
 
 // rawStatus sends one request line (a target as a visitor wrote it) to
@@ -124,12 +134,8 @@ func TestRequestTargetsConfined(t *testing.T) {
 		if got := rawStatus(t, v, tc.target); got != http.StatusOK {
 			t.Errorf("GET %q: status %d, want the backend's 200", tc.target, got)
 		}
-		found := false
-		for _, s := range *seen {
-			found = found || s == tc.want
-		}
-		if !found {
-			t.Errorf("GET %q: the backend never got %q; it got %q", tc.target, tc.want, *seen)
+		if got := seen(); !slices.Contains(got, tc.want) {
+			t.Errorf("GET %q: the backend never got %q; it got %q", tc.target, tc.want, got)
 		}
 	}
 	if n := private.Load(); n != 0 {
