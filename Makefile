@@ -13,20 +13,24 @@ build:
 	$(GO) build -o $(BIN) ./cmd/gearshift
 
 # Unit and integration tests; integration tests start real varnishd instances.
-# The idle test is the longer stage (test-long), which CI runs after it:
-# with it, make test passed 20 minutes on a 2-CPU machine.
+# The idle test, one site's real surge and the slowest system tests
+# (LONG_TESTS: two-node fleets, the .deb and the install script, the
+# advice's minute of traffic) are the longer stage (test-long), which CI
+# runs after it: with them, make test passed 20 minutes on a 2-CPU machine.
+LONG_TESTS := ^(TestFleet|TestSitesFleet|TestAdviceThroughCheck|TestDebPackage|TestDebInstallRoundTrip|TestInstallScript)$$
 test: deps-if-missing
 	$(GO) vet ./...
 	$(GO) vet -tags soak,idle,sitessurge ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m -skip '$(LONG_TESTS)' ./...
 	$(MAKE) --no-print-directory soak SOAK=3m
 	$(MAKE) --no-print-directory fuzz
 
-# The longer stage of CI, after make test: the idle test, alone, since it
+# The longer stage of CI, after make test: the idle test alone, since it
 # needs the machine to itself (it first waits for the load to settle),
-# then one site's surge among its neighbours.
+# the slowest system tests, then one site's surge among its neighbours.
 test-long: deps-if-missing
 	$(MAKE) --no-print-directory idle
+	$(GO) test -race -count=1 -timeout 20m -run '$(LONG_TESTS)' ./tests/system
 	$(MAKE) --no-print-directory sites-surge
 
 # One site's real surge among neighbours (TestSitesSurge): Debian's
