@@ -182,7 +182,7 @@ func testCommon(t *testing.T, g *gears, o *origin, gear string) {
 		if r := get(u, req{method: "PURGE"}); r.status != http.StatusOK {
 			t.Errorf("PURGE status %d, want 200", r.status)
 		}
-		get(u, req{}).want(t, "MISS", "hit=2")
+		g.purged(t, req{gear: gear, path: u}, "hit=2")
 
 		if r := get(p+"/static/purge", req{method: "BAN"}); r.status != http.StatusOK {
 			t.Errorf("BAN status %d, want 200", r.status)

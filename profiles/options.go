@@ -74,9 +74,13 @@ type Options struct {
 	// GuestListen is where the daemon answers heavy's asks for guest
 	// pages: an IP address and port every Varnish target reaches.
 	GuestListen string `yaml:"guest_listen"`
-	Light       Source `yaml:"light"`
-	Moderate    Source `yaml:"moderate"`
-	Heavy       Source `yaml:"heavy"`
+	// SoftPurge names the gears where a PURGE over HTTP marks the
+	// anonymous copies stale instead of removing them: heavy (the
+	// default), always or never (docs/purges.md).
+	SoftPurge string `yaml:"soft_purge"`
+	Light     Source `yaml:"light"`
+	Moderate  Source `yaml:"moderate"`
+	Heavy     Source `yaml:"heavy"`
 }
 
 // Budget is a token bucket: Rate requests a second, Burst at once.
@@ -277,6 +281,7 @@ func DefaultOptions() Options {
 		StaleIfError:         timefmt.Duration(10 * time.Minute),
 		GuestPages:           GuestAuto,
 		GuestListen:          DefaultGuestListen,
+		SoftPurge:            DefaultSoftPurge,
 	}
 }
 
@@ -464,6 +469,7 @@ func (p *Options) Check(problem func(key, format string, args ...any)) {
 	default:
 		problem("profiles.guest_pages", "must be auto or off, got %q", p.GuestPages)
 	}
+	p.checkSoftPurge(problem)
 	if p.Guests() {
 		if _, err := netip.ParseAddrPort(p.GuestListen); err != nil {
 			problem("profiles.guest_listen", "%q is not an IP address and port (e.g. %s)", p.GuestListen, DefaultGuestListen)

@@ -133,9 +133,9 @@ func testQuery(t *testing.T, g *gears, o *origin, gear string) {
 		}
 	}
 	purge(base + "&gclid=x")
-	get(base+"&fbclid=after-purge").want(t, "MISS", "hit=2")
+	g.purged(t, req{gear: gear, path: base + "&fbclid=after-purge"}, "hit=2")
 	purge("/g/" + gear + "/sorted?a=2&cc=max-age%3D600&b=1&utm_medium=x")
-	get(sorted).want(t, "MISS", "hit=2")
+	g.purged(t, req{gear: gear, path: sorted}, "hit=2")
 	// gearshift purge: a ban on Options.CacheURL, as Varnish keys it.
 	opts := DefaultOptions()
 	key := opts.CacheURL("/g/" + gear + "/sorted?utm_source=x&b=1&cc=max-age%3D600&a=2")

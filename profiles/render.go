@@ -203,6 +203,8 @@ type vclData struct {
 	Modules    bool       // varnish-modules' xkey and vsthrottle are imported
 	Budget     *vclBudget // moderate and heavy with modules and a client_budget; nil otherwise
 	PurgeToken string     // the purge token as a VCL string; "" for none
+	SoftPurge  bool       // a PURGE marks the anonymous copies stale (profiles.soft_purge)
+	XkeyTags   bool       // a PURGE of tags goes through xkey (varnish-modules, no sites)
 	TagRE      string     // a regex matching a list of tags (an xkey header)
 	Hops       []int      // one per proxy gearshift_client looks through
 	// StatusPaths are the PHP-FPM status paths of Site.StatusPaths.
@@ -457,6 +459,8 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 		d.PurgeToken = `{"` + site.PurgeToken + `"}`
 	}
 	d.TagRE = tagListRE
+	d.SoftPurge = p.SoftPurges(s)
+	d.XkeyTags = d.Modules && d.SiteScopes == nil
 	d.StatusPaths = site.StatusPaths
 	d.Doors = doorWords{Log: DoorLog, Direct: DoorDirect, ProxyProtocol: DoorProxyProtocol, Forwarded: DoorForwarded, Unidentified: DoorUnidentified}
 

@@ -177,7 +177,57 @@ sub gearshift_anon_fetch {
 }
 
 {{ end -}}
+{{if .PurgeACL -}}
+# A PURGE's lookups (gearshift_recv): the anonymous copy of each scheme in
+# turn (a direct request's, which tells none, then http's and https's),
+# without grace, so that the lookup waits for a fetch under way.
+sub gearshift_purge_lookup {
+    if (req.http.X-Gs-Purge == "direct") {
+        unset req.http.X-Forwarded-Proto;
+    } else {
+        set req.http.X-Forwarded-Proto = req.http.X-Gs-Purge;
+    }
+    unset req.http.X-Gs-Session;
+    unset req.http.Cookie;
+    set req.grace = 0s;
+    return (hash);
+}
+
+# What the lookup found stored (any variant), fresh or stale: {{if .SoftPurge}}marked
+# stale, kept in grace (profiles.soft_purge){{else}}removed{{end}}. Then the next scheme.
+sub gearshift_purge_stored {
+{{- if .SoftPurge}}
+    # A soft purge's TTL counts from when the PURGE came (req.time), and an
+    # object whose TTL ends before it was stored is never served, not even
+    # stale: the answer of a fetch the PURGE waited for would go. So the
+    # TTL ends now (and a microsecond: the lookup that found it came after
+    # it was stored).
+    set req.http.X-Gs-Purged = purge.soft(now - req.time + 0.001ms);
+{{- else}}
+    set req.http.X-Gs-Purged = purge.hard();
+{{- end}}
+    call gearshift_purge_next;
+}
+
+sub gearshift_purge_next {
+    if (req.http.X-Gs-Purge == "direct") {
+        set req.http.X-Gs-Purge = "http";
+        return (restart);
+    }
+    if (req.http.X-Gs-Purge == "http") {
+        set req.http.X-Gs-Purge = "https";
+        return (restart);
+    }
+    return (synth(200, "Purged"));
+}
+
+{{end -}}
 sub vcl_hit {
+{{- if .PurgeACL}}
+    if (req.http.X-Gs-Purge) {
+        call gearshift_purge_stored;
+    }
+{{- end}}
     set req.http.X-Gs-Cache = "HIT";
 {{- if .SessionReserve}}
     call gearshift_anon_fetch;
@@ -207,6 +257,11 @@ sub vcl_hit {
 }
 
 sub vcl_miss {
+{{- if .PurgeACL}}
+    if (req.http.X-Gs-Purge) {
+        call gearshift_purge_stored;
+    }
+{{- end}}
     if (req.is_hitmiss) {
         set req.http.X-Gs-Cache = "PASS";
     } else {
@@ -231,6 +286,12 @@ sub vcl_miss {
 }
 
 sub vcl_pass {
+{{- if .PurgeACL}}
+    if (req.http.X-Gs-Purge) {
+        # Uncacheable (a hit-for-pass): nothing stored to purge.
+        call gearshift_purge_next;
+    }
+{{- end}}
     set req.http.X-Gs-Cache = "PASS";
 {{- if .SessionReserve}}
     call gearshift_anon_fetch;

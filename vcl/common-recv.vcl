@@ -121,6 +121,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Anon-Fetch;
         unset req.http.X-Gs-Full;
         unset req.http.X-Gs-Scope;
+        unset req.http.X-Gs-Purge;
+        unset req.http.X-Gs-Purged;
 {{- if .Budget}}
         call gearshift_client;
 {{- end}}
@@ -177,6 +179,13 @@ sub gearshift_recv {
     set req.http.X-Gs-Host = req.http.Host;
 {{- end}}
 
+{{- if .PurgeACL}}
+    if (req.restarts > 0 && req.http.X-Gs-Purge) {
+        # A PURGE's next lookup (X-Gs-Purge is set only below, after the
+        # PURGE was allowed; a visitor's is dropped on the way in).
+        call gearshift_purge_lookup;
+    }
+{{- end}}
     if (req.method == "PURGE" || req.method == "BAN") {
 {{- if .PurgeACL}}
         if (client.ip !~ gearshift_purgers) {
@@ -231,15 +240,23 @@ sub gearshift_recv {
             if (req.http.X-Gs-Tags !~ {"{{.TagRE}}"}) {
                 return (synth(400, "A PURGE's xkey header holds tags: letters, digits and _.:=%/+- separated by spaces or commas"));
             }
-{{- if and .Modules (not .SiteScopes)}}
+{{- if and .XkeyTags (not .SoftPurge)}}
             set req.http.X-Gs-Tags = xkey.purge(req.http.X-Gs-Tags);
             return (synth(200, "Purged " + req.http.X-Gs-Tags + " objects"));
 {{- else}}
+{{- if .XkeyTags}}
+            # profiles.soft_purge: the tagged pages are marked stale, each
+            # served while one fetch refreshes it; the sessions' copies
+            # among them go at once (the ban below).
+            set req.http.X-Gs-Purged = xkey.softpurge(req.http.X-Gs-Tags);
+{{- else}}
             # Without xkey (or with sites: xkey's tags are the server's), a
-            # ban on the tags the objects hold.
+            # ban on the tags the objects hold{{if .SoftPurge}}: a ban has no soft
+            # form, so the pages go at once{{end}}.
+{{- end}}
             set req.http.X-Gs-Tags = regsuball(regsuball(req.http.X-Gs-Tags, "^[\s,]+|[\s,]+$", ""), "[\s,]+", "|");
             set req.http.X-Gs-Tags = regsuball(req.http.X-Gs-Tags, "([.+])", "[\1]");
-            if (!std.ban({{if .SiteScopes}}req.http.X-Gs-Scope + " && " + {{end}}"obj.http.xkey ~ (^|[[:space:],])(" + req.http.X-Gs-Tags + ")([[:space:],]|$)")) {
+            if (!std.ban({{if .SiteScopes}}req.http.X-Gs-Scope + " && " + {{end}}{{if .XkeyTags}}"obj.http.X-Gs-Sid ~ . && " + {{end}}"obj.http.xkey ~ (^|[[:space:],])(" + req.http.X-Gs-Tags + ")([[:space:],]|$)")) {
                 return (synth(400, "Purge refused: " + std.ban_error()));
             }
             return (synth(200, "Purged"));
@@ -259,13 +276,35 @@ sub gearshift_recv {
             }
             return (synth(200, "Banned"));
         }
+{{- if .SoftPurge}}
+        # profiles.soft_purge: this host's anonymous copies of the URL, of
+        # both schemes, are marked stale by the lookups below (served while
+        # one fetch refreshes them); heavy's copy of every session goes at
+        # once{{if .SiteScopes}}, and so does every copy on the site's other hosts{{end}}.
+        {{keyURL "req.http.X-Gs-Key" "req.url" "        "}}
+        if (!std.ban({{banHost}} + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key + " && obj.http.X-Gs-Sid ~ .")) {
+            return (synth(400, "Purge refused: " + std.ban_error()));
+        }
+{{- if .SiteScopes}}
+        if (!std.ban({{banHost}} + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key + " && obj.http.X-Gs-Host != " + req.http.X-Gs-Host)) {
+            return (synth(400, "Purge refused: " + std.ban_error()));
+        }
+{{- end}}
+{{- else}}
         # Every variant of the URL goes: both schemes, and heavy's copy of
         # every session, not only the copy this request would be served.
         {{keyURL "req.http.X-Gs-Key" "req.url" "        "}}
         if (!std.ban({{banHost}} + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key)) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
-        return (synth(200, "Purged"));
+{{- end}}
+        # A ban reaches no fetch under way: what a refresh begun before
+        # this PURGE stores would be served for its whole TTL. So the
+        # PURGE looks up each scheme's anonymous copy without grace, which
+        # waits for such a fetch to store its answer, and then purges what
+        # is stored (gearshift_purge_stored).
+        set req.http.X-Gs-Purge = "direct";
+        call gearshift_purge_lookup;
 {{- else}}
         return (synth(405, "Not allowed"));
 {{- end}}

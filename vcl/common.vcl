@@ -8,6 +8,11 @@ vcl 4.1;
 import std;
 # proxy: what a TLS terminator told over PROXY protocol v2 (the scheme).
 import proxy;
+{{- if .PurgeACL}}
+# purge: a PURGE marks a page stale (profiles.soft_purge) or removes it
+# once a fetch under way has stored it.
+import purge;
+{{- end}}
 {{- if .Modules}}
 # varnish-modules: xkey drops the pages of a tag (a session's, a site's)
 # without a ban; vsthrottle keeps each client's budget.

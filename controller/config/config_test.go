@@ -342,6 +342,8 @@ backend:
 			`profiles.websocket_paths[1]: "/ws/?x" is not a path prefix such as /ws/ (line 6)`}},
 		{"guest pages", base + "profiles: { guest_pages: yes, guest_listen: localhost }", []string{
 			`profiles.guest_pages: must be auto or off, got "yes" (line 2)`}},
+		{"soft purge", base + "profiles: { soft_purge: moderate }", []string{
+			`profiles.soft_purge: must be heavy, always or never, got "moderate" (line 2)`}},
 		{"client budget", base + "profiles: { client_budget: { rate: -1, burst: 5 } }", []string{
 			`profiles.client_budget.rate: must be a number of requests a second, 0 (no budget) or more, got -1 (line 2)`}},
 		{"client budget burst", base + "profiles: { client_budget: { rate: 5, burst: 0 } }", []string{

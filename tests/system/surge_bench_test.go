@@ -488,6 +488,7 @@ type surgeRun struct {
 	loadStart  float64
 	outageFrom time.Duration // the outage run: Apache stopped
 	outageTo   time.Duration // and answering again
+	purge      *purgeProbe   // auto and heavy: a publish half-way through the surge
 }
 
 // surgeRun runs the quiet trickle and the surge against a fresh cache
@@ -504,7 +505,13 @@ func (st *surgeStack) surgeRun(tb testing.TB, name, gear string, k surgeKnobs, r
 	if !st.anonymousOnly {
 		l.attack(l.attacker(32, 0), st.mix.users(st.cookies), vegeta.ConstantPacer{Freq: len(st.cookies), Per: time.Second}, anon.total(), true)
 	}
+	if (name == "auto" || name == "heavy") && !st.anonymousOnly {
+		r.purge = st.publishAt(tb, l.start, k.quiet+k.surge/2)
+	}
 	r.hits = l.wait()
+	if r.purge != nil {
+		r.purge.wg.Wait()
+	}
 	l.tr.CloseIdleConnections()
 	r.mon.stop()
 	st.drain()

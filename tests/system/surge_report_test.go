@@ -259,6 +259,14 @@ func (rep *surgeReport) write(tb testing.TB, out string) {
 		p("- `%s`, the surge's 200s by `X-Cache`: anonymous %s (failures: %s); logged-in %s (failures: %s).", r.name, anon, anonErr, user, userErr)
 	}
 	p("")
+	p("A publish half-way through the surge: a `PURGE` of the home page from the server itself, as a WordPress purge plugin sends it (`profiles.soft_purge: heavy`, the default).")
+	p("")
+	for _, r := range rep.runs {
+		if r.purge != nil {
+			p("%s", r.purgeLine())
+		}
+	}
+	p("")
 	p("Time to protect: from the surge's start until the per-second p99 stays under 1 s for the rest of the surge. Backend requests: lines of Apache's access log from the surge's start to the last answer. Hit ratio: `X-Cache: HIT` answers over all requests of the surge. The auto run started after waiting (%s at most) for the load average to fall below half a CPU per CPU: %.2f then.",
 		k.settle, rep.settled)
 	p("")
@@ -270,6 +278,10 @@ func (rep *surgeReport) write(tb testing.TB, out string) {
 	p("| auto: time to protect ≤ 5 s | %s | %s |", a.protect, goal(a.protect != "never" && protectSeconds(a.protect) <= 5))
 	p("| heavy: hit ratio ≥ 0.98 | %.3f | %s |", h.hitRatio, goal(h.hitRatio >= 0.98))
 	p("| heavy: backend requests in the first 10 s ≤ distinct objects asked for (pages, and pages per logged-in user) | %d ≤ %d | %s |", h.backend10, h.distinct10, goal(h.backend10 <= h.distinct10))
+	if r := rep.run("auto"); r != nil && r.purge != nil {
+		n, failed := r.homeAnswers()
+		p("| auto: a PURGE of the home page: anonymous backend fetches of it in the next 10 s ≤ 2, failures 0 | %d, %d of %d | %s |", r.purge.fetches, failed, n, goal(r.purge.fetches <= 2 && failed == 0))
+	}
 	o := rep.outage.outage()
 	p("| outage: anonymous requests for pages seen before answered 200 ≥ 99 %% | %s | %s |", pct(o.seenOK), goal(o.seenOK >= 0.99))
 	p("")

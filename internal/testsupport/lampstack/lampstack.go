@@ -390,7 +390,10 @@ LoadModule remoteip_module    %[4]s/mod_remoteip.so
 TypesConfig /etc/mime.types
 DocumentRoot %[6]q
 DirectoryIndex index.php
-LogFormat "%%a %%h \"%%r\" %%>s" visitor
+# The last field is "cookie" when the request had any (a logged-in
+# user's), else "-": an anonymous visitor's fetch.
+SetEnvIf Cookie "." gs_cookie=cookie
+LogFormat "%%a %%h \"%%r\" %%>s %%{gs_cookie}e" visitor
 # Varnish's health probe (backend.probe) is no visitor's request.
 SetEnvIf User-Agent "^gearshift-probe$" gearshift_probe
 CustomLog %[12]q visitor env=!gearshift_probe

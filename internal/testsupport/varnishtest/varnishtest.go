@@ -299,13 +299,15 @@ func WithoutModules(tb testing.TB) string {
 		if err := os.WriteFile(filepath.Join(dir, "libvmod_std.so"), b, 0o644); err != nil {
 			tb.Fatal(err)
 		}
-		// proxy ships with Varnish itself, as std does.
-		p, err := os.ReadFile(filepath.Join(d, "libvmod_proxy.so"))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "libvmod_proxy.so"), p, 0o644); err != nil {
-			tb.Fatal(err)
+		// proxy and purge ship with Varnish itself, as std does.
+		for _, vmod := range []string{"libvmod_proxy.so", "libvmod_purge.so"} {
+			p, err := os.ReadFile(filepath.Join(d, vmod))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, vmod), p, 0o644); err != nil {
+				tb.Fatal(err)
+			}
 		}
 		return "vmod_path=" + dir
 	}

@@ -7,6 +7,9 @@ vcl 4.1;
 import std;
 # proxy: what a TLS terminator told over PROXY protocol v2 (the scheme).
 import proxy;
+# purge: a PURGE marks a page stale (profiles.soft_purge) or removes it
+# once a fetch under way has stored it.
+import purge;
 # varnish-modules: xkey drops the pages of a tag (a session's, a site's)
 # without a ban; vsthrottle keeps each client's budget.
 import xkey;
@@ -198,6 +201,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Anon-Fetch;
         unset req.http.X-Gs-Full;
         unset req.http.X-Gs-Scope;
+        unset req.http.X-Gs-Purge;
+        unset req.http.X-Gs-Purged;
         call gearshift_client;
     }
     set req.backend_hint = default;
@@ -240,7 +245,11 @@ sub gearshift_recv {
     # answers any other name or port with a redirect to its own, which
     # would loop.
     set req.http.X-Gs-Host = regsub(std.tolower(regsub(req.http.Host, ":[0-9]+$", "")), "^www\.", "");
-
+    if (req.restarts > 0 && req.http.X-Gs-Purge) {
+        # A PURGE's next lookup (X-Gs-Purge is set only below, after the
+        # PURGE was allowed; a visitor's is dropped on the way in).
+        call gearshift_purge_lookup;
+    }
     if (req.method == "PURGE" || req.method == "BAN") {
         if (client.ip !~ gearshift_purgers) {
             return (synth(405, "Not allowed"));
@@ -262,8 +271,16 @@ sub gearshift_recv {
             if (req.http.X-Gs-Tags !~ {"^[\s,]*[A-Za-z0-9_.:=%/+-]+(?:[\s,]+[A-Za-z0-9_.:=%/+-]+)*[\s,]*$"}) {
                 return (synth(400, "A PURGE's xkey header holds tags: letters, digits and _.:=%/+- separated by spaces or commas"));
             }
-            set req.http.X-Gs-Tags = xkey.purge(req.http.X-Gs-Tags);
-            return (synth(200, "Purged " + req.http.X-Gs-Tags + " objects"));
+            # profiles.soft_purge: the tagged pages are marked stale, each
+            # served while one fetch refreshes it; the sessions' copies
+            # among them go at once (the ban below).
+            set req.http.X-Gs-Purged = xkey.softpurge(req.http.X-Gs-Tags);
+            set req.http.X-Gs-Tags = regsuball(regsuball(req.http.X-Gs-Tags, "^[\s,]+|[\s,]+$", ""), "[\s,]+", "|");
+            set req.http.X-Gs-Tags = regsuball(req.http.X-Gs-Tags, "([.+])", "[\1]");
+            if (!std.ban("obj.http.X-Gs-Sid ~ . && " + "obj.http.xkey ~ (^|[[:space:],])(" + req.http.X-Gs-Tags + ")([[:space:],]|$)")) {
+                return (synth(400, "Purge refused: " + std.ban_error()));
+            }
+            return (synth(200, "Purged"));
         }
         # Ban arguments are bare words, split at white space (Varnish's ban
         # parser has no quoting): a Host with white space could not be
@@ -279,17 +296,25 @@ sub gearshift_recv {
             }
             return (synth(200, "Banned"));
         }
-        # Every variant of the URL goes: both schemes, and heavy's copy of
-        # every session, not only the copy this request would be served.
+        # profiles.soft_purge: this host's anonymous copies of the URL, of
+        # both schemes, are marked stale by the lookups below (served while
+        # one fetch refreshes them); heavy's copy of every session goes at
+        # once.
         if (req.url ~ {"\?(?:.*&)?([^=&]+)(?:=[^&]*)?&(?:.*&)?\1(?:[=&]|$)|\?.*(?:\[|%5[bB])"}) {
             set req.http.X-Gs-Key = req.url;
         } else {
             set req.http.X-Gs-Key = regsub(std.querysort(req.url), "\?$", "");
         }
-        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key)) {
+        if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key + " && obj.http.X-Gs-Sid ~ .")) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
-        return (synth(200, "Purged"));
+        # A ban reaches no fetch under way: what a refresh begun before
+        # this PURGE stores would be served for its whole TTL. So the
+        # PURGE looks up each scheme's anonymous copy without grace, which
+        # waits for such a fetch to store its answer, and then purges what
+        # is stored (gearshift_purge_stored).
+        set req.http.X-Gs-Purge = "direct";
+        call gearshift_purge_lookup;
     }
     unset req.http.X-Purge-Token;
 
@@ -613,7 +638,49 @@ sub gearshift_anon_fetch {
     }
 }
 
+# A PURGE's lookups (gearshift_recv): the anonymous copy of each scheme in
+# turn (a direct request's, which tells none, then http's and https's),
+# without grace, so that the lookup waits for a fetch under way.
+sub gearshift_purge_lookup {
+    if (req.http.X-Gs-Purge == "direct") {
+        unset req.http.X-Forwarded-Proto;
+    } else {
+        set req.http.X-Forwarded-Proto = req.http.X-Gs-Purge;
+    }
+    unset req.http.X-Gs-Session;
+    unset req.http.Cookie;
+    set req.grace = 0s;
+    return (hash);
+}
+
+# What the lookup found stored (any variant), fresh or stale: marked
+# stale, kept in grace (profiles.soft_purge). Then the next scheme.
+sub gearshift_purge_stored {
+    # A soft purge's TTL counts from when the PURGE came (req.time), and an
+    # object whose TTL ends before it was stored is never served, not even
+    # stale: the answer of a fetch the PURGE waited for would go. So the
+    # TTL ends now (and a microsecond: the lookup that found it came after
+    # it was stored).
+    set req.http.X-Gs-Purged = purge.soft(now - req.time + 0.001ms);
+    call gearshift_purge_next;
+}
+
+sub gearshift_purge_next {
+    if (req.http.X-Gs-Purge == "direct") {
+        set req.http.X-Gs-Purge = "http";
+        return (restart);
+    }
+    if (req.http.X-Gs-Purge == "http") {
+        set req.http.X-Gs-Purge = "https";
+        return (restart);
+    }
+    return (synth(200, "Purged"));
+}
+
 sub vcl_hit {
+    if (req.http.X-Gs-Purge) {
+        call gearshift_purge_stored;
+    }
     set req.http.X-Gs-Cache = "HIT";
     call gearshift_anon_fetch;
     if (obj.ttl <= 0s) {
@@ -637,6 +704,9 @@ sub vcl_hit {
 }
 
 sub vcl_miss {
+    if (req.http.X-Gs-Purge) {
+        call gearshift_purge_stored;
+    }
     if (req.is_hitmiss) {
         set req.http.X-Gs-Cache = "PASS";
     } else {
@@ -652,6 +722,10 @@ sub vcl_miss {
 }
 
 sub vcl_pass {
+    if (req.http.X-Gs-Purge) {
+        # Uncacheable (a hit-for-pass): nothing stored to purge.
+        call gearshift_purge_next;
+    }
     set req.http.X-Gs-Cache = "PASS";
     call gearshift_anon_fetch;
     if (req.http.X-Gs-Stale) {

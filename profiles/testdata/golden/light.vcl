@@ -7,6 +7,9 @@ vcl 4.1;
 import std;
 # proxy: what a TLS terminator told over PROXY protocol v2 (the scheme).
 import proxy;
+# purge: a PURGE marks a page stale (profiles.soft_purge) or removes it
+# once a fetch under way has stored it.
+import purge;
 # varnish-modules: xkey drops the pages of a tag (a session's, a site's)
 # without a ban; vsthrottle keeps each client's budget.
 import xkey;
@@ -185,6 +188,8 @@ sub gearshift_recv {
         unset req.http.X-Gs-Anon-Fetch;
         unset req.http.X-Gs-Full;
         unset req.http.X-Gs-Scope;
+        unset req.http.X-Gs-Purge;
+        unset req.http.X-Gs-Purged;
     }
     set req.backend_hint = default;
     # Why a passed request goes to the backend: vcl_backend_fetch logs it.
@@ -226,7 +231,11 @@ sub gearshift_recv {
     # answers any other name or port with a redirect to its own, which
     # would loop.
     set req.http.X-Gs-Host = regsub(std.tolower(regsub(req.http.Host, ":[0-9]+$", "")), "^www\.", "");
-
+    if (req.restarts > 0 && req.http.X-Gs-Purge) {
+        # A PURGE's next lookup (X-Gs-Purge is set only below, after the
+        # PURGE was allowed; a visitor's is dropped on the way in).
+        call gearshift_purge_lookup;
+    }
     if (req.method == "PURGE" || req.method == "BAN") {
         if (client.ip !~ gearshift_purgers) {
             return (synth(405, "Not allowed"));
@@ -275,7 +284,13 @@ sub gearshift_recv {
         if (!std.ban("obj.http.X-Gs-Host == " + req.http.X-Gs-Host + " && obj.http.X-Gs-Url == " + req.http.X-Gs-Key)) {
             return (synth(400, "Purge refused: " + std.ban_error()));
         }
-        return (synth(200, "Purged"));
+        # A ban reaches no fetch under way: what a refresh begun before
+        # this PURGE stores would be served for its whole TTL. So the
+        # PURGE looks up each scheme's anonymous copy without grace, which
+        # waits for such a fetch to store its answer, and then purges what
+        # is stored (gearshift_purge_stored).
+        set req.http.X-Gs-Purge = "direct";
+        call gearshift_purge_lookup;
     }
     unset req.http.X-Purge-Token;
 
@@ -488,7 +503,43 @@ sub gearshift_anon_fetch {
     }
 }
 
+# A PURGE's lookups (gearshift_recv): the anonymous copy of each scheme in
+# turn (a direct request's, which tells none, then http's and https's),
+# without grace, so that the lookup waits for a fetch under way.
+sub gearshift_purge_lookup {
+    if (req.http.X-Gs-Purge == "direct") {
+        unset req.http.X-Forwarded-Proto;
+    } else {
+        set req.http.X-Forwarded-Proto = req.http.X-Gs-Purge;
+    }
+    unset req.http.X-Gs-Session;
+    unset req.http.Cookie;
+    set req.grace = 0s;
+    return (hash);
+}
+
+# What the lookup found stored (any variant), fresh or stale: removed. Then the next scheme.
+sub gearshift_purge_stored {
+    set req.http.X-Gs-Purged = purge.hard();
+    call gearshift_purge_next;
+}
+
+sub gearshift_purge_next {
+    if (req.http.X-Gs-Purge == "direct") {
+        set req.http.X-Gs-Purge = "http";
+        return (restart);
+    }
+    if (req.http.X-Gs-Purge == "http") {
+        set req.http.X-Gs-Purge = "https";
+        return (restart);
+    }
+    return (synth(200, "Purged"));
+}
+
 sub vcl_hit {
+    if (req.http.X-Gs-Purge) {
+        call gearshift_purge_stored;
+    }
     set req.http.X-Gs-Cache = "HIT";
     call gearshift_anon_fetch;
     if (obj.ttl <= 0s) {
@@ -508,6 +559,9 @@ sub vcl_hit {
 }
 
 sub vcl_miss {
+    if (req.http.X-Gs-Purge) {
+        call gearshift_purge_stored;
+    }
     if (req.is_hitmiss) {
         set req.http.X-Gs-Cache = "PASS";
     } else {
@@ -522,6 +576,10 @@ sub vcl_miss {
 }
 
 sub vcl_pass {
+    if (req.http.X-Gs-Purge) {
+        # Uncacheable (a hit-for-pass): nothing stored to purge.
+        call gearshift_purge_next;
+    }
     set req.http.X-Gs-Cache = "PASS";
     call gearshift_anon_fetch;
     if (req.http.X-Gs-Stale) {
