@@ -59,6 +59,15 @@ func BenchmarkSurge(b *testing.B) {
 		rep.rate = max(1, int(rep.capacity*k.factor+0.5))
 		b.Logf("surge: Apache alone serves %.1f req/s; the surge offers %d req/s", rep.capacity, rep.rate)
 
+		if only := os.Getenv("SURGE_RUNS"); only != "" {
+			// While developing: these runs alone, their shifts logged, no report.
+			gears := map[string]string{"auto": "", "heavy": "heavy", "none": "light", "plain": plainGear}
+			for _, name := range strings.Split(only, ",") {
+				st.settle(b, k.settle)
+				st.surgeRun(b, name, gears[name], k, rep.rate)
+			}
+			continue
+		}
 		// auto first: its gear depends on the machine's load, which the
 		// runs after it would raise for minutes.
 		rep.settled = st.settle(b, k.settle)
@@ -511,6 +520,9 @@ func (st *surgeStack) surgeRun(tb testing.TB, name, gear string, k surgeKnobs, r
 	r.hits = l.wait()
 	if r.purge != nil {
 		r.purge.wg.Wait()
+	}
+	if st.daemon != nil {
+		st.logShifts(tb, r, l.start)
 	}
 	l.tr.CloseIdleConnections()
 	r.mon.stop()

@@ -1,6 +1,8 @@
 package system
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -99,4 +101,26 @@ func (rep *surgeReport) run(name string) *surgeRun {
 		}
 	}
 	return nil
+}
+
+// logShifts logs the daemon's shifts of run r, each at its time from the
+// surge's start and with its reason: the first seconds of a surge.
+func (st *surgeStack) logShifts(tb testing.TB, r *surgeRun, start time.Time) {
+	tb.Helper()
+	b, err := os.ReadFile(st.daemon.cfg.Log.File)
+	if err != nil {
+		tb.Error(err)
+		return
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var l struct {
+			TS            time.Time
+			Msg, From, To string
+			Reason        string
+		}
+		if json.Unmarshal(line, &l) != nil || l.Msg != "state change" {
+			continue
+		}
+		tb.Logf("surge: run %s: %+.1f s from the surge's start: %s → %s: %s", r.name, l.TS.Sub(start.Add(r.surgeAt)).Seconds(), l.From, l.To, l.Reason)
+	}
 }

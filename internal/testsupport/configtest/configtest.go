@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -35,6 +36,11 @@ func File(tb testing.TB, doc string) (path, dir string) {
 
 // ForVarnish writes a config for a daemon driving v, with its socket, pid
 // file and log under a temp dir, and returns its path. edit may adjust it.
+// The file has no states block unless edit changed the rules: a file that
+// gives a gear's rule replaces its defaults whole, the conditions of the
+// sources the config turns on (backend_busy, the PHP-FPM queue) included,
+// and the daemon is to run the default rules as an operator's file that
+// does not name them gets them.
 func ForVarnish(tb testing.TB, v *varnishtest.Varnish, edit func(*config.Config)) (path string, cfg *config.Config) {
 	tb.Helper()
 	dir := tb.TempDir()
@@ -52,7 +58,7 @@ func ForVarnish(tb testing.TB, v *varnishtest.Varnish, edit func(*config.Config)
 	if edit != nil {
 		edit(cfg)
 	}
-	b, err := yaml.Marshal(cfg)
+	b, err := marshalOwnRules(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,4 +67,22 @@ func ForVarnish(tb testing.TB, v *varnishtest.Varnish, edit func(*config.Config)
 		tb.Fatal(err)
 	}
 	return path, cfg
+}
+
+// marshalOwnRules writes cfg as YAML, without its states block when it
+// holds the default rules.
+func marshalOwnRules(cfg *config.Config) ([]byte, error) {
+	var doc map[string]any
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if reflect.DeepEqual(cfg.States, config.Default().States) {
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return nil, err
+		}
+		delete(doc, "states")
+		return yaml.Marshal(doc)
+	}
+	return b, nil
 }
