@@ -122,6 +122,15 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if q.Get("lm") != "" {
+		// A page that revalidates on its Last-Modified alone, to the
+		// second, as MediaWiki's do.
+		w.Header().Set("Last-Modified", "Tue, 01 Dec 2026 10:00:00 GMT")
+		if r.Header.Get("If-Modified-Since") != "" {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
 	if v := q.Get("vary"); v != "" {
 		w.Header().Set("Vary", v)
 	}

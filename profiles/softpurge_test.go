@@ -112,6 +112,19 @@ func TestSoftPurgeAgainstVarnish(t *testing.T) {
 		}
 	})
 
+	// A page whose only validator is a Last-Modified to the second: its
+	// refresh after the PURGE asks for it whole, not 304 Not Modified
+	// (which would keep the old copy: the publish came within the second).
+	t.Run("the refresh after a PURGE is not a 304", func(t *testing.T) {
+		u := "/soft/lm?cc=no-cache&lm=1"
+		g.do(t, req{gear: "heavy", path: u}).want(t, "MISS", "hit=1")
+		purge(t, "heavy", u, nil)
+		g.purged(t, req{gear: "heavy", path: u}, "hit=2")
+		if h := o.header(u, "If-Modified-Since"); h != "" {
+			t.Errorf("the refresh asked If-Modified-Since: %s", h)
+		}
+	})
+
 	// A fetch under way when the PURGE comes: the backend began the page
 	// before the publish, so its answer is the old page. The PURGE waits
 	// for it and purges it: it is never a fresh HIT afterwards.

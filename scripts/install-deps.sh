@@ -16,7 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-command -v varnishd >/dev/null 2>&1 || [ -x /usr/sbin/varnishd ] || need+=(varnish)
+# The stock varnish service (varnishd's default instance) is stopped when
+# it comes with this install: the tests' daemons read the default
+# instance's counters when no name is set, and are to find none.
+stop_varnish=""
+if ! command -v varnishd >/dev/null 2>&1 && ! [ -x /usr/sbin/varnishd ]; then
+	need+=(varnish)
+	stop_varnish=1
+fi
 [ -x /usr/sbin/apache2 ] || need+=(apache2)
 dpkg-query -W -f='${Status}' libapache2-mod-php 2>/dev/null | grep -q "ok installed" || need+=(libapache2-mod-php)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
@@ -86,7 +93,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	# The stock prometheus would hold :9090 and scrape nothing of ours: it
 	# is stopped and kept from starting at boot (the tests never use it).
 	# So is the stock mysqld exporter (:9104, and no database of ours).
-	for svc in ${stop_prometheus:+prometheus} ${stop_exporter:+prometheus-mysqld-exporter} ${stop_front[@]+"${stop_front[@]}"}; do
+	for svc in ${stop_varnish:+varnish} ${stop_prometheus:+prometheus} ${stop_exporter:+prometheus-mysqld-exporter} ${stop_front[@]+"${stop_front[@]}"}; do
 		if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 			$sudo systemctl disable --now "$svc" >/dev/null 2>&1 || true
 		elif [ -x "/etc/init.d/$svc" ]; then

@@ -16,6 +16,14 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Over;
     unset bereq.http.X-Gs-Flight;
     unset bereq.http.X-Gs-Tags;
+    # The refresh of a stored copy asks for the page whole. Varnish would
+    # revalidate with the copy's Last-Modified, which counts seconds: a
+    # page changed within the second it was fetched (a publish right after
+    # a refresh, then its PURGE) would be answered 304, and the old copy
+    # kept for another TTL. An ETag names a version exactly, and stays.
+    if (!bereq.uncacheable) {
+        unset bereq.http.If-Modified-Since;
+    }
 {{- if .Sites}}
     # The site's backend request, for its share of the backend (the
     # daemon reads these records: status sites backend_rps).

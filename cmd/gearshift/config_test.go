@@ -121,8 +121,12 @@ func TestExampleConfig(t *testing.T) {
 	}
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("x\n"), 0o600)
-	def := config.Default()
-	def.Varnish.Targets[0].SecretFile = secret
+	// The defaults as the daemon loads them: with the default target on
+	// loopback, its counters' conditions (backend_busy) join the rules.
+	def, err := config.Parse([]byte("varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: " + secret + " } ] }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want, _ := def.YAML()
 	for name, doc := range map[string]string{
 		"as shipped":  string(b),

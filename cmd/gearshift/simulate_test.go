@@ -52,10 +52,11 @@ func TestSimulateTrafficGuard(t *testing.T) {
 	if err := os.WriteFile(off, []byte("hysteresis: { down_traffic_ratio: 0 }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A rule on client_rps with no target name: the daemon would refuse
-	// it (no source), an offline replay takes the trace's column.
+	// A rule on client_rps with no counters to read (a Varnish on another
+	// machine): the daemon would refuse it (no source), an offline replay
+	// takes the trace's column.
 	unsourced := filepath.Join(t.TempDir(), "unsourced.yaml")
-	if err := os.WriteFile(unsourced, []byte("states: { heavy: { enter: { load_per_cpu: 1.5, mem_available_pct: 10, client_rps: 100000 }, stay: { load_per_cpu: 1.0, mem_available_pct: 15, client_rps: 90000 } } }\n"), 0o644); err != nil {
+	if err := os.WriteFile(unsourced, []byte("varnish: { targets: [ { admin: 192.0.2.10:6082, secret_file: /etc/varnish/secret } ] }\nstates: { heavy: { enter: { load_per_cpu: 1.5, mem_available_pct: 10, client_rps: 100000 }, stay: { load_per_cpu: 1.0, mem_available_pct: 15, client_rps: 90000 } } }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := runMain(t, "config", "check", "--config", unsourced); code != exitUsage || !strings.Contains(stderr, "needs varnish.targets[].name to be set") {

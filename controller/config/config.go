@@ -7,6 +7,8 @@ package config
 import (
 	"bytes"
 	"maps"
+	"net"
+	"net/netip"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -71,8 +73,23 @@ type Target struct {
 	SecretFile string `yaml:"secret_file"` // varnishd's -S: the file holding the admin secret
 	// Name is varnishd's -n (an instance name or its working directory) of
 	// a Varnish on this machine: its traffic is read with varnishstat
-	// (client_rps, backend_rps, …). "": no traffic signals.
+	// (client_rps, backend_rps, backend_busy, …). "": the host's default
+	// instance when the admin port is on loopback, else no traffic signals.
 	Name string `yaml:"name"`
+}
+
+// Local tells whether the target's admin port is on this machine's
+// loopback: its counters can be read with varnishstat.
+func (t Target) Local() bool {
+	host, _, err := net.SplitHostPort(t.Admin)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // Hysteresis tunes how eagerly the machine moves between states.

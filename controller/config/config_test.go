@@ -51,6 +51,9 @@ func fixture(tb testing.TB) *strings.Replacer {
 // only needs to say what it tests.
 const base = "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}' } ] }\n"
 
+// remote is base with a Varnish on another machine: no counters to read.
+const remote = "varnish: { targets: [ { admin: 192.0.2.10:6082, secret_file: '{{secret}}' } ] }\n"
+
 func TestParseValid(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -265,7 +268,7 @@ sensor: { prometheus: { url: "http://127.0.0.1:9090", bearer_token_file: /nonexi
 			"sensor.prometheus.bearer_token_file: /nonexistent/token does not exist (line 3)"}},
 		{"a varnishd name twice", "varnish: { targets: [ { admin: 127.0.0.1:6082, secret_file: '{{secret}}', name: www }, { admin: 127.0.0.1:6083, secret_file: '{{secret}}', name: www } ] }", []string{
 			"varnish.targets[1].name: www is already varnish.targets[0].name: its traffic would count twice (line 1)"}},
-		{"rules on signals whose source is not configured", base + "states: { moderate: { enter: { client_rps: 300 }, stay: { client_rps: 200 } }, heavy: { enter: { apache_busy_ratio: 0.9, backend_ttfb_ms: 800, injected: 1 } } }", []string{
+		{"rules on signals whose source is not configured", remote + "states: { moderate: { enter: { client_rps: 300 }, stay: { client_rps: 200 } }, heavy: { enter: { apache_busy_ratio: 0.9, backend_ttfb_ms: 800, injected: 1 } } }", []string{
 			"states.moderate.enter.client_rps: needs varnish.targets[].name to be set: client_rps comes from there, and without it the rule can never hold (line 2)",
 			"states.moderate.stay.client_rps: needs varnish.targets[].name to be set: client_rps comes from there, and without it the rule can never hold (line 2)",
 			"states.heavy.enter.apache_busy_ratio: needs sensor.apache_status to be set: apache_busy_ratio comes from there, and without it the rule can never hold (line 2)",

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,8 +262,10 @@ func TestRuleNeedsItsSource(t *testing.T) {
 		}
 		n++
 		cfg := Default()
-		// The one source the defaults turn on: backend_healthy's.
+		// The sources the defaults turn on: backend_healthy's, and the
+		// counters of the Varnish whose admin port is on loopback.
 		cfg.Backend.Probe.URL = ""
+		cfg.Varnish.Targets[0].Admin = "192.0.2.10:6082"
 		cfg.States.Heavy.Enter[s.Name] = s.Max
 		err := cfg.ValidateSettings()
 		want := "states.heavy.enter." + s.Name + ": needs " + s.Source + " to be set"
@@ -277,5 +280,28 @@ func TestRuleNeedsItsSource(t *testing.T) {
 	cfg.States.Heavy.Enter["backend_healthy"] = 0.5 // sick: 0 <= 0.5
 	if err := cfg.ValidateSettings(); err != nil {
 		t.Errorf("a rule on backend_healthy with the default probe: %v", err)
+	}
+}
+
+// A target on loopback without a name reads varnishd's default instance
+// (varnishstat -n ""); one on another machine gives no counters unless
+// it names a local instance.
+func TestVarnishCountersOfTheDefaultInstance(t *testing.T) {
+	for _, tc := range []struct {
+		admin, name string
+		want        []string
+	}{
+		{"127.0.0.1:6082", "", []string{""}},
+		{"[::1]:6082", "", []string{""}},
+		{"localhost:6082", "", []string{""}},
+		{"192.0.2.10:6082", "", nil},
+		{"192.0.2.10:6082", "www", []string{"www"}},
+		{"127.0.0.1:6082", "/var/lib/varnish/www", []string{"/var/lib/varnish/www"}},
+	} {
+		cfg := Default()
+		cfg.Varnish.Targets[0].Admin, cfg.Varnish.Targets[0].Name = tc.admin, tc.name
+		if got := cfg.SensorConfig().Varnish; !slices.Equal(got, tc.want) {
+			t.Errorf("admin %s, name %q: varnishstat -n %q, want %q", tc.admin, tc.name, got, tc.want)
+		}
 	}
 }

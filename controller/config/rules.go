@@ -179,7 +179,7 @@ func validateStricter(v *validator, set *state.Set, lowerPath, upperPath string,
 func (c *Config) SensorConfig() sensor.HostConfig {
 	hc := sensor.HostConfig{CPUs: c.CPUs, FastWindow: time.Duration(c.FastWindow), Sensor: c.Sensor, BackendProbe: c.Backend.Probe.URL != "", SitePools: c.sitePools()}
 	for _, t := range c.Varnish.Targets {
-		if t.Name != "" {
+		if t.Name != "" || t.Local() {
 			hc.Varnish = append(hc.Varnish, t.Name)
 		}
 		hc.Admins = append(hc.Admins, sensor.AdminTarget{Addr: t.Admin, SecretFile: t.SecretFile})

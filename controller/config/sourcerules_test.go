@@ -9,13 +9,26 @@ import (
 // and only those; where they would break the order of the rules, they
 // are left out.
 func TestSourceRules(t *testing.T) {
-	const fpm = "sensor: { phpfpm: { socket: /run/php/php8.2-fpm.sock } }\n"
+	// A Varnish on another machine: its counters (backend_busy's) are
+	// not read, and PHP-FPM's conditions are the only source's.
+	const remote = "varnish: { targets: [ { admin: 192.0.2.10:6082, secret_file: /etc/varnish/secret } ] }\n"
+	const fpm = remote + "sensor: { phpfpm: { socket: /run/php/php8.2-fpm.sock } }\n"
 	tests := []struct {
 		name string
 		doc  string
 		want States
 	}{
-		{"php-fpm off: the defaults", "", Default().States},
+		{"php-fpm off: the defaults", remote, Default().States},
+		{"the default target, on loopback: backend_busy joins every rule", "", States{
+			Moderate: Band{
+				Enter: Rule{"load_per_cpu": 0.70, "mem_available_pct": 20, "backend_busy": 0.5},
+				Stay:  Rule{"load_per_cpu": 0.50, "mem_available_pct": 25, "backend_busy": 0.1},
+			},
+			Heavy: Band{
+				Enter: Rule{"load_per_cpu": 1.50, "mem_available_pct": 10, "backend_busy": 2},
+				Stay:  Rule{"load_per_cpu": 1.00, "mem_available_pct": 15, "backend_busy": 0.5},
+			},
+		}},
 		{"php-fpm on: its conditions join every rule", fpm, States{
 			Moderate: Band{
 				Enter: Rule{"load_per_cpu": 0.70, "mem_available_pct": 20, "phpfpm_queue": 1},

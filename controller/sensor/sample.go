@@ -35,7 +35,7 @@ type Sample struct {
 
 	Problems []Problem // optional sources that failed this sample, by source
 
-	// Varnish is the traffic of the targets with a name, summed, over the
+	// Varnish is the traffic of the local targets, summed, over the
 	// poll; nil without one, or when a target has no rates this poll.
 	Varnish *VarnishRates
 

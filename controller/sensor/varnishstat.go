@@ -356,13 +356,13 @@ var varnishSource = Source{
 	Signals: []state.Signal{
 		{
 			Name: state.ClientRPS, Unit: "rps", Direction: state.Rises, Precision: 0,
-			Help:       "Varnish client requests per second, summed over the targets with a name.",
+			Help:       "Varnish client requests per second, summed over the local targets (varnish.targets[].name).",
 			Metric:     "gearshift_client_requests_per_second",
 			StatusLine: "varnish", StatusPart: "client",
 		},
 		{
 			Name: BackendRPS, Unit: "rps", Direction: state.Rises, Precision: 0,
-			Help:       "Varnish backend requests per second, summed over the targets with a name.",
+			Help:       "Varnish backend requests per second, summed over the local targets (varnish.targets[].name).",
 			Metric:     "gearshift_backend_requests_per_second",
 			StatusLine: "varnish", StatusPart: "backend",
 		},
@@ -443,7 +443,12 @@ type varnishTarget struct {
 }
 
 // SourceVarnish is the Problem.Source of the varnishd named name.
-func SourceVarnish(name string) string { return "varnishstat " + name }
+func SourceVarnish(name string) string {
+	if name == "" {
+		return "varnishstat (the default instance)"
+	}
+	return "varnishstat " + name
+}
 
 // Read implements Reader. Any target without rates (failing, or just
 // primed) makes the sum unknown, since a partial sum would look like the

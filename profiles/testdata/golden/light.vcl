@@ -603,6 +603,14 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Over;
     unset bereq.http.X-Gs-Flight;
     unset bereq.http.X-Gs-Tags;
+    # The refresh of a stored copy asks for the page whole. Varnish would
+    # revalidate with the copy's Last-Modified, which counts seconds: a
+    # page changed within the second it was fetched (a publish right after
+    # a refresh, then its PURGE) would be answered 304, and the old copy
+    # kept for another TTL. An ETag names a version exactly, and stays.
+    if (!bereq.uncacheable) {
+        unset bereq.http.If-Modified-Since;
+    }
     unset bereq.http.X-Gs-Site;
     unset bereq.http.X-Gs-Route;
     unset bereq.http.X-Gs-Site-Limit;
