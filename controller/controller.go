@@ -249,11 +249,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		watchdog = wd.C
 		c.notify("WATCHDOG=1")
 	}
+	rush := c.rushes()
 	for {
 		select {
 		case <-ctx.Done():
 			c.stop()
 			return nil
+		case <-rush:
+			c.rush(ctx)
 		case <-watchdog:
 			// From the loop, not a goroutine of its own: a loop stuck
 			// in a tick or request sends nothing and is restarted.
@@ -311,6 +314,7 @@ func (c *Controller) Tick(ctx context.Context) {
 			c.sensorFails = 0
 		}
 		c.sourceProblems(s.Problems)
+		c.mergeLogBusy(&s)
 		c.lastSample = &s
 		d = c.machine.Step(now, s.Reading())
 		c.apply(ctx, d, &s)

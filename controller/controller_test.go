@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ type fakeSensor struct {
 	mu       sync.Mutex
 	load1    float64
 	rps      *float64 // client_rps; nil: no Varnish traffic signal
+	values   map[string]float64 // more signals' figures
 	err      error
 	problems []sensor.Problem
 	now      func() time.Time
@@ -52,6 +54,7 @@ func (f *fakeSensor) Sample(context.Context) (sensor.Sample, error) {
 	if f.rps != nil {
 		s.Values[state.ClientRPS] = *f.rps
 	}
+	maps.Copy(s.Values, f.values)
 	return s, nil
 }
 

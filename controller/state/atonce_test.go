@@ -109,3 +109,67 @@ func TestAtOnceWayDown(t *testing.T) {
 		t.Errorf("stepped down to %s, want moderate (one gear at a time)", g)
 	}
 }
+
+// A rush between two samples enters a gear only on a rule that needs no
+// confirmation, and counts for nothing else.
+func TestRush(t *testing.T) {
+	started := func() *Machine {
+		m := New(atOnceConfig(), defaultFastWindow)
+		m.Step(t0, values(nil))
+		return m
+	}
+	t.Run("refusals enter heavy between samples", func(t *testing.T) {
+		m := started()
+		d := m.Rush(t0.Add(100*time.Millisecond), "busy", 3)
+		if d.Gear != Heavy || !d.Changed || d.Cause != CauseAuto {
+			t.Fatalf("rush with busy 3: %s changed=%v cause=%s, want heavy, changed, auto", d.Gear, d.Changed, d.Cause)
+		}
+		if want := "busy 3.0 >= 2 at once (the backend turns fetches away)"; d.Reason != want {
+			t.Errorf("reason %q, want %q", d.Reason, want)
+		}
+		if v, _ := d.Signals.Get("mem_available_pct"); v != 60 {
+			t.Errorf("the other signals: mem_available_pct %v, want the last sample's 60", v)
+		}
+		if !m.Pressing(Heavy) {
+			t.Error("Pressing(heavy) = false right after a rush into it")
+		}
+		// A quiet sample next: heavy stays (min_dwell, down_window).
+		if d := m.Step(t0.Add(time.Second), values(nil)); d.Gear != Heavy {
+			t.Errorf("the sample after the rush: %s, want heavy kept by the hysteresis", d.Gear)
+		}
+	})
+	t.Run("moderate's rule, and nothing below a threshold", func(t *testing.T) {
+		m := started()
+		if d := m.Rush(t0, "busy", 0.4); d.Changed || d.Gear != Light {
+			t.Fatalf("rush with busy 0.4: %s changed=%v, want light unchanged", d.Gear, d.Changed)
+		}
+		if d := m.Rush(t0, "busy", 1); d.Gear != Moderate {
+			t.Fatalf("rush with busy 1: %s, want moderate", d.Gear)
+		}
+		if d := m.Rush(t0, "busy", 0.2); d.Changed || d.Gear != Moderate {
+			t.Errorf("rush with busy 0.2 in moderate: %s changed=%v, want moderate kept (a rush never steps down)", d.Gear, d.Changed)
+		}
+	})
+	t.Run("a plain signal is not confirmed by rushes", func(t *testing.T) {
+		m := started()
+		for range 5 {
+			if d := m.Rush(t0, "slow", 30); d.Changed {
+				t.Fatalf("rush on a plain signal moved to %s", d.Gear)
+			}
+		}
+		if d := m.Step(t0.Add(time.Second), values(map[string]float64{"slow": 30})); d.Gear != Light {
+			t.Errorf("one sample after five rushes: %s (%s), want light: up_confirm counts samples", d.Gear, d.Reason)
+		}
+	})
+	t.Run("a force holds, and a machine that never stepped waits", func(t *testing.T) {
+		m := started()
+		m.Force(t0, Light, time.Time{})
+		if d := m.Rush(t0, "busy", 30); d.Gear != Light || d.Changed {
+			t.Errorf("forced light: rush gave %s", d.Gear)
+		}
+		fresh := New(atOnceConfig(), defaultFastWindow)
+		if d := fresh.Rush(t0, "busy", 30); d.Gear != Light || d.Changed {
+			t.Errorf("before any sample: rush gave %s", d.Gear)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/gearshift/gearshift/internal/timefmt"
@@ -117,6 +118,35 @@ func (m *Machine) Step(now time.Time, r Reading) Decision {
 	}
 	next, reason := m.auto(now, cur, sig)
 	return m.decide(now, next, released+reason, sig, cause)
+}
+
+// Rush decides between two samples on one fresh figure v of the signal
+// name, the other signals as the last sample had them: only a gear whose
+// enter rule holds at once on it (Signal.AtOnce) is entered, with its
+// stay rule held as on a sample. Nothing else moves: no rule's
+// confirmation counts a rush, a gear is never left, and a force holds. A surge the backend turns
+// away is entered when the first refusals are seen, not at the next poll.
+func (m *Machine) Rush(now time.Time, name string, v float64) Decision {
+	if m.forced || !m.started {
+		return m.unchanged()
+	}
+	sig := m.cur.Signals
+	sig.Values = maps.Clone(sig.Values)
+	if sig.Values == nil {
+		sig.Values = map[string]float64{}
+	}
+	sig.Values[name] = v
+	cur := m.cur.Gear
+	for st := Heaviest; st > cur; st-- {
+		if enter := m.band(st).Enter; enter.HoldsAtOnce(m.cfg.Signals, sig) {
+			m.atOnce[st] = true
+			if m.band(st).Stay.Holds(m.cfg.Signals, sig) {
+				m.stayHeld[st] = now
+			}
+			return m.decide(now, st, fmt.Sprintf("%s at once (the backend turns fetches away)", enter.explain(m.cfg.Signals, sig)), sig, CauseAuto)
+		}
+	}
+	return m.unchanged()
 }
 
 // Pressing tells whether g's enter rule has held for up_confirm samples

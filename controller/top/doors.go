@@ -16,19 +16,23 @@ import (
 // Doors counts the requests of the last minute by how their visitor was
 // known (the profiles' front door records, profiles.Doors), and, with the
 // config's sites, the backend requests of the last minute by site (the
-// profiles' profiles.FetchLog records), in bounded memory. Safe for
-// concurrent use.
+// profiles' profiles.FetchLog records), in bounded memory; and the
+// fetches the backend turned away at its connection limit (Varnish's
+// "busy" FetchError, the sites' backend_full refusals), which it tells
+// on Rush as they are read. Safe for concurrent use.
 type Doors struct {
 	mu      sync.Mutex
 	buckets [refusalWindow]doorBucket
 	read    time.Time         // when a record was last read, or the reader started; zero: never
 	totals  map[string]uint64 // backend requests by site since the start
+	rush    chan struct{}     // Rush's; made on first use
 }
 
 type doorBucket struct {
 	sec     int64
 	counts  [len(profiles.Doors)]int
 	fetches map[string]int // by site
+	refused int            // fetches turned away at the backend's limit
 }
 
 // maxFetchSites bounds the sites a second's bucket counts: the config's
@@ -74,6 +78,60 @@ func (d *Doors) AddFetch(now time.Time, site string) {
 	if _, ok := d.totals[site]; ok || len(d.totals) < maxFetchSites {
 		d.totals[site]++
 	}
+}
+
+// AddRefused counts one fetch the backend turned away at its connection
+// limit at now, and tells Rush.
+func (d *Doors) AddRefused(now time.Time) {
+	sec := now.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := &d.buckets[sec%refusalWindow]
+	if b.sec != sec {
+		*b = doorBucket{sec: sec}
+	}
+	b.refused++
+	select {
+	case d.rushChan() <- struct{}{}:
+	default: // one already waits: the reader sees every count at once
+	}
+}
+
+// Rush receives when a refusal was counted since the last receive: the
+// loop need not wait for its next poll to see the backend full.
+func (d *Doors) Rush() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rushChan()
+}
+
+// rushChan returns d.rush, made on first use; d.mu is held.
+func (d *Doors) rushChan() chan struct{} {
+	if d.rush == nil {
+		d.rush = make(chan struct{}, 1)
+	}
+	return d.rush
+}
+
+// Refused returns the fetches turned away in the window up to now, per
+// second of it (backend_busy as the log tells it): the window's whole
+// seconds, the current one so far. ok is false while the log is not
+// read.
+func (d *Doors) Refused(now time.Time, window time.Duration) (perSecond float64, ok bool) {
+	secs := int64(max(window.Round(time.Second), time.Second) / time.Second)
+	sec := now.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.read.IsZero() {
+		return 0, false
+	}
+	n := 0
+	d.lastMinute(sec, func(b *doorBucket) {
+		if b.sec > sec-secs {
+			n += b.refused
+		}
+	})
+	return float64(n) / float64(secs), true
 }
 
 // FetchTotal is the backend requests of site read since the start.
@@ -187,20 +245,30 @@ func doorIndex(door string) int {
 	return -1
 }
 
-// DoorArgs are varnishlog's arguments for WatchDoors: the raw front door
-// and site fetch records only. Without a name, the default instance's log (a stock
-// Varnish's).
+// DoorArgs are varnishlog's arguments for WatchDoors: the raw front door,
+// site fetch and backend_full records, and Varnish's FetchError of a
+// backend at its connection limit. Without a name, the default
+// instance's log (a stock Varnish's).
 func (l Log) DoorArgs() []string {
-	args := []string{"-t", "0", "-g", "raw", "-i", "VCL_Log", "-I", "VCL_Log:^(" + profiles.DoorLog + "|" + profiles.FetchLog + ")"}
+	args := []string{"-t", "0", "-g", "raw", "-i", "VCL_Log,FetchError",
+		"-I", "VCL_Log:^(" + profiles.DoorLog + "|" + profiles.FetchLog + "|" + fullRecord + ")",
+		"-I", "FetchError:" + busyError + "$"}
 	if l.Name != "" {
 		args = append([]string{"-n", l.Name}, args...)
 	}
 	return args
 }
 
-// WatchDoors runs varnishlog until ctx ends and counts every front door
-// record it reports into d, at the time it is read. Its errors are
-// Watch's.
+// fullRecord starts the VCL_Log record of a request the sites' limits
+// turned away (reason backend_full), busyError ends Varnish's FetchError
+// of a fetch over a backend's .max_connections ("backend NAME: busy").
+var (
+	fullRecord = profiles.ReasonLog + BackendFull
+	busyError  = ": busy"
+)
+
+// WatchDoors runs varnishlog until ctx ends and counts every record it
+// reports into d, at the time it is read. Its errors are Watch's.
 func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) error {
 	// The log counts as read once varnishlog has run a moment (one that
 	// cannot attach exits at once), or gave a record.
@@ -215,13 +283,17 @@ func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) err
 		}
 	}()
 	err := l.run(ctx, l.DoorArgs(), func(rd io.Reader) error {
-		return parseDoors(rd, func(door, site string) {
-			d.Reading(now())
-			if site != "" {
-				d.AddFetch(now(), site)
-				return
+		return parseDoors(rd, func(r doorRecord) {
+			at := now()
+			d.Reading(at)
+			switch {
+			case r.refused:
+				d.AddRefused(at)
+			case r.site != "":
+				d.AddFetch(at, r.site)
+			default:
+				d.Add(at, r.door)
 			}
-			d.Add(now(), door)
 		})
 	})
 	cancel()
@@ -234,19 +306,32 @@ func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) err
 // request rather than no log.
 const doorsSettle = 2 * time.Second
 
+// doorRecord is one record WatchDoors reads: a request's door word, a
+// backend request's site, or a fetch turned away at the backend's limit.
+type doorRecord struct {
+	door, site string
+	refused    bool
+}
+
 // parseDoors reads varnishlog's raw records ("  32770 VCL_Log  c
 // gearshift-door: proxy_protocol", "  32771 VCL_Log  b gearshift-fetch:
-// shop") and calls emit with each door word, or each fetch's site.
-func parseDoors(rd io.Reader, emit func(door, site string)) error {
+// shop", "  32772 FetchError  b backend default: busy", "  32773 VCL_Log
+// c gearshift-reason: backend_full site=shop") and calls emit with each.
+// A busy FetchError of the daemon's guest backend or of the probe's is
+// no refusal of the site's backend.
+func parseDoors(rd io.Reader, emit func(doorRecord)) error {
 	br := bufio.NewReaderSize(rd, maxLine)
 	for {
 		line, err := readLine(br)
-		if _, rest, ok := strings.Cut(string(line), profiles.DoorLog); ok {
-			emit(strings.TrimSpace(rest), "")
-		} else if _, rest, ok := strings.Cut(string(line), profiles.FetchLog); ok {
+		text := string(line)
+		if _, rest, ok := strings.Cut(text, profiles.DoorLog); ok {
+			emit(doorRecord{door: strings.TrimSpace(rest)})
+		} else if _, rest, ok := strings.Cut(text, profiles.FetchLog); ok {
 			if site := strings.TrimSpace(rest); site != "" {
-				emit("", site)
+				emit(doorRecord{site: site})
 			}
+		} else if busyFetch(text) || strings.Contains(text, fullRecord) {
+			emit(doorRecord{refused: true})
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -255,4 +340,14 @@ func parseDoors(rd io.Reader, emit func(door, site string)) error {
 			return err
 		}
 	}
+}
+
+// busyFetch tells whether a raw record is Varnish's FetchError of a fetch
+// to the site's backend over its connection limit.
+func busyFetch(record string) bool {
+	_, rest, ok := strings.Cut(record, " FetchError ")
+	if !ok || !strings.HasSuffix(strings.TrimSpace(rest), busyError) {
+		return false
+	}
+	return !strings.Contains(rest, "gearshift_guest") && !strings.Contains(rest, "gearshift_probe")
 }

@@ -28,11 +28,11 @@ func TestDoorsCountTheLastMinute(t *testing.T) {
 		"    32776 VCL_Log        b gearshift-fetch: shop\n" +
 		"    32777 VCL_Log        b gearshift-fetch: default\n" +
 		"    32778 VCL_Log        b gearshift-fetch: \n"
-	if err := parseDoors(strings.NewReader(raw), func(door, site string) {
-		if site != "" {
-			d.AddFetch(now, site)
+	if err := parseDoors(strings.NewReader(raw), func(r doorRecord) {
+		if r.site != "" {
+			d.AddFetch(now, r.site)
 		} else {
-			d.Add(now, door)
+			d.Add(now, r.door)
 		}
 	}); err != nil {
 		t.Fatal(err)
@@ -91,5 +91,61 @@ func TestDoorsFetchesIn(t *testing.T) {
 		if n, ok := d.FetchesIn(now.Add(c.from), now.Add(c.to)); !ok || n != c.want {
 			t.Errorf("FetchesIn(%s, %s) = %d %v, want %d", c.from, c.to, n, ok, c.want)
 		}
+	}
+}
+
+// TestDoorsRefusals: Varnish's busy FetchError of the site's backend and
+// the sites' backend_full refusals are counted and told on Rush; the
+// guest and probe backends' are not, nor other errors; Refused gives them
+// per second of the window.
+func TestDoorsRefusals(t *testing.T) {
+	raw := "    32770 FetchError     b backend default: busy\n" +
+		"    32771 FetchError     b backend gearshift_copies: busy\n" +
+		"    32772 FetchError     b backend gearshift_guest: busy\n" +
+		"    32773 FetchError     b backend gearshift_probe: busy\n" +
+		"    32774 FetchError     b backend default: fail errno 111 (Connection refused)\n" +
+		"    32775 VCL_Log        c gearshift-reason: backend_full site shop 4/4\n" +
+		"    32776 VCL_Log        c gearshift-reason: miss\n" +
+		"    32777 VCL_Log        c gearshift-door: direct\n"
+	var refused, other int
+	if err := parseDoors(strings.NewReader(raw), func(r doorRecord) {
+		if r.refused {
+			refused++
+		} else {
+			other++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if refused != 3 || other != 1 {
+		t.Errorf("refusals %d, other records %d: want 3 (default, gearshift_copies, backend_full) and 1 (the door)", refused, other)
+	}
+
+	var d Doors
+	now := time.Unix(1_000_000, 0)
+	if _, ok := d.Refused(now, 10*time.Second); ok {
+		t.Fatal("Refused before the log is read: ok, want none")
+	}
+	d.Reading(now)
+	select {
+	case <-d.Rush():
+		t.Fatal("Rush told before any refusal")
+	default:
+	}
+	for s, n := range map[int]int{-12: 50, -9: 10, 0: 10} {
+		for range n {
+			d.AddRefused(now.Add(time.Duration(s) * time.Second))
+		}
+	}
+	select {
+	case <-d.Rush():
+	default:
+		t.Fatal("refusals counted, Rush told nothing")
+	}
+	if v, ok := d.Refused(now, 10*time.Second); !ok || v != 2 {
+		t.Errorf("Refused over 10s = %v %v, want 2 (20 refusals; not the ones 12 s ago)", v, ok)
+	}
+	if v, _ := d.Refused(now, 0); v != 10 {
+		t.Errorf("Refused over no window = %v, want this second's 10", v)
 	}
 }

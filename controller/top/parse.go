@@ -38,6 +38,10 @@ var Tags = []string{"BereqMethod", "BereqURL", "ReqMethod", "ReqURL", "VCL_Log"}
 // transaction, as no backend request was made.
 const OverBudget = "over_budget"
 
+// BackendFull is the reason word of a request the sites' limits turned
+// away (the backend, or the site's share of it, was full).
+const BackendFull = "backend_full"
+
 // clientField starts over_budget's detail field naming the client.
 const clientField = "client="
 
