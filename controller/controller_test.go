@@ -31,7 +31,7 @@ import (
 type fakeSensor struct {
 	mu       sync.Mutex
 	load1    float64
-	rps      *float64 // client_rps; nil: no Varnish traffic signal
+	rps      *float64           // client_rps; nil: no Varnish traffic signal
 	values   map[string]float64 // more signals' figures
 	err      error
 	problems []sensor.Problem
