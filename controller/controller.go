@@ -250,12 +250,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.notify("WATCHDOG=1")
 	}
 	rush := c.rushes()
+	var rushAt <-chan time.Time // the look at the refusals, while one is due
 	for {
 		select {
 		case <-ctx.Done():
 			c.stop()
 			return nil
 		case <-rush:
+			if rushAt == nil {
+				rushAt = time.After(rushDelay)
+			}
+		case <-rushAt:
+			rushAt = nil
 			c.rush(ctx)
 		case <-watchdog:
 			// From the loop, not a goroutine of its own: a loop stuck

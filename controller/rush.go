@@ -11,9 +11,16 @@ import (
 // The backend turning fetches away is the first sign of a surge that
 // Varnish gives, and its log gives it within milliseconds: the daemon's
 // log reader (Options.Doors) counts each refusal, and the loop looks at
-// once instead of at its next poll (rush). Between polls only backend_busy
-// may climb, on the rules that need no confirmation; every other rule and
-// the way down wait for the polls (state.Machine.Rush).
+// rushDelay after the first refusal instead of at its next poll (rush).
+// Between polls only backend_busy may climb, on the rules that need no
+// confirmation; every other rule and the way down wait for the polls
+// (state.Machine.Rush).
+
+// rushDelay is how long the loop lets refusals come before it looks:
+// they come in bursts, and the burst's size, not its first record, tells
+// moderate's trickle from heavy's flood (a surge at ten times the
+// backend's capacity is refused hundreds of times in this much).
+const rushDelay = 250 * time.Millisecond
 
 // logBusy is backend_busy as the Varnish log tells it: the fetches turned
 // away over fast_window (the poll's interval without one), per second.
