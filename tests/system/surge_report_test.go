@@ -173,6 +173,31 @@ func (r *surgeRun) summary() runSummary {
 	return s
 }
 
+// firstSeconds tells the anonymous failures and the p99 of each of the
+// surge's first n seconds, for a run's log line.
+func (r *surgeRun) firstSeconds(n int) string {
+	var b strings.Builder
+	secs := r.seconds()
+	failed := 0
+	for _, h := range r.between(r.surgeAt, r.surgeEnd) {
+		if !h.user && !h.ok() {
+			failed++
+		}
+	}
+	fmt.Fprintf(&b, "%d anonymous failures; the first seconds (failures, p99):", failed)
+	from := int(r.surgeAt / time.Second)
+	for i := from; i < min(from+n, len(secs)); i++ {
+		fails := 0
+		for _, h := range r.between(time.Duration(i)*time.Second, time.Duration(i+1)*time.Second) {
+			if !h.user && !h.ok() {
+				fails++
+			}
+		}
+		fmt.Fprintf(&b, " %d, %.2f s;", fails, secs[i].p99.Seconds())
+	}
+	return b.String()
+}
+
 func pct(f float64) string {
 	if math.IsNaN(f) {
 		return "–"
