@@ -48,6 +48,12 @@ func BenchmarkSites(b *testing.B) {
 		rep.rate = max(1, int(rep.capacity*k.factor+0.5))
 		b.Logf("sites: Apache alone serves %.1f req/s of %s; the surge offers %d req/s", rep.capacity, shopHost, rep.rate)
 
+		if os.Getenv("SITES_RUNS") == "sites" {
+			// While developing: the sites run alone, its first seconds logged, no report.
+			sb.settle(b, k.settle)
+			sb.sitesRun(b, "sites", true, k, rep.rate)
+			continue
+		}
 		sb.settle(b, k.settle)
 		rep.quiet = sb.quietRun(b, k)
 		rep.settled = sb.settle(b, k.settle)
@@ -216,8 +222,8 @@ func (sb *sitesBench) sitesRun(tb testing.TB, name string, sites bool, k surgeKn
 	r.shop.mon.stop()
 	sb.drain()
 	s := r.summary()
-	tb.Logf("sites: run %s: %s anonymous %.1f %% ok; neighbours %.1f %% ok (logged-in %.1f %%), p99 %s, light %.0f %% of the surge",
-		name, shopHost, s.shop.anonOK*100, s.neighbourOK*100, s.neighbourUserOK*100, s.neighbourP99, s.neighbourLight*100)
+	tb.Logf("sites: run %s: %s anonymous %.1f %% ok; neighbours %.1f %% ok (logged-in %.1f %%), p99 %s, light %.0f %% of the surge; %s: %s",
+		name, shopHost, s.shop.anonOK*100, s.neighbourOK*100, s.neighbourUserOK*100, s.neighbourP99, s.neighbourLight*100, shopHost, r.shop.firstSeconds(8))
 	return r
 }
 
