@@ -219,6 +219,7 @@ func (sb *sitesBench) sitesRun(tb testing.TB, name string, sites bool, k surgeKn
 	shop.tr.CloseIdleConnections()
 	wait()
 	stopGears()
+	logShifts(tb, sb.daemon.cfg.Log.File, "sites: run "+name, shop.start.Add(k.quiet))
 	r.shop.mon.stop()
 	sb.drain()
 	s := r.summary()

@@ -107,20 +107,30 @@ func (rep *surgeReport) run(name string) *surgeRun {
 // surge's start and with its reason: the first seconds of a surge.
 func (st *surgeStack) logShifts(tb testing.TB, r *surgeRun, start time.Time) {
 	tb.Helper()
-	b, err := os.ReadFile(st.daemon.cfg.Log.File)
+	logShifts(tb, st.daemon.cfg.Log.File, "surge: run "+r.name, start.Add(r.surgeAt))
+}
+
+// logShifts logs the shifts the daemon's log file at path tells (the
+// server's, and each site's), from surgeAt, each line begun with what.
+func logShifts(tb testing.TB, path, what string, surgeAt time.Time) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		tb.Error(err)
 		return
 	}
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		var l struct {
-			TS            time.Time
-			Msg, From, To string
-			Reason        string
+			TS                  time.Time
+			Msg, From, To, Site string
+			Reason              string
 		}
-		if json.Unmarshal(line, &l) != nil || l.Msg != "state change" {
+		if json.Unmarshal(line, &l) != nil || (l.Msg != "state change" && l.Msg != "site shifted") {
 			continue
 		}
-		tb.Logf("surge: run %s: %+.1f s from the surge's start: %s → %s: %s", r.name, l.TS.Sub(start.Add(r.surgeAt)).Seconds(), l.From, l.To, l.Reason)
+		if l.Site != "" {
+			l.Site = "site " + l.Site + " "
+		}
+		tb.Logf("%s: %+.1f s from the surge's start: %s%s → %s: %s", what, l.TS.Sub(surgeAt).Seconds(), l.Site, l.From, l.To, l.Reason)
 	}
 }
