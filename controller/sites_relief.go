@@ -16,9 +16,12 @@ import (
 // (docs/sites.md, "Which site shifts").
 const reliefShare = siteplan.ReliefShare
 
-// climbMark is the backend's request rate over the siteplan.Escalation
-// before a site last climbed, on the wall clock the Varnish log is read
-// on; known is false when the log was not read then.
+// climbMark is the demand on the backend over the siteplan.Escalation
+// before a site last climbed (its requests and the fetches it turned
+// away, a second), on the wall clock the Varnish log is read on; known is
+// false when the log was not read then. A surge the backend refuses
+// shows in its refusals, not its requests: a site that climbs on the
+// first refusals (backend_busy at once) climbs before its requests rise.
 type climbMark struct {
 	rate  float64
 	known bool
@@ -33,27 +36,27 @@ func (c *Controller) doorsTime() time.Time {
 	return time.Now()
 }
 
-// markClimb notes the backend's request rate before a climb at wall.
+// markClimb notes the demand on the backend before a climb at wall.
 func (c *Controller) markClimb(wall time.Time) {
 	c.sites.climb = climbMark{}
 	if c.opts.Doors == nil {
 		return
 	}
-	if n, ok := c.opts.Doors.FetchesIn(escalationWindow(wall)); ok {
+	if n, ok := c.opts.Doors.DemandIn(escalationWindow(wall)); ok {
 		c.sites.climb = climbMark{rate: float64(n) / siteplan.Escalation.Seconds(), known: true}
 	}
 }
 
-// relieved tells whether the backend's request rate over the last
-// siteplan.Escalation up to wall fell below reliefShare of the rate
+// relieved tells whether the demand on the backend over the last
+// siteplan.Escalation up to wall fell below reliefShare of the demand
 // before the last climb; false when either is not known, or the backend
-// had no requests before it.
+// had none before it.
 func (c *Controller) relieved(wall time.Time) bool {
 	m := c.sites.climb
 	if !m.known || m.rate == 0 || c.opts.Doors == nil {
 		return false
 	}
-	n, ok := c.opts.Doors.FetchesIn(escalationWindow(wall))
+	n, ok := c.opts.Doors.DemandIn(escalationWindow(wall))
 	return ok && siteplan.Relieved(m.rate, float64(n)/siteplan.Escalation.Seconds())
 }
 

@@ -16,10 +16,14 @@ func TestSitesEscalationNeedsTheBackend(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		shopAfter  int // shop's backend requests a second once it climbed
+		refused    int // fetches the backend turned away a second before the climb
 		wikiClimbs bool
 	}{
-		{"the climb spared the backend: the neighbour stays", 0, false},
-		{"the backend is as busy as before: the next site climbs", 20, true},
+		{"the climb spared the backend: the neighbour stays", 0, 0, false},
+		{"the backend is as busy as before: the next site climbs", 20, 0, true},
+		// A backend at its limit answers as many requests after the
+		// climb as before it: what it turned away tells the surge.
+		{"the backend full before, its refusals gone: the neighbour stays", 20, 200, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			doors := &top.Doors{}
@@ -39,6 +43,9 @@ func TestSitesEscalationNeedsTheBackend(t *testing.T) {
 				tick()
 			}
 			r.sensor.set(50)
+			for i := range c.refused * 10 { // over the Escalation before the climb
+				doors.AddRefused(r.clock.now().Add(-time.Duration(i%10) * time.Second))
+			}
 			tick()
 			g := r.c.machine.Current().Gear
 			if g == state.Light {

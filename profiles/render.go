@@ -194,6 +194,8 @@ type vclData struct {
 	FirstByteTimeout string
 	MaxConnections   int       // backend.max_connections
 	CopyConnections  int       // what anonymous fetches may take: max_connections less the session reserve (three quarters without one)
+	SpareConnections int       // of CopyConnections, what refreshes of stored copies may not take: a never-fetched page's second try (gearshift_spare); 0: none
+	CopyLimit        int       // gearshift_copies' .max_connections: CopyConnections less SpareConnections
 	SessionReserve   int       // backend.session_reserve's connections; 0: off
 	Probe            *vclProbe // nil: no probe
 	Guest            *vclGuest // heavy with guest_pages auto; nil otherwise
@@ -413,7 +415,9 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 	if r := b.ReserveFor(d.MaxConnections, len(site.Routes) > 0); r > 0 {
 		d.SessionReserve = r
 		d.CopyConnections = d.MaxConnections - r
+		d.SpareConnections = d.CopyConnections / 4
 	}
+	d.CopyLimit = d.CopyConnections - d.SpareConnections
 	if b.Probe.URL != "" {
 		d.Probe = &vclProbe{
 			URL:       b.Probe.URL,

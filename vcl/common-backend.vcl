@@ -48,6 +48,16 @@ sub vcl_backend_fetch {
     if (bereq.http.X-Gs-Copy{{if .SessionReserve}} || bereq.http.X-Gs-Anon-Fetch{{end}}) {
         set bereq.backend = gearshift_copies;
     }
+{{- if .SpareConnections}}
+    if (bereq.http.X-Gs-Anon-Fetch && !bereq.http.X-Gs-Copy && !bereq.uncacheable && !bereq.is_bgfetch) {
+        # A page with no stored copy to fall back on: the spare
+        # connections first, which no refresh of a copy takes;
+        # gearshift_copies once they are full (vcl_backend_error).
+        set bereq.backend = gearshift_spare;
+    } else if (bereq.retries > 0 && bereq.backend == gearshift_spare) {
+        set bereq.backend = gearshift_copies;
+    }
+{{- end}}
     unset bereq.http.X-Gs-Copy;
     unset bereq.http.X-Gs-Anon-Fetch;
 {{- if .Guest}}
@@ -115,6 +125,13 @@ sub vcl_backend_error {
     if (bereq.http.X-Gs-Guest == "ask") {
         # The daemon cannot be reached: the backend, at once.
         std.log("{{.GuestNoLog}}");
+        return (retry);
+    }
+{{- end}}
+{{- if .SpareConnections}}
+    if (bereq.backend == gearshift_spare && bereq.retries == 0 && now - bereq.time < 1s) {
+        # The spare connections were full (refused at once): the rest
+        # of the anonymous visitors' share, gearshift_copies.
         return (retry);
     }
 {{- end}}

@@ -164,9 +164,9 @@ sub vcl_hash {
 # backend.session_reserve: {{.SessionReserve}} of the backend's {{.MaxConnections}}
 # connections are kept for logged-in users and writes. An anonymous
 # visitor's fetch (no session, no Authorization, a GET or HEAD) goes to
-# gearshift_copies, which holds {{.CopyConnections}} at most: over it the fetch
-# fails at once (Varnish counts the backend busy) and the visitor gets a
-# stored copy or a fast 503, never a place in a queue. Marked here, in
+# gearshift_copies{{if .SpareConnections}} and gearshift_spare{{end}}, which hold {{.CopyConnections}} at most:
+# over it the fetch fails at once (Varnish counts the backend busy) and the
+# visitor gets a stored copy or a fast 503, never a place in a queue. Marked here, in
 # vcl_miss and in vcl_pass: a refresh in the background is a fetch too.
 sub gearshift_anon_fetch {
     if (!req.http.X-Gs-Session && !req.http.Authorization && (req.method == "GET" || req.method == "HEAD")) {

@@ -38,9 +38,24 @@ backend default {
 backend gearshift_copies {
     .host = "{{.BackendHost}}";
     .port = "{{.BackendPort}}";
-    .max_connections = {{.CopyConnections}};
+    .max_connections = {{.CopyLimit}};
     .first_byte_timeout = {{.FirstByteTimeout}};
 }
+{{- if .SpareConnections}}
+
+# Of the anonymous visitors' {{.CopyConnections}}, {{.SpareConnections}} that a refresh of a stored
+# copy never takes: a page with no copy to fall back on is fetched here
+# first, and on gearshift_copies when these are full (vcl_backend_fetch).
+# In a surge's first second light's refreshes fill gearshift_copies (their
+# visitors get the copy when refused); a page never fetched would get a
+# 503 for every visitor who asks for it.
+backend gearshift_spare {
+    .host = "{{.BackendHost}}";
+    .port = "{{.BackendPort}}";
+    .max_connections = {{.SpareConnections}};
+    .first_byte_timeout = {{.FirstByteTimeout}};
+}
+{{- end}}
 {{- if .Probe}}
 
 # The health probe (backend.probe) on a backend of its own that nothing is

@@ -159,10 +159,12 @@ func (d *Doors) Fetches(now time.Time) (bySite map[string]int, ok bool) {
 	return bySite, true
 }
 
-// FetchesIn sums the backend requests of every site in the whole seconds
-// from from up to to (at most the last minute's, which the buckets
-// keep); ok is false while the log is not read.
-func (d *Doors) FetchesIn(from, to time.Time) (n int, ok bool) {
+// DemandIn sums the backend requests of every site and the fetches the
+// backend turned away at its limit in the whole seconds from from up to
+// to (at most the last minute's, which the buckets keep): what was asked
+// of the backend, which a full backend's own count of requests hides. ok
+// is false while the log is not read.
+func (d *Doors) DemandIn(from, to time.Time) (n int, ok bool) {
 	lo, hi := from.Unix(), to.Unix()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -171,6 +173,7 @@ func (d *Doors) FetchesIn(from, to time.Time) (n int, ok bool) {
 	}
 	d.lastMinute(hi, func(b *doorBucket) {
 		if b.sec >= lo && b.sec < hi {
+			n += b.refused
 			for _, c := range b.fetches {
 				n += c
 			}

@@ -65,13 +65,14 @@ func TestDoorsCountTheLastMinute(t *testing.T) {
 	}
 }
 
-// TestDoorsFetchesIn: the backend requests of every site in a span of
-// whole seconds, its end excluded; none while the log is not read.
-func TestDoorsFetchesIn(t *testing.T) {
+// TestDoorsDemandIn: the backend requests of every site and the
+// refusals in a span of whole seconds, its end excluded; none while the
+// log is not read.
+func TestDoorsDemandIn(t *testing.T) {
 	var d Doors
 	now := time.Unix(1_000_000, 0)
-	if _, ok := d.FetchesIn(now.Add(-10*time.Second), now); ok {
-		t.Fatal("FetchesIn before the log is read: ok, want none")
+	if _, ok := d.DemandIn(now.Add(-10*time.Second), now); ok {
+		t.Fatal("DemandIn before the log is read: ok, want none")
 	}
 	d.Reading(now)
 	for s, n := range map[int]int{-12: 5, -10: 3, -1: 2, 0: 7} {
@@ -79,17 +80,20 @@ func TestDoorsFetchesIn(t *testing.T) {
 			d.AddFetch(now.Add(time.Duration(s)*time.Second), fmt.Sprint("site-", s%2))
 		}
 	}
+	for range 4 {
+		d.AddRefused(now.Add(-time.Second))
+	}
 	for _, c := range []struct {
 		from, to time.Duration
 		want     int
 	}{
-		{-10 * time.Second, 0, 5},                 // -10 and -1; not now's second
+		{-10 * time.Second, 0, 9},                 // -10 and -1, with -1's refusals; not now's second
 		{-20 * time.Second, -10 * time.Second, 5}, // -12 only
-		{-10 * time.Second, time.Second, 12},      // now's second too
+		{-10 * time.Second, time.Second, 16},      // now's second too
 		{0, 0, 0},
 	} {
-		if n, ok := d.FetchesIn(now.Add(c.from), now.Add(c.to)); !ok || n != c.want {
-			t.Errorf("FetchesIn(%s, %s) = %d %v, want %d", c.from, c.to, n, ok, c.want)
+		if n, ok := d.DemandIn(now.Add(c.from), now.Add(c.to)); !ok || n != c.want {
+			t.Errorf("DemandIn(%s, %s) = %d %v, want %d", c.from, c.to, n, ok, c.want)
 		}
 	}
 }

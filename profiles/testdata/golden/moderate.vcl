@@ -33,7 +33,20 @@ backend default {
 backend gearshift_copies {
     .host = "127.0.0.1";
     .port = "8080";
-    .max_connections = 112;
+    .max_connections = 84;
+    .first_byte_timeout = 30s;
+}
+
+# Of the anonymous visitors' 112, 28 that a refresh of a stored
+# copy never takes: a page with no copy to fall back on is fetched here
+# first, and on gearshift_copies when these are full (vcl_backend_fetch).
+# In a surge's first second light's refreshes fill gearshift_copies (their
+# visitors get the copy when refused); a page never fetched would get a
+# 503 for every visitor who asks for it.
+backend gearshift_spare {
+    .host = "127.0.0.1";
+    .port = "8080";
+    .max_connections = 28;
     .first_byte_timeout = 30s;
 }
 
@@ -603,9 +616,9 @@ sub vcl_hash {
 # backend.session_reserve: 38 of the backend's 150
 # connections are kept for logged-in users and writes. An anonymous
 # visitor's fetch (no session, no Authorization, a GET or HEAD) goes to
-# gearshift_copies, which holds 112 at most: over it the fetch
-# fails at once (Varnish counts the backend busy) and the visitor gets a
-# stored copy or a fast 503, never a place in a queue. Marked here, in
+# gearshift_copies and gearshift_spare, which hold 112 at most:
+# over it the fetch fails at once (Varnish counts the backend busy) and the
+# visitor gets a stored copy or a fast 503, never a place in a queue. Marked here, in
 # vcl_miss and in vcl_pass: a refresh in the background is a fetch too.
 sub gearshift_anon_fetch {
     if (!req.http.X-Gs-Session && !req.http.Authorization && (req.method == "GET" || req.method == "HEAD")) {
@@ -742,6 +755,14 @@ sub vcl_backend_fetch {
     if (bereq.http.X-Gs-Copy || bereq.http.X-Gs-Anon-Fetch) {
         set bereq.backend = gearshift_copies;
     }
+    if (bereq.http.X-Gs-Anon-Fetch && !bereq.http.X-Gs-Copy && !bereq.uncacheable && !bereq.is_bgfetch) {
+        # A page with no stored copy to fall back on: the spare
+        # connections first, which no refresh of a copy takes;
+        # gearshift_copies once they are full (vcl_backend_error).
+        set bereq.backend = gearshift_spare;
+    } else if (bereq.retries > 0 && bereq.backend == gearshift_spare) {
+        set bereq.backend = gearshift_copies;
+    }
     unset bereq.http.X-Gs-Copy;
     unset bereq.http.X-Gs-Anon-Fetch;
     unset bereq.http.X-Gs-Client;
@@ -778,6 +799,11 @@ sub gearshift_reason {
 }
 
 sub vcl_backend_error {
+    if (bereq.backend == gearshift_spare && bereq.retries == 0 && now - bereq.time < 1s) {
+        # The spare connections were full (refused at once): the rest
+        # of the anonymous visitors' share, gearshift_copies.
+        return (retry);
+    }
     if (!bereq.uncacheable) {
         call gearshift_reason;
         if (bereq.is_bgfetch) {
