@@ -3,6 +3,7 @@ package profiles
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gearshift/gearshift/controller/state"
 )
@@ -82,4 +83,23 @@ func reasonLiteral(word string) (string, error) {
 		return "", fmt.Errorf("%q is not a reason word (profiles.Reasons)", word)
 	}
 	return strconv.Quote(word), nil
+}
+
+// notSiteBackends are the profiles' backends whose refusals at their
+// connection limit turn no fetch of the site's away: the asks to the
+// gearshift daemon (guest pages), the probe's that nothing is fetched
+// from, and the spare connections, whose refusal is tried again on
+// gearshift_copies (and counted there when that is full too).
+var notSiteBackends = []string{"gearshift_guest", "gearshift_probe", "gearshift_spare"}
+
+// TurnsFetchesAway tells whether the backend a varnishstat VBE counter
+// or a FetchError names (with whatever VCL name is around it) being busy
+// turned a fetch of the site's away: what backend_busy counts.
+func TurnsFetchesAway(backend string) bool {
+	for _, b := range notSiteBackends {
+		if strings.Contains(backend, b) {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/gearshift/gearshift/profiles"
 )
 
 // BackendBusy is the signal of the fetches Varnish refused at a backend's
@@ -15,12 +17,10 @@ const BackendBusy = "backend_busy"
 // of each loaded VCL.
 const busyField = "VBE.*.busy"
 
-// busyBackend tells whether the counter name counts fetches to the site's
-// backend: not the asks to the gearshift daemon (guest pages), nor the
-// probe's backend that nothing is fetched from.
+// busyBackend tells whether the counter name counts fetches of the
+// site's turned away (profiles.TurnsFetchesAway).
 func busyBackend(name string) bool {
-	return strings.HasPrefix(name, "VBE.") && strings.HasSuffix(name, ".busy") &&
-		!strings.HasSuffix(name, ".gearshift_guest.busy") && !strings.HasSuffix(name, ".gearshift_probe.busy")
+	return strings.HasPrefix(name, "VBE.") && strings.HasSuffix(name, ".busy") && profiles.TurnsFetchesAway(name)
 }
 
 // parseBusy returns the busy counters of varnishstat's values, by name.

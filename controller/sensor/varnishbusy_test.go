@@ -1,6 +1,7 @@
 package sensor
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -73,5 +74,24 @@ func TestCounterRatesBusy(t *testing.T) {
 	}
 	if rates.Busy != 42 || rates.BusyRPS != 21 {
 		t.Errorf("Busy %v, BusyRPS %v; want 42 refused, 21 a second", rates.Busy, rates.BusyRPS)
+	}
+}
+
+// The busy counters of the site's backends count, in every VCL; the
+// daemon's guest backend's, the probe's and the spare connections' (a
+// refusal there is tried again on gearshift_copies) do not.
+func TestParseBusyTheSitesBackends(t *testing.T) {
+	values := map[string]json.RawMessage{
+		"VBE.gearshift-light-1.default.busy":          json.RawMessage(`{"value": 3}`),
+		"VBE.gearshift-light-1.gearshift_copies.busy": json.RawMessage(`{"value": 5}`),
+		"VBE.gearshift-heavy-2.gearshift_copies.busy": json.RawMessage(`{"value": 7}`),
+		"VBE.gearshift-light-1.gearshift_spare.busy":  json.RawMessage(`{"value": 11}`),
+		"VBE.gearshift-heavy-2.gearshift_guest.busy":  json.RawMessage(`{"value": 13}`),
+		"VBE.gearshift-light-1.gearshift_probe.busy":  json.RawMessage(`{"value": 17}`),
+		"VBE.gearshift-light-1.default.conn":          json.RawMessage(`{"value": 19}`),
+	}
+	busy := parseBusy(values)
+	if len(busy) != 3 || busySince(nil, busy) != 15 {
+		t.Errorf("busy counters %v, want default and gearshift_copies of each VCL: 15", busy)
 	}
 }

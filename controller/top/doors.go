@@ -352,5 +352,5 @@ func busyFetch(record string) bool {
 	if !ok || !strings.HasSuffix(strings.TrimSpace(rest), busyError) {
 		return false
 	}
-	return !strings.Contains(rest, "gearshift_guest") && !strings.Contains(rest, "gearshift_probe")
+	return profiles.TurnsFetchesAway(rest)
 }

@@ -100,13 +100,14 @@ func TestDoorsDemandIn(t *testing.T) {
 
 // TestDoorsRefusals: Varnish's busy FetchError of the site's backend and
 // the sites' backend_full refusals are counted and told on Rush; the
-// guest and probe backends' are not, nor other errors; Refused gives them
+// guest, probe and spare backends' are not, nor other errors; Refused gives them
 // per second of the window.
 func TestDoorsRefusals(t *testing.T) {
 	raw := "    32770 FetchError     b backend default: busy\n" +
 		"    32771 FetchError     b backend gearshift_copies: busy\n" +
 		"    32772 FetchError     b backend gearshift_guest: busy\n" +
 		"    32773 FetchError     b backend gearshift_probe: busy\n" +
+		"    32773 FetchError     b backend gearshift_spare: busy\n" +
 		"    32774 FetchError     b backend default: fail errno 111 (Connection refused)\n" +
 		"    32775 VCL_Log        c gearshift-reason: backend_full site shop 4/4\n" +
 		"    32776 VCL_Log        c gearshift-reason: miss\n" +
