@@ -195,6 +195,19 @@ func (r *surgeRun) firstSeconds(n int) string {
 		}
 		fmt.Fprintf(&b, " %d, %.2f s;", fails, secs[i].p99.Seconds())
 	}
+	// What the slow answers of those seconds were: over a second, by
+	// X-Cache and whose.
+	slow := map[string]int{}
+	for _, h := range r.between(r.surgeAt, r.surgeAt+time.Duration(n)*time.Second) {
+		if h.ok() && h.latency > time.Second {
+			who := "anonymous"
+			if h.user {
+				who = "logged-in"
+			}
+			slow[who+" "+h.cache]++
+		}
+	}
+	fmt.Fprintf(&b, " answers over 1 s: %v", slow)
 	return b.String()
 }
 
