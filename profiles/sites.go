@@ -158,7 +158,12 @@ type routeCase struct {
 	Site  string
 	Limit int    // the site's max_connections (0: none of its own)
 	Flow  string // how long its bucket takes to refill: Limit tokens of flightToken
-	depth int    // labels of a glob's suffix: the narrower glob first
+	// Copies is what refreshes of stored copies may hold of Limit: a
+	// quarter (rounded down) is kept for pages with no copy to fall back
+	// on; 0: Limit under 4, no such bucket. CopiesFlow refills it.
+	Copies     int
+	CopiesFlow string
+	depth      int // labels of a glob's suffix: the narrower glob first
 }
 
 // Label is the case's site label, for the router.
@@ -218,6 +223,10 @@ func chainOf(routes []Route) (siteChain, error) {
 func limited(c routeCase, n int) routeCase {
 	if n > 0 {
 		c.Limit, c.Flow = n, vclDuration(time.Duration(n)*flightToken)
+	}
+	if spare := n / 4; spare > 0 {
+		c.Copies = n - spare
+		c.CopiesFlow = vclDuration(time.Duration(c.Copies) * flightToken)
 	}
 	return c
 }

@@ -35,6 +35,9 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
+    unset bereq.http.X-Gs-Held-Copy;
+    unset bereq.http.X-Gs-Site-Copies;
+    unset bereq.http.X-Gs-Site-Copies-Flow;
 {{- if .Probe}}
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the

@@ -139,6 +139,9 @@ sub vcl_pipe {
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
+    unset bereq.http.X-Gs-Held-Copy;
+    unset bereq.http.X-Gs-Site-Copies;
+    unset bereq.http.X-Gs-Site-Copies-Flow;
     unset bereq.http.X-Gs-Anon-Fetch;
 }
 
@@ -342,6 +345,21 @@ sub gearshift_site_limit {
             }
 {{- end}}
             set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " max_connections=" + req.http.X-Gs-Site-Limit;
+        } elsif (req.http.X-Gs-Copy && req.http.X-Gs-Site-Copies && vsthrottle.is_denied("gearshift-site-copies:" + req.http.X-Gs-Site,
+                std.integer(req.http.X-Gs-Site-Copies, 1), std.duration(req.http.X-Gs-Site-Copies-Flow, 1h))) {
+            # A refresh of a stored copy holds at most three quarters of
+            # the site's connections: the rest is for pages with no copy
+            # to fall back on (a page never fetched, in a surge's first
+            # second). Its visitor gets the copy.
+            vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+{{- if .SiteLimits.Anon}}
+            if (req.http.X-Gs-Anon-Fetch) {
+                vsthrottle.return_token("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}});
+            }
+{{- end}}
+            vsthrottle.return_token("gearshift-site:" + req.http.X-Gs-Site,
+                std.integer(req.http.X-Gs-Site-Limit, 1), std.duration(req.http.X-Gs-Site-Flow, 1h));
+            set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " copies=" + req.http.X-Gs-Site-Copies;
         } else {
             set req.http.X-Gs-Held = req.http.X-Gs-Site;
 {{- if .SiteLimits.Anon}}
@@ -349,6 +367,9 @@ sub gearshift_site_limit {
                 set req.http.X-Gs-Held-Anon = "1";
             }
 {{- end}}
+            if (req.http.X-Gs-Copy && req.http.X-Gs-Site-Copies) {
+                set req.http.X-Gs-Held-Copy = "1";
+            }
         }
         if (req.http.X-Gs-Full) {
             set req.http.X-Gs-Reason = {{reason "backend_full"}} + " " + req.http.X-Gs-Full;
@@ -381,6 +402,11 @@ sub gearshift_site_landed {
             unset req.http.X-Gs-Held-Anon;
         }
 {{- end}}
+        if (req.http.X-Gs-Held-Copy) {
+            vsthrottle.return_token("gearshift-site-copies:" + req.http.X-Gs-Held,
+                std.integer(req.http.X-Gs-Site-Copies, 1), std.duration(req.http.X-Gs-Site-Copies-Flow, 1h));
+            unset req.http.X-Gs-Held-Copy;
+        }
         unset req.http.X-Gs-Held;
     }
 }

@@ -118,6 +118,9 @@ sub gearshift_recv {
         unset req.http.X-Gs-Site-Flow;
         unset req.http.X-Gs-Held;
         unset req.http.X-Gs-Held-Anon;
+        unset req.http.X-Gs-Held-Copy;
+        unset req.http.X-Gs-Site-Copies;
+        unset req.http.X-Gs-Site-Copies-Flow;
         unset req.http.X-Gs-Anon-Fetch;
         unset req.http.X-Gs-Full;
         unset req.http.X-Gs-Scope;

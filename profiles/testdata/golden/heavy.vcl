@@ -211,6 +211,9 @@ sub gearshift_recv {
         unset req.http.X-Gs-Site-Flow;
         unset req.http.X-Gs-Held;
         unset req.http.X-Gs-Held-Anon;
+        unset req.http.X-Gs-Held-Copy;
+        unset req.http.X-Gs-Site-Copies;
+        unset req.http.X-Gs-Site-Copies-Flow;
         unset req.http.X-Gs-Anon-Fetch;
         unset req.http.X-Gs-Full;
         unset req.http.X-Gs-Scope;
@@ -613,6 +616,9 @@ sub vcl_pipe {
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
+    unset bereq.http.X-Gs-Held-Copy;
+    unset bereq.http.X-Gs-Site-Copies;
+    unset bereq.http.X-Gs-Site-Copies-Flow;
     unset bereq.http.X-Gs-Anon-Fetch;
 }
 
@@ -777,6 +783,9 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Site-Flow;
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
+    unset bereq.http.X-Gs-Held-Copy;
+    unset bereq.http.X-Gs-Site-Copies;
+    unset bereq.http.X-Gs-Site-Copies-Flow;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
         # A page with a copy to fall back on, and the probe finds the
         # backend sick: the visitor waits the probe's timeout at most, not
