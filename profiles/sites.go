@@ -258,13 +258,19 @@ func SitesSnippet(routes []Route, path string) (string, error) {
 	return renderRouter(chain, path)
 }
 
+// routerChunk is how many of the chain's conditions one sub of the
+// router holds: 300 sites (600 conditions) compile in 2 s in 30 subs of
+// 20, 5 s in one vcl_recv.
+const routerChunk = 20
+
 // renderRouter renders router.vcl for chain: the router, or with a
 // snippet path the label mode's snippet.
 func renderRouter(chain siteChain, snippet string) (string, error) {
 	data := struct {
 		siteChain
 		Default, Snippet string
-	}{chain, SiteLabel(DefaultSite), snippet}
+		Chunks           [][]routeCase
+	}{chain, SiteLabel(DefaultSite), snippet, slices.Collect(slices.Chunk(slices.Concat(chain.Exact, chain.Globs), routerChunk))}
 	t, err := template.New("router").Option("missingkey=error").ParseFS(vcl.FS, "router.vcl", "site.vcl")
 	if err != nil {
 		return "", fmt.Errorf("render router: %w", err)

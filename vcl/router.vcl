@@ -16,6 +16,7 @@
 # as it came (Varnish rolls it back at the hand-over).
 
 import std;
+{{- template "router-chunks" .}}
 
 sub gearshift_recv {
 {{- else -}}
@@ -32,21 +33,29 @@ import std;
 
 # Requests never reach a backend here; every one goes to a label.
 backend gs_none none;
+{{- template "router-chunks" .}}
 
 sub vcl_recv {
 {{- end}}
 {{- template "site-route"}}
-{{- range .Exact}}
-    if ({{.Cond}}) {
-        return (vcl({{.Label}}));
-    }
-{{- end}}
-    # Globs after every exact name, the longest suffix first: an exact
-    # host beats a glob, a narrower glob a wider one.
-{{- range .Globs}}
-    if ({{.Cond}}) {
-        return (vcl({{.Label}}));
-    }
+    # Every exact name, then the globs, the longest suffix first: an
+    # exact host beats a glob, a narrower glob a wider one.
+{{- range $i, $_ := .Chunks}}
+    call gearshift_route_{{$i}};
 {{- end}}
     return (vcl({{.Default}}));
 }
+{{- define "router-chunks"}}
+{{- range $i, $chunk := .Chunks}}
+
+# Sites' hosts in chunks of a few dozen: one vcl_recv of hundreds of
+# conditions takes the C compiler more than twice as long.
+sub gearshift_route_{{$i}} {
+{{- range $chunk}}
+    if ({{.Cond}}) {
+        return (vcl({{.Label}}));
+    }
+{{- end}}
+}
+{{- end}}
+{{- end}}
