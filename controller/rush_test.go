@@ -41,7 +41,7 @@ func TestRushShiftsBetweenPolls(t *testing.T) {
 	ctx := context.Background()
 
 	for range 3 {
-		doors.AddRefused(r.clock.now())
+		doors.AddRefused(r.clock.now(), "")
 	}
 	select {
 	case <-doors.Rush():
@@ -52,7 +52,7 @@ func TestRushShiftsBetweenPolls(t *testing.T) {
 	r.wantActive(t, state.Light) // 0.3 a second: below moderate's 0.5
 
 	for range 30 {
-		doors.AddRefused(r.clock.now())
+		doors.AddRefused(r.clock.now(), "")
 	}
 	r.c.rush(ctx)
 	r.wantActive(t, state.Heavy)
@@ -73,7 +73,7 @@ func TestRushWaitsForThePollsAndAPin(t *testing.T) {
 	r, doors := newRushRig(t)
 	doors.Reading(r.clock.now())
 	for range 50 {
-		doors.AddRefused(r.clock.now())
+		doors.AddRefused(r.clock.now(), "")
 	}
 	ctx := context.Background()
 	r.c.rush(ctx)
@@ -96,7 +96,7 @@ func TestPollTakesTheLogsRefusals(t *testing.T) {
 	r.sensor.values = map[string]float64{sensor.BackendBusy: 0.1}
 	doors.Reading(r.clock.now())
 	for range 25 {
-		doors.AddRefused(r.clock.now())
+		doors.AddRefused(r.clock.now(), "")
 	}
 	r.tick(t)
 	if v, _ := r.c.machine.Current().Signals.Get(sensor.BackendBusy); v != 2.5 {
@@ -108,7 +108,7 @@ func TestPollTakesTheLogsRefusals(t *testing.T) {
 	// adds none.
 	r2, doors2 := newRushRig(t)
 	doors2.Reading(r2.clock.now())
-	doors2.AddRefused(r2.clock.now())
+	doors2.AddRefused(r2.clock.now(), "")
 	r2.tick(t)
 	if _, ok := r2.c.machine.Current().Signals.Get(sensor.BackendBusy); ok {
 		t.Error("backend_busy given by the log alone, the counters unread")

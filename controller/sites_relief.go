@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gearshift/gearshift/controller/siteplan"
+	"github.com/gearshift/gearshift/controller/state"
 )
 
 // reliefShare: after a site takes the machine's gear, the next site takes
@@ -59,6 +60,35 @@ func (c *Controller) relieved(wall time.Time) bool {
 	n, ok := c.opts.Doors.DemandIn(escalationWindow(wall))
 	return ok && siteplan.Relieved(m.rate, float64(n)/siteplan.Escalation.Seconds())
 }
+
+// climbedAsk tells whether the sites already in gear g (or above it)
+// made most of what was asked of the backend over the last
+// siteplan.Escalation up to wall (their requests, and the refusals that
+// named them): the distress is still theirs, and a neighbour's climb
+// would not relieve it. A site that climbed before its surge began (the
+// load's doing) then takes the gear its surge calls for, not its
+// neighbours. False when the log is not read or nothing was asked.
+func (c *Controller) climbedAsk(g state.Gear, wall time.Time) bool {
+	if c.opts.Doors == nil || g == state.Light {
+		return false
+	}
+	bySite, ok := c.opts.Doors.SiteDemandIn(escalationWindow(wall))
+	if !ok {
+		return false
+	}
+	var climbed, all int
+	for site, n := range bySite {
+		all += n
+		if sg, ok := c.sites.gears[site]; ok && sg.gear >= g {
+			climbed += n
+		}
+	}
+	return all > 0 && float64(climbed) >= climbedShare*float64(all)
+}
+
+// climbedShare is the share of the backend's demand at which the sites
+// already climbed are taken to be the distress's cause.
+const climbedShare = 0.5
 
 // escalationWindow is the siteplan.Escalation up to wall in whole
 // seconds, wall's own (still counting) the last.

@@ -14,25 +14,29 @@ import (
 // distress left is the load average's lag, and the neighbour stays.
 func TestSitesEscalationNeedsTheBackend(t *testing.T) {
 	for _, c := range []struct {
-		name       string
-		shopAfter  int // shop's backend requests a second once it climbed
-		refused    int // fetches the backend turned away a second before the climb
-		wikiClimbs bool
+		name                 string
+		shopAfter, wikiAfter int // backend requests a second once shop climbed
+		refused              int // fetches the backend turned away a second before the climb
+		wikiClimbs           bool
 	}{
-		{"the climb spared the backend: the neighbour stays", 0, 0, false},
-		{"the backend is as busy as before: the next site climbs", 20, 0, true},
+		{"the climb spared the backend: the neighbour stays", 0, 4, 0, false},
+		{"the backend as busy as before, by the neighbour now: it climbs", 4, 20, 0, true},
+		// The climbed site still makes most of what the backend is
+		// asked: the distress is its own, a neighbour's climb would
+		// not relieve it.
+		{"the backend as busy as before, by the climbed site still: the neighbour stays", 20, 4, 0, false},
 		// A backend at its limit answers as many requests after the
 		// climb as before it: what it turned away tells the surge.
-		{"the backend full before, its refusals gone: the neighbour stays", 20, 200, false},
+		{"the backend full before, its refusals gone: the neighbour stays", 4, 20, 200, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			doors := &top.Doors{}
 			r := newRig(t, threeSites, func(o *Options) { o.Doors = doors })
 			r.c.doorsNow = r.clock.now
 			doors.Reading(r.clock.now())
-			shop := 20
+			shop, wiki := 20, 4
 			tick := func() {
-				for site, n := range map[string]int{"shop": shop, "wiki": 4, "default": 1} {
+				for site, n := range map[string]int{"shop": shop, "wiki": wiki, "default": 1} {
 					for range n {
 						doors.AddFetch(r.clock.now(), site)
 					}
@@ -44,7 +48,7 @@ func TestSitesEscalationNeedsTheBackend(t *testing.T) {
 			}
 			r.sensor.set(50)
 			for i := range c.refused * 10 { // over the Escalation before the climb
-				doors.AddRefused(r.clock.now().Add(-time.Duration(i%10) * time.Second))
+				doors.AddRefused(r.clock.now().Add(-time.Duration(i%10)*time.Second), "shop")
 			}
 			tick()
 			g := r.c.machine.Current().Gear
@@ -52,18 +56,18 @@ func TestSitesEscalationNeedsTheBackend(t *testing.T) {
 				t.Fatal("the machine stayed light at load 50")
 			}
 			r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": state.Light})
-			shop = c.shopAfter
+			shop, wiki = c.shopAfter, c.wikiAfter
 			for range int(siteEscalation/time.Second) + 3 {
 				tick()
 			}
-			wiki := state.Light
+			wikiGear := state.Light
 			if c.wikiClimbs {
-				wiki = g
+				wikiGear = g
 			}
 			if r.c.machine.Current().Gear != g || !r.c.machine.Pressing(g) {
 				t.Fatalf("the machine is in %s, pressing %v: want still in %s and pressing", r.c.machine.Current().Gear, r.c.machine.Pressing(g), g)
 			}
-			r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": wiki})
+			r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": wikiGear})
 		})
 	}
 }

@@ -232,6 +232,12 @@ func TestSitesWhichShifts(t *testing.T) {
 		r.tick(t)
 	}
 	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": state.Light})
+	// The distress holds and wiki now asks the backend most: it climbs
+	// after siteEscalation (while shop made most of what was asked, the
+	// distress was shop's).
+	for range 200 {
+		doors.AddFetch(time.Now(), "wiki")
+	}
 	r.clock.add(siteEscalation)
 	r.tick(t)
 	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": g})

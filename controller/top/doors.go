@@ -33,6 +33,9 @@ type doorBucket struct {
 	counts  [len(profiles.Doors)]int
 	fetches map[string]int // by site
 	refused int            // fetches turned away at the backend's limit
+	// refusedBy counts the refusals that name their site (the sites'
+	// limits' backend_full), by site.
+	refusedBy map[string]int
 }
 
 // maxFetchSites bounds the sites a second's bucket counts: the config's
@@ -81,8 +84,8 @@ func (d *Doors) AddFetch(now time.Time, site string) {
 }
 
 // AddRefused counts one fetch the backend turned away at its connection
-// limit at now, and tells Rush.
-func (d *Doors) AddRefused(now time.Time) {
+// limit at now, of site ("": not known), and tells Rush.
+func (d *Doors) AddRefused(now time.Time, site string) {
 	sec := now.Unix()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -91,6 +94,14 @@ func (d *Doors) AddRefused(now time.Time) {
 		*b = doorBucket{sec: sec}
 	}
 	b.refused++
+	if site != "" {
+		if b.refusedBy == nil {
+			b.refusedBy = map[string]int{}
+		}
+		if _, ok := b.refusedBy[site]; ok || len(b.refusedBy) < maxFetchSites {
+			b.refusedBy[site]++
+		}
+	}
 	select {
 	case d.rushChan() <- struct{}{}:
 	default: // one already waits: the reader sees every count at once
@@ -165,21 +176,45 @@ func (d *Doors) Fetches(now time.Time) (bySite map[string]int, ok bool) {
 // of the backend, which a full backend's own count of requests hides. ok
 // is false while the log is not read.
 func (d *Doors) DemandIn(from, to time.Time) (n int, ok bool) {
+	ok = d.between(from, to, func(b *doorBucket) {
+		n += b.refused
+		for _, c := range b.fetches {
+			n += c
+		}
+	})
+	return n, ok
+}
+
+// SiteDemandIn is DemandIn by site: each site's backend requests and the
+// refusals that named it.
+func (d *Doors) SiteDemandIn(from, to time.Time) (bySite map[string]int, ok bool) {
+	bySite = map[string]int{}
+	ok = d.between(from, to, func(b *doorBucket) {
+		for site, n := range b.fetches {
+			bySite[site] += n
+		}
+		for site, n := range b.refusedBy {
+			bySite[site] += n
+		}
+	})
+	return bySite, ok
+}
+
+// between calls fn with each bucket of the whole seconds from from up to
+// to, under d.mu; false, calling nothing, while the log is not read.
+func (d *Doors) between(from, to time.Time, fn func(*doorBucket)) bool {
 	lo, hi := from.Unix(), to.Unix()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.read.IsZero() {
-		return 0, false
+		return false
 	}
 	d.lastMinute(hi, func(b *doorBucket) {
 		if b.sec >= lo && b.sec < hi {
-			n += b.refused
-			for _, c := range b.fetches {
-				n += c
-			}
+			fn(b)
 		}
 	})
-	return n, true
+	return true
 }
 
 // lastMinute calls fn with each bucket of the minute before sec; d.mu is
@@ -291,7 +326,7 @@ func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) err
 			d.Reading(at)
 			switch {
 			case r.refused:
-				d.AddRefused(at)
+				d.AddRefused(at, r.site)
 			case r.site != "":
 				d.AddFetch(at, r.site)
 			default:
@@ -310,7 +345,8 @@ func (l Log) WatchDoors(ctx context.Context, d *Doors, now func() time.Time) err
 const doorsSettle = 2 * time.Second
 
 // doorRecord is one record WatchDoors reads: a request's door word, a
-// backend request's site, or a fetch turned away at the backend's limit.
+// backend request's site, or a fetch turned away at the backend's limit
+// (refused, with its site when the record names it).
 type doorRecord struct {
 	door, site string
 	refused    bool
@@ -333,8 +369,16 @@ func parseDoors(rd io.Reader, emit func(doorRecord)) error {
 			if site := strings.TrimSpace(rest); site != "" {
 				emit(doorRecord{site: site})
 			}
-		} else if busyFetch(text) || strings.Contains(text, fullRecord) {
+		} else if busyFetch(text) {
 			emit(doorRecord{refused: true})
+		} else if _, rest, ok := strings.Cut(text, fullRecord); ok {
+			r := doorRecord{refused: true}
+			for _, f := range strings.Fields(rest) {
+				if site, ok := strings.CutPrefix(f, "site="); ok {
+					r.site = site
+				}
+			}
+			emit(r)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {

@@ -81,20 +81,26 @@ func TestDoorsDemandIn(t *testing.T) {
 		}
 	}
 	for range 4 {
-		d.AddRefused(now.Add(-time.Second))
+		d.AddRefused(now.Add(-time.Second), "site-1")
 	}
+	d.AddRefused(now.Add(-time.Second), "")
 	for _, c := range []struct {
 		from, to time.Duration
 		want     int
 	}{
-		{-10 * time.Second, 0, 9},                 // -10 and -1, with -1's refusals; not now's second
+		{-10 * time.Second, 0, 10},                // -10 and -1, with -1's refusals; not now's second
 		{-20 * time.Second, -10 * time.Second, 5}, // -12 only
-		{-10 * time.Second, time.Second, 16},      // now's second too
+		{-10 * time.Second, time.Second, 17},      // now's second too
 		{0, 0, 0},
 	} {
 		if n, ok := d.DemandIn(now.Add(c.from), now.Add(c.to)); !ok || n != c.want {
 			t.Errorf("DemandIn(%s, %s) = %d %v, want %d", c.from, c.to, n, ok, c.want)
 		}
+	}
+	// By site: the refusals that named one count for it; the one that
+	// named none is no site's.
+	if by, ok := d.SiteDemandIn(now.Add(-10*time.Second), now); !ok || by["site-0"] != 3 || by["site--1"] != 2 || by["site-1"] != 4 || len(by) != 3 {
+		t.Errorf("SiteDemandIn = %v %v, want site-0 3 and site--1 2 (fetches), site-1 4 (refusals)", by, ok)
 	}
 }
 
@@ -109,13 +115,17 @@ func TestDoorsRefusals(t *testing.T) {
 		"    32773 FetchError     b backend gearshift_probe: busy\n" +
 		"    32773 FetchError     b backend gearshift_spare: busy\n" +
 		"    32774 FetchError     b backend default: fail errno 111 (Connection refused)\n" +
-		"    32775 VCL_Log        c gearshift-reason: backend_full site shop 4/4\n" +
+		"    32775 VCL_Log        c gearshift-reason: backend_full site=shop max_connections=4\n" +
 		"    32776 VCL_Log        c gearshift-reason: miss\n" +
 		"    32777 VCL_Log        c gearshift-door: direct\n"
 	var refused, other int
+	var sites []string
 	if err := parseDoors(strings.NewReader(raw), func(r doorRecord) {
 		if r.refused {
 			refused++
+			if r.site != "" {
+				sites = append(sites, r.site)
+			}
 		} else {
 			other++
 		}
@@ -124,6 +134,9 @@ func TestDoorsRefusals(t *testing.T) {
 	}
 	if refused != 3 || other != 1 {
 		t.Errorf("refusals %d, other records %d: want 3 (default, gearshift_copies, backend_full) and 1 (the door)", refused, other)
+	}
+	if len(sites) != 1 || sites[0] != "shop" {
+		t.Errorf("refusals naming their site: %q, want the backend_full record's shop", sites)
 	}
 
 	var d Doors
@@ -139,7 +152,7 @@ func TestDoorsRefusals(t *testing.T) {
 	}
 	for s, n := range map[int]int{-12: 50, -9: 10, 0: 10} {
 		for range n {
-			d.AddRefused(now.Add(time.Duration(s) * time.Second))
+			d.AddRefused(now.Add(time.Duration(s)*time.Second), "")
 		}
 	}
 	select {

@@ -81,22 +81,7 @@ func reserveBurst(t *testing.T, url func(string) string, hosts []string, session
 	anon = map[int]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	get := func(host, path, cookie string) (int, time.Duration) {
-		req, _ := http.NewRequest(http.MethodGet, url(path), nil)
-		req.Host = host
-		if cookie != "" {
-			req.Header.Set("Cookie", cookie)
-		}
-		start := time.Now()
-		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-		if err != nil {
-			t.Error(err)
-			return 0, 0
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, time.Since(start)
-	}
+	get := func(host, path, cookie string) (int, time.Duration) { return getAs(t, url(path), host, cookie) }
 	for i, host := range hosts {
 		// One after another, as a surge's misses come: Varnish checks a
 		// backend's .max_connections before it connects, so fetches
@@ -118,6 +103,26 @@ func reserveBurst(t *testing.T, url func(string) string, hosts []string, session
 	session, _ = get(sessionHost, "/slow?user=1", "PHPSESSID=editor1")
 	wg.Wait()
 	return anon, slowest, session
+}
+
+// getAs GETs url with the Host host and, unless "", the Cookie cookie,
+// and returns the status and how long the answer took (0, 0 and an error
+// for the test when none came).
+func getAs(t *testing.T, url, host, cookie string) (int, time.Duration) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Host = host
+	if cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
+	start := time.Now()
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, time.Since(start)
 }
 
 // Without sites: the active gear's profile sends anonymous fetches to a

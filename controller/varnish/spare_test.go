@@ -2,7 +2,6 @@ package varnish
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -63,19 +62,7 @@ func newSpareOrigin(t *testing.T) *spareOrigin {
 // fetched pages' statuses and how long the second took.
 func (o *spareOrigin) surge(t *testing.T, url func(string) string, host string, n int) (never, either int, took time.Duration) {
 	t.Helper()
-	get := func(path string) (int, time.Duration) {
-		req, _ := http.NewRequest(http.MethodGet, url(path), nil)
-		req.Host = host
-		start := time.Now()
-		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-		if err != nil {
-			t.Error(err)
-			return 0, 0
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, time.Since(start)
-	}
+	get := func(path string) (int, time.Duration) { return getAs(t, url(path), host, "") }
 	for i := range n { // copies stored (light keeps them for heavy)
 		if code, _ := get(fmt.Sprintf("/p%d", i)); code != http.StatusOK {
 			t.Fatalf("/p%d: %d", i, code)
