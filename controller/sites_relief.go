@@ -69,7 +69,7 @@ func (c *Controller) relieved(wall time.Time) bool {
 // load's doing) then takes the gear its surge calls for, not its
 // neighbours. False when the log is not read or nothing was asked.
 func (c *Controller) climbedAsk(g state.Gear, wall time.Time) bool {
-	if c.opts.Doors == nil || g == state.Light {
+	if c.opts.Doors == nil || g == state.Lightest {
 		return false
 	}
 	bySite, ok := c.opts.Doors.SiteDemandIn(escalationWindow(wall))
