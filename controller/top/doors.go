@@ -53,11 +53,18 @@ func (d *Doors) Add(now time.Time, door string) {
 	sec := now.Unix()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	b := d.bucket(sec)
+	b.counts[i]++
+}
+
+// bucket returns the bucket of the second sec, emptied if it held an
+// older second's; d.mu is held.
+func (d *Doors) bucket(sec int64) *doorBucket {
 	b := &d.buckets[sec%refusalWindow]
 	if b.sec != sec {
 		*b = doorBucket{sec: sec}
 	}
-	b.counts[i]++
+	return b
 }
 
 // AddFetch counts one backend request of site at now.
@@ -65,10 +72,7 @@ func (d *Doors) AddFetch(now time.Time, site string) {
 	sec := now.Unix()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := &d.buckets[sec%refusalWindow]
-	if b.sec != sec {
-		*b = doorBucket{sec: sec}
-	}
+	b := d.bucket(sec)
 	if b.fetches == nil {
 		b.fetches = map[string]int{}
 	}
@@ -89,10 +93,7 @@ func (d *Doors) AddRefused(now time.Time, site string) {
 	sec := now.Unix()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := &d.buckets[sec%refusalWindow]
-	if b.sec != sec {
-		*b = doorBucket{sec: sec}
-	}
+	b := d.bucket(sec)
 	b.refused++
 	if site != "" {
 		if b.refusedBy == nil {
