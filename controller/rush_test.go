@@ -16,10 +16,13 @@ import (
 // newRushRig is a rig whose loop reads refusals from doors, with the
 // default fast_window and backend_busy's default rules (a file's load
 // adds them to the default config's).
-func newRushRig(t *testing.T) (*rig, *top.Doors) {
+func newRushRig(t *testing.T, edits ...func(*config.Config)) (*rig, *top.Doors) {
 	t.Helper()
 	doors := &top.Doors{}
 	r := newRig(t, func(cfg *config.Config) {
+		for _, edit := range edits {
+			edit(cfg)
+		}
 		cfg.FastWindow = timefmt.Duration(10 * time.Second)
 		cfg.Hysteresis.UpConfirm = 3
 		cfg.Hysteresis.MinDwell = timefmt.Duration(time.Minute)
@@ -113,4 +116,24 @@ func TestPollTakesTheLogsRefusals(t *testing.T) {
 	if _, ok := r2.c.machine.Current().Signals.Get(sensor.BackendBusy); ok {
 		t.Error("backend_busy given by the log alone, the counters unread")
 	}
+}
+
+// With sites, a rush's climb goes to the site whose requests the limits
+// turn away, though another made more of the quiet minute's requests:
+// the shares count the refusals that name their site.
+func TestRushGoesToTheRefusedSite(t *testing.T) {
+	r, doors := newRushRig(t, threeSites)
+	r.c.doorsNow = r.clock.now
+	doors.Reading(r.clock.now())
+	for site, n := range map[string]int{"default": 30, "shop": 5, "wiki": 5} {
+		for range n {
+			doors.AddFetch(r.clock.now(), site)
+		}
+	}
+	r.tick(t)
+	for range 40 {
+		doors.AddRefused(r.clock.now(), "shop")
+	}
+	r.c.rush(context.Background())
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": state.Heavy, "wiki": state.Light})
 }

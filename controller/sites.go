@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -202,14 +203,29 @@ func (c *Controller) shiftSite(now time.Time, site string, g *siteGear, want sta
 // siteShares are the sites' shares of the backend requests of the last
 // minute, known only with sites, while the Varnish log is read and the
 // backend had requests.
+//
+// A share counts the requests the sites' limits turned away too (the
+// log's backend_full records that name their site): a surge's first
+// refusals come before its requests have risen, and a climb on them
+// (between polls) must not go to the site that was busiest before it.
 func (c *Controller) siteShares() (map[string]float64, bool) {
 	fetches, total := c.siteFetches()
 	c.sites.fetches = fetches
-	if fetches == nil || total == 0 {
+	if fetches == nil {
 		return nil, false
 	}
-	shares := make(map[string]float64, len(fetches))
-	for site, n := range fetches {
+	asked := maps.Clone(fetches)
+	if refused, ok := c.opts.Doors.RefusedBySite(c.doorsTime()); ok {
+		for _, site := range c.sites.list {
+			asked[site.Name] += refused[site.Name]
+			total += refused[site.Name]
+		}
+	}
+	if total == 0 {
+		return nil, false
+	}
+	shares := make(map[string]float64, len(asked))
+	for site, n := range asked {
 		shares[site] = float64(n) / float64(total)
 	}
 	return shares, true

@@ -171,6 +171,24 @@ func (d *Doors) Fetches(now time.Time) (bySite map[string]int, ok bool) {
 	return bySite, true
 }
 
+// RefusedBySite sums the refusals of the minute before now that named
+// their site, by site; ok is false while the log is not read.
+func (d *Doors) RefusedBySite(now time.Time) (bySite map[string]int, ok bool) {
+	sec := now.Unix()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.read.IsZero() {
+		return nil, false
+	}
+	bySite = map[string]int{}
+	d.lastMinute(sec, func(b *doorBucket) {
+		for site, n := range b.refusedBy {
+			bySite[site] += n
+		}
+	})
+	return bySite, true
+}
+
 // DemandIn sums the backend requests of every site and the fetches the
 // backend turned away at its limit in the whole seconds from from up to
 // to (at most the last minute's, which the buckets keep): what was asked
