@@ -156,24 +156,18 @@ func (d *Doors) FetchTotal(site string) uint64 {
 // Fetches sums the backend requests of the minute before now by site; ok
 // is false while the log is not read.
 func (d *Doors) Fetches(now time.Time) (bySite map[string]int, ok bool) {
-	sec := now.Unix()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.read.IsZero() {
-		return nil, false
-	}
-	bySite = map[string]int{}
-	d.lastMinute(sec, func(b *doorBucket) {
-		for site, n := range b.fetches {
-			bySite[site] += n
-		}
-	})
-	return bySite, true
+	return d.minuteBySite(now, func(b *doorBucket) map[string]int { return b.fetches })
 }
 
 // RefusedBySite sums the refusals of the minute before now that named
 // their site, by site; ok is false while the log is not read.
 func (d *Doors) RefusedBySite(now time.Time) (bySite map[string]int, ok bool) {
+	return d.minuteBySite(now, func(b *doorBucket) map[string]int { return b.refusedBy })
+}
+
+// minuteBySite sums the by-site counts count picks of each bucket of the
+// minute before now; ok is false while the log is not read.
+func (d *Doors) minuteBySite(now time.Time, count func(*doorBucket) map[string]int) (bySite map[string]int, ok bool) {
 	sec := now.Unix()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -182,7 +176,7 @@ func (d *Doors) RefusedBySite(now time.Time) (bySite map[string]int, ok bool) {
 	}
 	bySite = map[string]int{}
 	d.lastMinute(sec, func(b *doorBucket) {
-		for site, n := range b.refusedBy {
+		for site, n := range count(b) {
 			bySite[site] += n
 		}
 	})
