@@ -157,21 +157,32 @@ func (c *Client) VCLList(ctx context.Context) ([]VCL, error) {
 }
 
 // parseVCLList parses the JSON answer of `vcl.list -j`:
-// [ version, [args], timestamp, {vcl}, {vcl}, ... ].
+// [ version, [args], timestamp, {vcl}, {vcl}, ... ]. It reads the entries
+// one by one as they come: at hundreds of labels the list is tens of kB,
+// read every few seconds.
 func parseVCLList(body string) ([]VCL, error) {
-	var top []json.RawMessage
-	if err := json.Unmarshal([]byte(body), &top); err != nil {
-		return nil, fmt.Errorf("parse vcl.list -j: %w", err)
+	dec := json.NewDecoder(strings.NewReader(body))
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("parse vcl.list -j: "+format, args...)
 	}
-	if len(top) < 3 {
-		return nil, fmt.Errorf("parse vcl.list -j: %d elements, want at least 3", len(top))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, bad("want a JSON array (%v)", err)
 	}
 	var version int
-	if err := json.Unmarshal(top[0], &version); err != nil || version < 1 {
-		return nil, fmt.Errorf("parse vcl.list -j: bad version %s", top[0])
+	var args, stamp json.RawMessage
+	for i, v := range []any{&version, &args, &stamp} {
+		if !dec.More() {
+			return nil, bad("%d elements, want at least 3", i)
+		}
+		if err := dec.Decode(v); err != nil {
+			return nil, bad("element %d: %w", i, err)
+		}
 	}
-	vcls := make([]VCL, 0, len(top)-3)
-	for i, raw := range top[3:] {
+	if version < 1 {
+		return nil, bad("bad version %d", version)
+	}
+	var vcls []VCL
+	for i := 0; dec.More(); i++ {
 		var e struct {
 			Status      string `json:"status"`
 			State       string `json:"state"`
@@ -184,17 +195,20 @@ func parseVCLList(body string) ([]VCL, error) {
 				Refs int    `json:"refs"`
 			} `json:"label"`
 		}
-		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, fmt.Errorf("parse vcl.list -j: entry %d: %w", i, err)
+		if err := dec.Decode(&e); err != nil {
+			return nil, bad("entry %d: %w", i, err)
 		}
 		if e.Name == "" {
-			return nil, fmt.Errorf("parse vcl.list -j: entry %d has no name", i)
+			return nil, bad("entry %d has no name", i)
 		}
 		v := VCL{Name: e.Name, Status: e.Status, State: e.State, Temperature: e.Temperature, Busy: e.Busy, Labels: e.Labels}
 		if e.Label != nil {
 			v.LabelOf, v.LabelRefs = e.Label.Name, e.Label.Refs
 		}
 		vcls = append(vcls, v)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
+		return nil, bad("the array does not end (%v)", err)
 	}
 	return vcls, nil
 }
