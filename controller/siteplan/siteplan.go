@@ -34,7 +34,8 @@ type Input struct {
 	// minute; nil while they are not known.
 	Shares map[string]float64
 	// Pressing: Escalation has passed since a site last climbed and the
-	// machine's gear is still called for (state.Machine.Pressing).
+	// machine's gear is still called for by a signal of the backend's
+	// distress (state.Machine.PressingOnBackend).
 	Pressing bool
 }
 
@@ -65,18 +66,19 @@ func Plan(sites []Site, in Input) []Move {
 		cause = state.CauseAuto
 	}
 	var moves []Move
-	climbing := false
+	held := false // a site not pinned is in d's gear, or comes down to it
 	for _, s := range sites {
 		switch {
 		case s.Pinned:
 			moves = append(moves, Move{Site: s.Name, Gear: s.Pin, Reason: s.PinReason, Cause: state.CauseForced})
 		case in.Spread || s.Gear > d.Gear || lift:
 			moves = append(moves, Move{Site: s.Name, Gear: d.Gear, Reason: d.Reason, Cause: cause})
+			held = held || s.Gear > d.Gear
 		default:
-			climbing = climbing || s.Gear == d.Gear && d.Gear > state.Lightest
+			held = held || s.Gear == d.Gear
 		}
 	}
-	if in.Spread || !known || d.Gear == state.Lightest || climbing && !in.Pressing {
+	if in.Spread || !known || d.Gear == state.Lightest || held && !in.Pressing {
 		return moves
 	}
 	// Here a site not pinned was moved only down to d's gear (no Spread,

@@ -30,6 +30,9 @@ func TestPlan(t *testing.T) {
 		{"shares unknown: every site climbs with the machine", sites(light, light, light), Input{Machine: climb}, "default>moderate shop>moderate wiki>moderate"},
 		{"shares unknown, no climb: nothing moves", sites(light, light, light), Input{Machine: state.Decision{Gear: mid}}, ""},
 		{"no site above the machine", sites(light, heavy, mid), Input{Machine: state.Decision{Gear: light, From: heavy, Changed: true}, Shares: shares}, "shop>light wiki>light"},
+		// The site that comes down holds the gear: a neighbour with a
+		// larger share does not climb on the way down.
+		{"the way down climbs no neighbour", sites(light, light, heavy), Input{Machine: state.Decision{Gear: mid, From: heavy, Changed: true}, Shares: shares}, "wiki>moderate"},
 		{"spread: every site in the machine's gear", sites(light, light, light), Input{Machine: state.Decision{Gear: heavy, Forced: true}, Spread: true, Shares: shares}, "default>heavy shop>heavy wiki>heavy"},
 		{"a pinned site stays pinned and is passed over", []Site{{Name: "default"}, {Name: "shop", Pinned: true, Pin: light, PinReason: "pinned"}, {Name: "wiki"}},
 			Input{Machine: climb, Shares: shares}, "shop>light +wiki>moderate"},
