@@ -26,11 +26,17 @@ func newRushRig(t *testing.T, edits ...func(*config.Config)) (*rig, *top.Doors) 
 		cfg.FastWindow = timefmt.Duration(10 * time.Second)
 		cfg.Hysteresis.UpConfirm = 3
 		cfg.Hysteresis.MinDwell = timefmt.Duration(time.Minute)
-		cfg.States.Moderate.Enter[sensor.BackendBusy], cfg.States.Moderate.Stay[sensor.BackendBusy] = 0.5, 0.1
-		cfg.States.Heavy.Enter[sensor.BackendBusy], cfg.States.Heavy.Stay[sensor.BackendBusy] = 2, 0.5
+		busyRules(cfg)
 	}, func(o *Options) { o.Doors = doors })
 	r.c.doorsNow = r.clock.now
 	return r, doors
+}
+
+// busyRules adds backend_busy's rules to cfg's: moderate at 0.5 refusals
+// a second, heavy at 2.
+func busyRules(cfg *config.Config) {
+	cfg.States.Moderate.Enter[sensor.BackendBusy], cfg.States.Moderate.Stay[sensor.BackendBusy] = 0.5, 0.1
+	cfg.States.Heavy.Enter[sensor.BackendBusy], cfg.States.Heavy.Stay[sensor.BackendBusy] = 2, 0.5
 }
 
 // Refusals the log tells between two polls shift the gear at once, on

@@ -147,7 +147,7 @@ func (c *Controller) followSites(now time.Time, d state.Decision, s *sensor.Samp
 	shares, _ := c.siteShares()
 	c.sites.shifts = c.sites.shifts[:0]
 	in := siteplan.Input{Machine: d, Spread: c.sites.plan == nil || d.Forced, Shares: shares,
-		Pressing: now.Sub(c.sites.climbed) >= siteEscalation && c.machine.Pressing(d.Gear) &&
+		Pressing: now.Sub(c.sites.climbed) >= siteEscalation && c.machine.PressingOnBackend(d.Gear) &&
 			!c.relieved(c.doorsTime()) && !c.climbedAsk(d.Gear, c.doorsTime())}
 	list := make([]siteplan.Site, 0, len(c.sites.list))
 	for _, site := range c.sites.list {

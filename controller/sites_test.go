@@ -12,6 +12,7 @@ import (
 
 	"github.com/gearshift/gearshift/controller/api"
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/sensor"
 	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/controller/top"
 	"github.com/gearshift/gearshift/internal/testsupport/testenv"
@@ -201,7 +202,7 @@ func TestSitesReloadKeepsGears(t *testing.T) {
 // all come down with the machine.
 func TestSitesWhichShifts(t *testing.T) {
 	doors := &top.Doors{}
-	r := newRig(t, threeSites, func(o *Options) { o.Doors = doors })
+	r := newRig(t, func(cfg *config.Config) { threeSites(cfg); busyRules(cfg) }, func(o *Options) { o.Doors = doors })
 	now := time.Now()
 	doors.Reading(now)
 	for site, n := range map[string]int{"shop": 70, "wiki": 20, "default": 10} {
@@ -233,16 +234,21 @@ func TestSitesWhichShifts(t *testing.T) {
 	}
 	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": state.Light})
 	// The distress holds and wiki now asks the backend most: it climbs
-	// after siteEscalation (while shop made most of what was asked, the
-	// distress was shop's).
+	// after siteEscalation once the backend is in distress too (while shop
+	// made most of what was asked, the distress was shop's; while the
+	// load alone pressed, it was the machine's).
 	for range 200 {
 		doors.AddFetch(time.Now(), "wiki")
 	}
 	r.clock.add(siteEscalation)
 	r.tick(t)
+	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": state.Light})
+	r.sensor.values = map[string]float64{sensor.BackendBusy: 50}
+	r.tick(t)
 	r.wantSites(t, map[string]state.Gear{"default": state.Light, "shop": g, "wiki": g})
 
 	r.sensor.set(0)
+	r.sensor.values = nil
 	for range 10 {
 		r.tick(t)
 	}

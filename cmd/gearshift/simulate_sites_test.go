@@ -16,7 +16,7 @@ func TestSimulateHistorySites(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Sites (3), replayed by the daemon's allocator on the recorded backend requests:",
-		"  blog     15m                   3",
+		"  blog  15m                   3            17m40s                4",
 		"light → moderate  site blog: 80 % of backend requests; ",
 	} {
 		if !strings.Contains(stdout, want) {

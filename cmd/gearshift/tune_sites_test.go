@@ -10,7 +10,7 @@ import (
 func TestTuneSites(t *testing.T) {
 	base := []string{"tune", "--config", "testdata/simulate/defaults.yaml", "--dir", sitesHistory, "--since", "36500d"}
 	code, stdout, stderr := runMain(t, base...)
-	if code != exitOK || !strings.Contains(stdout, "  blog     15m, 3 transitions") {
+	if code != exitOK || !strings.Contains(stdout, "  blog  15m, 3 transitions    17m40s, 4 transitions") {
 		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	}
 	code, stdout, stderr = runMain(t, append(base, "--json")...)

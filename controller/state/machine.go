@@ -156,6 +156,14 @@ func (m *Machine) Pressing(g Gear) bool {
 	return g > Light && g.Valid() && (m.run[g] >= m.upConfirm() || m.atOnce[g])
 }
 
+// PressingOnBackend tells whether g is Pressing and its enter rule holds
+// on the last sample on a signal of the backend's own distress
+// (Signal.OfBackend): the distress is the backend's, not only the
+// machine's load or memory.
+func (m *Machine) PressingOnBackend(g Gear) bool {
+	return m.Pressing(g) && m.band(g).Enter.holdsOn(m.cfg.Signals, m.cur.Signals, Signal.OfBackend)
+}
+
 // Force pins the machine to s until the deadline; a zero until pins it
 // until Auto. A deadline is checked by Step: the force expires on the first
 // sample at or after it.

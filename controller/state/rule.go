@@ -58,8 +58,14 @@ func (r Rule) Holds(set *Set, sig Signals) bool {
 // HoldsAtOnce reports whether a condition of r on a signal of set that
 // needs no confirmation (Signal.AtOnce) holds for sig.
 func (r Rule) HoldsAtOnce(set *Set, sig Signals) bool {
+	return r.holdsOn(set, sig, func(s Signal) bool { return s.AtOnce })
+}
+
+// holdsOn reports whether a condition of r on a signal of set that which
+// accepts holds for sig.
+func (r Rule) holdsOn(set *Set, sig Signals, which func(Signal) bool) bool {
 	for _, c := range r.conds(set, sig) {
-		if c.sig.AtOnce && c.holds() {
+		if which(c.sig) && c.holds() {
 			return true
 		}
 	}

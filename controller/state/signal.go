@@ -86,6 +86,13 @@ type Signal struct {
 	Bound Bound
 }
 
+// OfBackend reports whether s tells of the backend's own distress: the
+// signals with a bound of distress but the machine's load (requests
+// turned away or waiting, the backend's time to first byte, its busy
+// workers). The load and memory are the whole machine's: Varnish's own
+// work and the visitors' traffic weigh on them too.
+func (s Signal) OfBackend() bool { return s.Bound != NoBound && s.Bound != LoadBound }
+
 // A Bound is one of the bounds of distress `gearshift tune` holds the
 // signals of a recorded history to: one of a kind (the busy ratios of
 // Apache and of PHP-FPM share one), or AboveZero.

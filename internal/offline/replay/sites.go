@@ -90,8 +90,8 @@ func (r *siteReplay) backendRate(t time.Time) (float64, bool) {
 }
 
 // pressing tells whether the replayed machine's gear g is still called
-// for (state.Machine.Pressing).
-func (r *Runner) pressing(g state.Gear) bool { return r.m != nil && r.m.Pressing(g) }
+// for by the backend's distress (state.Machine.PressingOnBackend).
+func (r *Runner) pressing(g state.Gear) bool { return r.m != nil && r.m.PressingOnBackend(g) }
 
 // step follows the record s, on which run decided d.
 func (r *siteReplay) step(s trace.Sample, d state.Decision, run *Runner) {

@@ -20,8 +20,9 @@ var sitesFixture = filepath.Join("..", "..", "..", "controller", "report", "test
 
 // TestCompareSites: simulate --history replays each site through the
 // daemon's allocator: blog, with 80 % of the backend's requests, takes
-// the replayed machine's gear first, and a neighbour only Escalation
-// later; the recorded courses are the record's.
+// the replayed machine's gear first; its neighbours stay light, for the
+// record's distress is the load's alone (a neighbour climbs on the
+// backend's); the recorded courses are the record's.
 func TestCompareSites(t *testing.T) {
 	cfg := config.Default()
 	set, err := cfg.Signals()
@@ -51,8 +52,13 @@ func TestCompareSites(t *testing.T) {
 	if first.Site != "blog" || first.From != state.Lightest || !strings.HasPrefix(first.Reason, "site blog: 80 % of backend requests; ") {
 		t.Errorf("first replayed shift %+v, want blog's climb for its 80 %%", first)
 	}
-	if second.Site == "blog" || second.Time.Sub(first.Time) < 10*time.Second {
-		t.Errorf("second replayed shift %+v, want a neighbour at least 10 s after blog's at %s", second, first.Time)
+	if second.Site != "blog" {
+		t.Errorf("second replayed shift %+v, want blog's: no neighbour climbs on the load alone", second)
+	}
+	for _, s := range c.SiteShifts {
+		if s.Site != "blog" {
+			t.Errorf("replayed shift %+v: a neighbour climbed on the load alone", s)
+		}
 	}
 	for _, s := range c.Sites {
 		if s.Candidate[state.Lightest]+s.Above(true) != c.Recorded.TimeIn[state.Lightest]+c.Recorded.TimeIn[state.Moderate]+c.Recorded.TimeIn[state.Heavy] {
@@ -98,14 +104,17 @@ func TestReplaySitesPinned(t *testing.T) {
 }
 
 // TestReplaySitesRelief: after blog climbs, the next site climbs only
-// while the backend still gets half the requests it got before (the
-// recorded backend_rps), as the daemon's escalation does.
+// while the backend is in distress (the recorded backend_busy) and still
+// gets half the requests it got before (the recorded backend_rps), as the
+// daemon's escalation does.
 func TestReplaySitesRelief(t *testing.T) {
 	cfg := config.Default()
+	cfg.States.Moderate.Enter[sensor.BackendBusy], cfg.States.Heavy.Enter[sensor.BackendBusy] = 5, 20
 	set, err := cfg.Signals()
 	if err != nil {
 		t.Fatal(err)
 	}
+	busy := 50.0
 	replay := func(after float64) []SiteShift {
 		var samples []trace.Sample
 		for i := range 120 {
@@ -116,7 +125,7 @@ func TestReplaySitesRelief(t *testing.T) {
 			rec := &trace.Recorded{Gear: state.Lightest, SiteFetches: true, Sites: []trace.Site{
 				{Name: "default", Fetches: 5}, {Name: "blog", Fetches: 80}, {Name: "shop", Fetches: 15}}}
 			samples = append(samples, trace.Sample{Time: at(i), Recorded: rec, Reading: state.Reading{Time: at(i), Load1: 2.4, RunQueue: 2.4, CPUs: 2,
-				Values: map[string]float64{sensor.BackendRPS: rps}}})
+				Values: map[string]float64{sensor.BackendRPS: rps, sensor.BackendBusy: busy}}})
 		}
 		_, shifts, err := ReplaySites(trace.Samples(samples), cfg.StateConfig(set), time.Duration(cfg.FastWindow))
 		if err != nil {
@@ -131,6 +140,10 @@ func TestReplaySitesRelief(t *testing.T) {
 	pressed := replay(80)
 	if len(pressed) < 2 || pressed[0].Site != "blog" || pressed[1].Site != "shop" {
 		t.Errorf("the backend not relieved: shifts %+v, want blog's then shop's", pressed)
+	}
+	busy = 0
+	if loadAlone := replay(80); len(loadAlone) != 1 || loadAlone[0].Site != "blog" {
+		t.Errorf("the backend not relieved, the load alone pressing: shifts %+v, want blog's alone", loadAlone)
 	}
 }
 

@@ -20,7 +20,7 @@ func TestTuneSites(t *testing.T) {
 	if err := Tune(o, &text, &stderr); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Sites (3), each through the daemon's allocator", "  blog     15m, 3 transitions", "  shop     5m, 2 transitions"} {
+	for _, want := range []string{"Sites (3), each through the daemon's allocator", "  blog  15m, 3 transitions", "  shop  5m, 2 transitions"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text lacks %q:\n%s", want, text.String())
 		}
