@@ -161,10 +161,13 @@ bench-sites: deps
 
 # Many sites on one Varnish: 300 sites beside one, side by side on a
 # varnishd each (config checks, rendering, the first sync, loaded VCLs, a
-# one-site shift, a poll; about a minute).
+# one-site shift, a poll's sync; about a minute), then three daemons
+# side by side, without sites, with one and with 300, each on a varnishd
+# of its own: their CPU per poll over two minutes (about four minutes).
 .PHONY: bench-sites-scale
 bench-sites-scale: deps-if-missing
 	$(GO) test -run '^$$' -bench '^BenchmarkSitesScale$$' -benchtime 1x -timeout 20m ./controller/varnish
+	$(GO) test -run '^$$' -bench '^BenchmarkSitesPoll$$' -benchtime 1x -timeout 20m ./tests/system
 
 # The fleet recipe, side by side in one run: the seconds from a database
 # surge to three nodes in heavy on Prometheus queries, against a node on
