@@ -2,9 +2,6 @@ package system
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -116,22 +113,14 @@ func processTreeCPU(tb testing.TB, pid int) treeCPU {
 	tb.Helper()
 	var c treeCPU
 	found := false
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		p, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		_, ppid, own, reaped, ok := parseStat(b)
+	eachProcess(func(p, _, ppid int, own, reaped time.Duration) {
 		switch {
-		case !ok:
 		case p == pid:
 			c.own, c.reaped, found = c.own+own, c.reaped+reaped, true
 		case ppid == pid:
 			c.children, c.reaped = c.children+own, c.reaped+reaped
 		}
-	}
+	})
 	if !found {
 		tb.Fatalf("no CPU time read for process %d", pid)
 	}

@@ -45,17 +45,7 @@ func (g procGroups) snapshot() cpuSnap {
 	s := cpuSnap{at: time.Now()}
 	varnish := g.varnish()
 	self := os.Getpid()
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		pgrp, ppid, own, reaped, ok := parseStat(b)
-		if !ok {
-			continue
-		}
+	eachProcess(func(pid, pgrp, ppid int, own, reaped time.Duration) {
 		switch {
 		case pid == self:
 			s.use.load += own // its children (the daemons) are counted apart
@@ -70,7 +60,7 @@ func (g procGroups) snapshot() cpuSnap {
 		case pgrp == g.db && g.db > 0:
 			s.use.db += own + reaped
 		}
-	}
+	})
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
 		// cpu user nice system idle iowait irq softirq steal …
@@ -97,6 +87,22 @@ func (s cpuSnap) since(before cpuSnap) cpuUse {
 		hitch: a.hitch - b.hitch, varnish: a.varnish - b.varnish, apache: a.apache - b.apache,
 		db: a.db - b.db, daemon: a.daemon - b.daemon, load: a.load - b.load,
 		busy: busy, total: busy + s.idle - before.idle,
+	}
+}
+
+// eachProcess calls fn with each running process's pid, process group,
+// parent, own CPU time and its reaped children's, as parseStat reads them.
+func eachProcess(fn func(pid, pgrp, ppid int, own, reaped time.Duration)) {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if pgrp, ppid, own, reaped, ok := parseStat(b); ok {
+			fn(pid, pgrp, ppid, own, reaped)
+		}
 	}
 }
 
