@@ -197,6 +197,10 @@ type vclData struct {
 	SpareConnections int       // of CopyConnections, what refreshes of stored copies may not take: a never-fetched page's second try (gearshift_spare); 0: none
 	CopyLimit        int       // gearshift_copies' .max_connections: CopyConnections less SpareConnections
 	SessionReserve   int       // backend.session_reserve's connections; 0: off
+	// AnonFetch: anonymous visitors' fetches are marked (X-Gs-Anon-Fetch)
+	// for a reserve to keep connections from them: the server's
+	// (SessionReserve) or a site's (vclSiteLimits.SiteReserve).
+	AnonFetch bool
 	Probe            *vclProbe // nil: no probe
 	Guest            *vclGuest // heavy with guest_pages auto; nil otherwise
 	GuestTimeout     string    // how long the daemon may take: its two fetches
@@ -413,7 +417,7 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 	}
 	d.CopyConnections = max(1, d.MaxConnections*3/4)
 	if r := b.ReserveFor(d.MaxConnections, len(site.Routes) > 0); r > 0 {
-		d.SessionReserve = r
+		d.SessionReserve, d.AnonFetch = r, true
 		d.CopyConnections = d.MaxConnections - r
 		d.SpareConnections = d.CopyConnections / 4
 	}

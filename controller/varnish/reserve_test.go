@@ -217,3 +217,56 @@ func TestSessionReserveOverEveryVCL(t *testing.T) {
 		t.Errorf("an anonymous request after the burst: %v: a token was not given back", anon)
 	}
 }
+
+// With sites and session_reserve auto, each site keeps a quarter of its
+// own max_connections for its logged-in users: a burst of the site's
+// anonymous visitors holds the rest over every VCL, and a logged-in
+// visitor of that site still gets through. With the reserve off the
+// burst takes the site's every connection and the logged-in visitor is
+// refused.
+func TestSiteSessionReserve(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		reserve     profiles.Reserve
+		wantSession int // the logged-in request's status
+		mostAnon    int // anonymous requests at the backend at once, at most
+	}{
+		{"auto: one of the site's four kept", profiles.ReserveAuto, http.StatusOK, 3},
+		{"off: the site's anonymous visitors take all four", 0, http.StatusServiceUnavailable, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newReserveOrigin(t, 2*time.Second)
+			routes := []profiles.Route{{Site: profiles.DefaultSite}, {Site: "shop", Hosts: []string{"shop.example"}}}
+			r := newRig(t, func(cfg *config.Config) {
+				o.point(cfg)
+				cfg.Backend.MaxConnections = 16
+				cfg.Backend.SessionReserve = tc.reserve
+				cfg.Profiles.ClientBudget.Rate = 0
+				cfg.Sites = []config.Site{{Name: "shop", Hosts: []string{"shop.example"}, MaxConnections: 4}}
+			})
+			s := &sitesRig{rig: r, origin: o.Server}
+			s.plan(t, routes, map[string]state.Gear{"default": state.Light, "shop": state.Light})
+			s.syncSites(t)
+
+			anon, slowest, session := reserveBurst(t, r.v.URL, strings.Split("shop.example shop.example shop.example shop.example shop.example shop.example", " "), "shop.example")
+			if session != tc.wantSession {
+				t.Errorf("the site's logged-in request: status %d, want %d", session, tc.wantSession)
+			}
+			o.mu.Lock()
+			mostAnon, mostAll := o.mostAnon, o.mostAll
+			o.mu.Unlock()
+			if mostAnon != tc.mostAnon {
+				t.Errorf("the site's anonymous requests at the backend at once: %d, want %d", mostAnon, tc.mostAnon)
+			}
+			if mostAll > 4 {
+				t.Errorf("%d of the site's requests at the backend at once, over its max_connections 4", mostAll)
+			}
+			if anon[http.StatusOK] != tc.mostAnon || anon[http.StatusServiceUnavailable] != 6-tc.mostAnon {
+				t.Errorf("anonymous answers by status: %v, want %d answered and the rest 503", anon, tc.mostAnon)
+			}
+			if slowest > time.Second {
+				t.Errorf("a refused anonymous request took %s: it waited in a queue", slowest)
+			}
+		})
+	}
+}
