@@ -203,17 +203,6 @@ func (b Backend) ReserveFor(maxConnections int, sites bool) int {
 	return b.Reserve(maxConnections)
 }
 
-// SiteReserve is what a site keeps of its own max_connections n for its
-// logged-in users and writes: auto's quarter, as Reserve. A number
-// written (or 0) is the server's reserve alone, held over every site
-// (ReserveFor): a site keeps none of its own.
-func (b Backend) SiteReserve(n int) int {
-	if b.SessionReserve != ReserveAuto {
-		return 0
-	}
-	return b.Reserve(n)
-}
-
 // Probe is the backend health probe: Varnish fetches URL every Interval
 // and calls the backend healthy while Threshold of the last Window
 // fetches answered 200 within Timeout.

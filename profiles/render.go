@@ -192,19 +192,15 @@ type vclData struct {
 	WebsocketPaths []string // regex-quoted path prefixes piped as websockets
 
 	FirstByteTimeout string
-	MaxConnections   int // backend.max_connections
-	CopyConnections  int // what anonymous fetches may take: max_connections less the session reserve (three quarters without one)
-	SpareConnections int // of CopyConnections, what refreshes of stored copies may not take: a never-fetched page's second try (gearshift_spare); 0: none
-	CopyLimit        int // gearshift_copies' .max_connections: CopyConnections less SpareConnections
-	SessionReserve   int // backend.session_reserve's connections; 0: off
-	// AnonFetch: anonymous visitors' fetches are marked (X-Gs-Anon-Fetch)
-	// for a reserve to keep connections from them: the server's
-	// (SessionReserve) or a site's (vclSiteLimits.SiteReserve).
-	AnonFetch    bool
-	Probe        *vclProbe // nil: no probe
-	Guest        *vclGuest // heavy with guest_pages auto; nil otherwise
-	GuestTimeout string    // how long the daemon may take: its two fetches
-	GuestNoLog   string    // GuestNoLog
+	MaxConnections   int       // backend.max_connections
+	CopyConnections  int       // what anonymous fetches may take: max_connections less the session reserve (three quarters without one)
+	SpareConnections int       // of CopyConnections, what refreshes of stored copies may not take: a never-fetched page's second try (gearshift_spare); 0: none
+	CopyLimit        int       // gearshift_copies' .max_connections: CopyConnections less SpareConnections
+	SessionReserve   int       // backend.session_reserve's connections; 0: off
+	Probe            *vclProbe // nil: no probe
+	Guest            *vclGuest // heavy with guest_pages auto; nil otherwise
+	GuestTimeout     string    // how long the daemon may take: its two fetches
+	GuestNoLog       string    // GuestNoLog
 
 	Modules    bool       // varnish-modules' xkey and vsthrottle are imported
 	Budget     *vclBudget // moderate and heavy with modules and a client_budget; nil otherwise
@@ -417,7 +413,7 @@ func newVCLData(site Site, s state.Gear) (*vclData, error) {
 	}
 	d.CopyConnections = max(1, d.MaxConnections*3/4)
 	if r := b.ReserveFor(d.MaxConnections, len(site.Routes) > 0); r > 0 {
-		d.SessionReserve, d.AnonFetch = r, true
+		d.SessionReserve = r
 		d.CopyConnections = d.MaxConnections - r
 		d.SpareConnections = d.CopyConnections / 4
 	}

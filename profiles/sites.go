@@ -42,10 +42,6 @@ type Route struct {
 	// MaxConnections bounds the backend connections the site's requests
 	// hold at once, over every loaded VCL (0: no bound of its own).
 	MaxConnections int
-	// SessionReserve is how many of MaxConnections the site's anonymous
-	// fetches leave to its logged-in users and writes (Backend.SiteReserve;
-	// 0: none).
-	SessionReserve int
 	// PurgeTokenFile replaces profiles.purge_token_file for the site's
 	// PURGE and BAN; "": the server's. Build reads it.
 	PurgeTokenFile string
@@ -63,9 +59,6 @@ type vclSiteLimits struct {
 	// its own refilled over AnonFlow; 0: no reserve.
 	Anon     int
 	AnonFlow string
-	// SiteReserve: a site keeps a reserve of its own connections
-	// (routeCase.Anon).
-	SiteReserve bool
 }
 
 // sites fills in what the templates need of the config's sites: the
@@ -95,15 +88,8 @@ func (d *vclData) sites(site Site) error {
 			d.SiteLimits.Anon = d.MaxConnections - d.SessionReserve
 			d.SiteLimits.AnonFlow = vclDuration(time.Duration(d.SiteLimits.Anon) * flightToken)
 		}
-		d.SiteLimits.SiteReserve = slices.ContainsFunc(chain.cases(), func(c routeCase) bool { return c.Anon > 0 })
-		d.AnonFetch = d.AnonFetch || d.SiteLimits.SiteReserve
 	}
 	return nil
-}
-
-// cases are the chain's cases, the default site's last.
-func (c siteChain) cases() []routeCase {
-	return append(append(slices.Clone(c.Exact), c.Globs...), c.Default)
 }
 
 // vclSiteScope is what a PURGE or BAN sent to one site may reach: a ban
@@ -172,15 +158,9 @@ type routeCase struct {
 	Site  string
 	Limit int    // the site's max_connections (0: none of its own)
 	Flow  string // how long its bucket takes to refill: Limit tokens of flightToken
-	// Anon is what the site's anonymous fetches may hold of Limit: all
-	// but its session reserve; 0: no reserve, no such bucket. AnonFlow
-	// refills it.
-	Anon     int
-	AnonFlow string
-	// Copies is what refreshes of stored copies may hold of the anonymous
-	// share (Anon, else Limit): a quarter (rounded down) is kept for
-	// pages with no copy to fall back on; 0: that share under 4, no such
-	// bucket. CopiesFlow refills it.
+	// Copies is what refreshes of stored copies may hold of Limit: a
+	// quarter (rounded down) is kept for pages with no copy to fall back
+	// on; 0: Limit under 4, no such bucket. CopiesFlow refills it.
 	Copies     int
 	CopiesFlow string
 	depth      int // labels of a glob's suffix: the narrower glob first
@@ -208,7 +188,7 @@ func chainOf(routes []Route) (siteChain, error) {
 			if len(r.Hosts) > 0 {
 				return chain, fmt.Errorf("site %s claims no hosts: it has every host no other site claims", DefaultSite)
 			}
-			chain.Default = limited(chain.Default, r)
+			chain.Default = limited(chain.Default, r.MaxConnections)
 			continue
 		}
 		if !siteName.MatchString(r.Site) {
@@ -226,35 +206,26 @@ func chainOf(routes []Route) (siteChain, error) {
 					Cond:  `req.http.X-Gs-Route ~ "^[^.]+(\.[^.]+)*\.` + regexp.QuoteMeta(suffix) + `$"`,
 					Site:  r.Site,
 					depth: strings.Count(suffix, ".") + 1,
-				}, r))
+				}, r.MaxConnections))
 				continue
 			}
 			exact = append(exact, `req.http.X-Gs-Route == "`+h+`"`)
 		}
 		if len(exact) > 0 {
-			chain.Exact = append(chain.Exact, limited(routeCase{Cond: strings.Join(exact, " ||\n        "), Site: r.Site}, r))
+			chain.Exact = append(chain.Exact, limited(routeCase{Cond: strings.Join(exact, " ||\n        "), Site: r.Site}, r.MaxConnections))
 		}
 	}
 	slices.SortStableFunc(chain.Globs, func(a, b routeCase) int { return b.depth - a.depth })
 	return chain, nil
 }
 
-// limited gives c the limits of r's site: its max_connections (0: none),
-// what its anonymous fetches may hold of them (all but its session
-// reserve), and what refreshes of stored copies may hold of that.
-func limited(c routeCase, r Route) routeCase {
-	n := r.MaxConnections
-	if n <= 0 {
-		return c
+// limited gives c the limit n (0: none).
+func limited(c routeCase, n int) routeCase {
+	if n > 0 {
+		c.Limit, c.Flow = n, vclDuration(time.Duration(n)*flightToken)
 	}
-	c.Limit, c.Flow = n, vclDuration(time.Duration(n)*flightToken)
-	anon := n
-	if r.SessionReserve > 0 && r.SessionReserve < n {
-		anon = n - r.SessionReserve
-		c.Anon, c.AnonFlow = anon, vclDuration(time.Duration(anon)*flightToken)
-	}
-	if spare := anon / 4; spare > 0 {
-		c.Copies = anon - spare
+	if spare := n / 4; spare > 0 {
+		c.Copies = n - spare
 		c.CopiesFlow = vclDuration(time.Duration(c.Copies) * flightToken)
 	}
 	return c

@@ -36,9 +36,6 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
     unset bereq.http.X-Gs-Held-Copy;
-    unset bereq.http.X-Gs-Held-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon-Flow;
     unset bereq.http.X-Gs-Site-Copies;
     unset bereq.http.X-Gs-Site-Copies-Flow;
 {{- if .Probe}}

@@ -140,9 +140,6 @@ sub vcl_pipe {
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
     unset bereq.http.X-Gs-Held-Copy;
-    unset bereq.http.X-Gs-Held-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon-Flow;
     unset bereq.http.X-Gs-Site-Copies;
     unset bereq.http.X-Gs-Site-Copies-Flow;
     unset bereq.http.X-Gs-Anon-Fetch;
@@ -166,22 +163,14 @@ sub vcl_hash {
     return (lookup);
 }
 
-{{if .AnonFetch -}}
-{{- if .SessionReserve -}}
+{{if .SessionReserve -}}
 # backend.session_reserve: {{.SessionReserve}} of the backend's {{.MaxConnections}}
 # connections are kept for logged-in users and writes. An anonymous
 # visitor's fetch (no session, no Authorization, a GET or HEAD) goes to
 # gearshift_copies{{if .SpareConnections}} and gearshift_spare{{end}}, which hold {{.CopyConnections}} at most:
 # over it the fetch fails at once (Varnish counts the backend busy) and the
-# visitor gets a stored copy or a fast 503, never a place in a queue.
-{{- else -}}
-# Each site keeps a reserve of its own max_connections for its logged-in
-# users and writes (gearshift_site_limit): an anonymous visitor's fetch
-# (no session, no Authorization, a GET or HEAD) holds a token of its
-# site's anonymous share.
-{{- end}}
-# Marked here, in vcl_miss and in vcl_pass: a refresh in the background
-# is a fetch too.
+# visitor gets a stored copy or a fast 503, never a place in a queue. Marked here, in
+# vcl_miss and in vcl_pass: a refresh in the background is a fetch too.
 sub gearshift_anon_fetch {
     if (!req.http.X-Gs-Session && !req.http.Authorization && (req.method == "GET" || req.method == "HEAD")) {
         set req.http.X-Gs-Anon-Fetch = "1";
@@ -243,7 +232,7 @@ sub vcl_hit {
     }
 {{- end}}
     set req.http.X-Gs-Cache = "HIT";
-{{- if .AnonFetch}}
+{{- if .SessionReserve}}
     call gearshift_anon_fetch;
 {{- end}}
     if (obj.ttl <= 0s) {
@@ -281,7 +270,7 @@ sub vcl_miss {
     } else {
         set req.http.X-Gs-Cache = "MISS";
     }
-{{- if .AnonFetch}}
+{{- if .SessionReserve}}
     call gearshift_anon_fetch;
 {{- end}}
 {{- if .StaleIfError}}
@@ -307,7 +296,7 @@ sub vcl_pass {
     }
 {{- end}}
     set req.http.X-Gs-Cache = "PASS";
-{{- if .AnonFetch}}
+{{- if .SessionReserve}}
     call gearshift_anon_fetch;
 {{- end}}
 {{- if .StaleIfError}}
@@ -340,50 +329,49 @@ sub vcl_pass {
 {{- end}}
 sub gearshift_site_limit {
     if (req.http.X-Gs-Site && !req.http.X-Gs-Held) {
-        # A token of each bucket in turn; the first refused takes no
-        # more, and gearshift_site_landed gives back those taken.
         if (vsthrottle.is_denied("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}})) {
             set req.http.X-Gs-Full = "backend max_connections={{.SiteLimits.Backend}}";
+{{- if .SiteLimits.Anon}}
+        } elsif (req.http.X-Gs-Anon-Fetch && vsthrottle.is_denied("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}})) {
+            vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+            set req.http.X-Gs-Full = "backend session_reserve={{.SessionReserve}}";
+{{- end}}
         } elsif (req.http.X-Gs-Site-Limit && vsthrottle.is_denied("gearshift-site:" + req.http.X-Gs-Site,
                 std.integer(req.http.X-Gs-Site-Limit, 1), std.duration(req.http.X-Gs-Site-Flow, 1h))) {
             vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+{{- if .SiteLimits.Anon}}
+            if (req.http.X-Gs-Anon-Fetch) {
+                vsthrottle.return_token("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}});
+            }
+{{- end}}
             set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " max_connections=" + req.http.X-Gs-Site-Limit;
+        } elsif (req.http.X-Gs-Copy && req.http.X-Gs-Site-Copies && vsthrottle.is_denied("gearshift-site-copies:" + req.http.X-Gs-Site,
+                std.integer(req.http.X-Gs-Site-Copies, 1), std.duration(req.http.X-Gs-Site-Copies-Flow, 1h))) {
+            # A refresh of a stored copy holds at most three quarters of
+            # the site's connections: the rest is for pages with no copy
+            # to fall back on (a page never fetched, in a surge's first
+            # second). Its visitor gets the copy.
+            vsthrottle.return_token("gearshift-backend", {{.SiteLimits.Backend}}, {{.SiteLimits.Flow}});
+{{- if .SiteLimits.Anon}}
+            if (req.http.X-Gs-Anon-Fetch) {
+                vsthrottle.return_token("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}});
+            }
+{{- end}}
+            vsthrottle.return_token("gearshift-site:" + req.http.X-Gs-Site,
+                std.integer(req.http.X-Gs-Site-Limit, 1), std.duration(req.http.X-Gs-Site-Flow, 1h));
+            set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " copies=" + req.http.X-Gs-Site-Copies;
         } else {
             set req.http.X-Gs-Held = req.http.X-Gs-Site;
-        }
 {{- if .SiteLimits.Anon}}
-        if (!req.http.X-Gs-Full && req.http.X-Gs-Anon-Fetch) {
-            if (vsthrottle.is_denied("gearshift-anon", {{.SiteLimits.Anon}}, {{.SiteLimits.AnonFlow}})) {
-                set req.http.X-Gs-Full = "backend session_reserve={{.SessionReserve}}";
-            } else {
+            if (req.http.X-Gs-Anon-Fetch) {
                 set req.http.X-Gs-Held-Anon = "1";
             }
-        }
 {{- end}}
-        # The site's logged-in users and writes keep its session reserve:
-        # its anonymous fetches hold X-Gs-Site-Anon of its connections.
-        if (!req.http.X-Gs-Full && req.http.X-Gs-Anon-Fetch && req.http.X-Gs-Site-Anon) {
-            if (vsthrottle.is_denied("gearshift-site-anon:" + req.http.X-Gs-Site,
-                    std.integer(req.http.X-Gs-Site-Anon, 1), std.duration(req.http.X-Gs-Site-Anon-Flow, 1h))) {
-                set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " anonymous=" + req.http.X-Gs-Site-Anon;
-            } else {
-                set req.http.X-Gs-Held-Site-Anon = "1";
-            }
-        }
-        # A refresh of a stored copy holds at most three quarters of the
-        # site's anonymous share: the rest is for pages with no copy to
-        # fall back on (a page never fetched, in a surge's first second).
-        # Its visitor gets the copy.
-        if (!req.http.X-Gs-Full && req.http.X-Gs-Copy && req.http.X-Gs-Site-Copies) {
-            if (vsthrottle.is_denied("gearshift-site-copies:" + req.http.X-Gs-Site,
-                    std.integer(req.http.X-Gs-Site-Copies, 1), std.duration(req.http.X-Gs-Site-Copies-Flow, 1h))) {
-                set req.http.X-Gs-Full = "site=" + req.http.X-Gs-Site + " copies=" + req.http.X-Gs-Site-Copies;
-            } else {
+            if (req.http.X-Gs-Copy && req.http.X-Gs-Site-Copies) {
                 set req.http.X-Gs-Held-Copy = "1";
             }
         }
         if (req.http.X-Gs-Full) {
-            call gearshift_site_landed;
             set req.http.X-Gs-Reason = {{reason "backend_full"}} + " " + req.http.X-Gs-Full;
             {{logReason "req.http.X-Gs-Reason"}}
             unset req.http.X-Gs-Reason;
@@ -414,11 +402,6 @@ sub gearshift_site_landed {
             unset req.http.X-Gs-Held-Anon;
         }
 {{- end}}
-        if (req.http.X-Gs-Held-Site-Anon) {
-            vsthrottle.return_token("gearshift-site-anon:" + req.http.X-Gs-Held,
-                std.integer(req.http.X-Gs-Site-Anon, 1), std.duration(req.http.X-Gs-Site-Anon-Flow, 1h));
-            unset req.http.X-Gs-Held-Site-Anon;
-        }
         if (req.http.X-Gs-Held-Copy) {
             vsthrottle.return_token("gearshift-site-copies:" + req.http.X-Gs-Held,
                 std.integer(req.http.X-Gs-Site-Copies, 1), std.duration(req.http.X-Gs-Site-Copies-Flow, 1h));

@@ -119,9 +119,6 @@ sub gearshift_recv {
         unset req.http.X-Gs-Held;
         unset req.http.X-Gs-Held-Anon;
         unset req.http.X-Gs-Held-Copy;
-        unset req.http.X-Gs-Held-Site-Anon;
-        unset req.http.X-Gs-Site-Anon;
-        unset req.http.X-Gs-Site-Anon-Flow;
         unset req.http.X-Gs-Site-Copies;
         unset req.http.X-Gs-Site-Copies-Flow;
         unset req.http.X-Gs-Anon-Fetch;

@@ -17,10 +17,6 @@
         set req.http.X-Gs-Site-Limit = "{{.Limit}}";
         set req.http.X-Gs-Site-Flow = "{{.Flow}}";
 {{- end}}
-{{- if .Anon}}
-        set req.http.X-Gs-Site-Anon = "{{.Anon}}";
-        set req.http.X-Gs-Site-Anon-Flow = "{{.AnonFlow}}";
-{{- end}}
 {{- if .Copies}}
         set req.http.X-Gs-Site-Copies = "{{.Copies}}";
         set req.http.X-Gs-Site-Copies-Flow = "{{.CopiesFlow}}";

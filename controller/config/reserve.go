@@ -26,20 +26,15 @@ func (c *Config) validateReserve(v *validator) {
 
 // reserveUnenforced says what backend.session_reserve does without
 // varnish-modules, for the warning of config check: "" when the reserve
-// is off or there are no sites.
+// is off.
 func (c *Config) reserveUnenforced() string {
-	if !c.HasSites() {
-		return ""
-	}
 	n := c.Backend.MaxConnections
 	if n == 0 {
 		n, _ = profiles.DetectMaxConnections()
 	}
-	switch {
-	case c.Backend.ReserveFor(n, true) > 0:
-		return "; with sites, backend.session_reserve holds within each VCL alone (gearshift_copies' limit), not over every loaded VCL"
-	case c.Backend.SessionReserve == profiles.ReserveAuto:
-		return "; with sites, no site keeps its max_connections or its session reserve over the loaded VCLs"
+	r := c.Backend.ReserveFor(n, c.HasSites())
+	if r == 0 || !c.HasSites() {
+		return ""
 	}
-	return ""
+	return "; with sites, backend.session_reserve holds within each VCL alone (gearshift_copies' limit), not over every loaded VCL"
 }

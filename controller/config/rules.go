@@ -224,8 +224,7 @@ func (c *Config) Site() profiles.Site {
 	site.StatusPaths = c.Sensor.PHPFPM.StatusPaths()
 	if c.HasSites() {
 		for _, s := range c.SiteList(site.Backend.MaxConnections) {
-			site.Routes = append(site.Routes, profiles.Route{Site: s.Name, Hosts: s.Hosts, MaxConnections: s.MaxConnections,
-				SessionReserve: site.Backend.SiteReserve(s.MaxConnections), PurgeTokenFile: s.PurgeTokenFile})
+			site.Routes = append(site.Routes, profiles.Route{Site: s.Name, Hosts: s.Hosts, MaxConnections: s.MaxConnections, PurgeTokenFile: s.PurgeTokenFile})
 		}
 	}
 	return site

@@ -105,6 +105,32 @@ func reserveBurst(t *testing.T, url func(string) string, hosts []string, session
 	return anon, slowest, session
 }
 
+// wantBurst checks what reserveBurst's sent anonymous requests and its
+// logged-in one got: the logged-in request's status, mostAnon anonymous
+// requests at the backend at once, answered, the rest refused at once, and
+// never more than limit requests at the backend.
+func (o *reserveOrigin) wantBurst(t *testing.T, sent int, anon map[int]int, slowest time.Duration, session, wantSession, mostAnon, limit int) {
+	t.Helper()
+	if session != wantSession {
+		t.Errorf("the logged-in request: status %d, want %d", session, wantSession)
+	}
+	o.mu.Lock()
+	most, mostAll := o.mostAnon, o.mostAll
+	o.mu.Unlock()
+	if most != mostAnon {
+		t.Errorf("anonymous requests at the backend at once: %d, want %d", most, mostAnon)
+	}
+	if mostAll > limit {
+		t.Errorf("%d requests at the backend at once, over max_connections %d", mostAll, limit)
+	}
+	if anon[http.StatusOK] != mostAnon || anon[http.StatusServiceUnavailable] != sent-mostAnon {
+		t.Errorf("anonymous answers by status: %v, want %d answered and the rest 503", anon, mostAnon)
+	}
+	if slowest > time.Second {
+		t.Errorf("a refused anonymous request took %s: it waited in a queue", slowest)
+	}
+}
+
 // getAs GETs url with the Host host and, unless "", the Cookie cookie,
 // and returns the status and how long the answer took (0, 0 and an error
 // for the test when none came).
@@ -150,25 +176,9 @@ func TestSessionReserveKeepsConnections(t *testing.T) {
 			})
 			r.sync(t, state.Light)
 
-			anon, slowest, session := reserveBurst(t, r.v.URL, strings.Split("a a a a a a", " "), "a")
-			if session != tc.wantSession {
-				t.Errorf("the logged-in request: status %d, want %d", session, tc.wantSession)
-			}
-			o.mu.Lock()
-			mostAnon, mostAll := o.mostAnon, o.mostAll
-			o.mu.Unlock()
-			if mostAnon != tc.mostAnon {
-				t.Errorf("anonymous requests at the backend at once: %d, want %d", mostAnon, tc.mostAnon)
-			}
-			if mostAll > 4 {
-				t.Errorf("%d requests at the backend at once, over max_connections 4", mostAll)
-			}
-			if anon[http.StatusOK] != tc.mostAnon || anon[http.StatusServiceUnavailable] != 6-tc.mostAnon {
-				t.Errorf("anonymous answers by status: %v, want %d answered and the rest 503", anon, tc.mostAnon)
-			}
-			if slowest > time.Second {
-				t.Errorf("a refused anonymous request took %s: it waited in a queue", slowest)
-			}
+			hosts := strings.Split("a a a a a a", " ")
+			anon, slowest, session := reserveBurst(t, r.v.URL, hosts, "a")
+			o.wantBurst(t, len(hosts), anon, slowest, session, tc.wantSession, tc.mostAnon, 4)
 		})
 	}
 }
@@ -193,80 +203,11 @@ func TestSessionReserveOverEveryVCL(t *testing.T) {
 
 	hosts := strings.Split("shop.example wiki.example other.example shop.example wiki.example other.example shop.example wiki.example other.example", " ")
 	anon, slowest, session := reserveBurst(t, r.v.URL, hosts, "wiki.example")
-	if session != http.StatusOK {
-		t.Errorf("the logged-in request: status %d, want 200", session)
-	}
-	o.mu.Lock()
-	mostAnon, mostAll := o.mostAnon, o.mostAll
-	o.mu.Unlock()
-	// Each VCL's gearshift_copies would let 4 through: 12 over three.
-	if mostAnon != 4 {
-		t.Errorf("anonymous requests at the backend at once over three VCLs: %d, want 4 (max_connections 6 less the reserve 2)", mostAnon)
-	}
-	if mostAll > 6 {
-		t.Errorf("%d requests at the backend at once, over max_connections 6", mostAll)
-	}
-	if anon[http.StatusOK] != 4 || anon[http.StatusServiceUnavailable] != len(hosts)-4 {
-		t.Errorf("anonymous answers by status: %v, want 4 answered and the rest 503", anon)
-	}
-	if slowest > time.Second {
-		t.Errorf("a refused anonymous request took %s: it waited in a queue", slowest)
-	}
+	// 4: max_connections 6 less the reserve 2, where each VCL's
+	// gearshift_copies would let 4 through, 12 over three.
+	o.wantBurst(t, len(hosts), anon, slowest, session, http.StatusOK, 4, 6)
 	// The tokens came back: the next anonymous request goes through.
 	if anon, _, _ := reserveBurst(t, r.v.URL, []string{"shop.example"}, "shop.example"); anon[http.StatusOK] != 1 {
 		t.Errorf("an anonymous request after the burst: %v: a token was not given back", anon)
-	}
-}
-
-// With sites and session_reserve auto, each site keeps a quarter of its
-// own max_connections for its logged-in users: a burst of the site's
-// anonymous visitors holds the rest over every VCL, and a logged-in
-// visitor of that site still gets through. With the reserve off the
-// burst takes the site's every connection and the logged-in visitor is
-// refused.
-func TestSiteSessionReserve(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		reserve     profiles.Reserve
-		wantSession int // the logged-in request's status
-		mostAnon    int // anonymous requests at the backend at once, at most
-	}{
-		{"auto: one of the site's four kept", profiles.ReserveAuto, http.StatusOK, 3},
-		{"off: the site's anonymous visitors take all four", 0, http.StatusServiceUnavailable, 4},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := newReserveOrigin(t, 2*time.Second)
-			routes := []profiles.Route{{Site: profiles.DefaultSite}, {Site: "shop", Hosts: []string{"shop.example"}}}
-			r := newRig(t, func(cfg *config.Config) {
-				o.point(cfg)
-				cfg.Backend.MaxConnections = 16
-				cfg.Backend.SessionReserve = tc.reserve
-				cfg.Profiles.ClientBudget.Rate = 0
-				cfg.Sites = []config.Site{{Name: "shop", Hosts: []string{"shop.example"}, MaxConnections: 4}}
-			})
-			s := &sitesRig{rig: r, origin: o.Server}
-			s.plan(t, routes, map[string]state.Gear{"default": state.Light, "shop": state.Light})
-			s.syncSites(t)
-
-			anon, slowest, session := reserveBurst(t, r.v.URL, strings.Split("shop.example shop.example shop.example shop.example shop.example shop.example", " "), "shop.example")
-			if session != tc.wantSession {
-				t.Errorf("the site's logged-in request: status %d, want %d", session, tc.wantSession)
-			}
-			o.mu.Lock()
-			mostAnon, mostAll := o.mostAnon, o.mostAll
-			o.mu.Unlock()
-			if mostAnon != tc.mostAnon {
-				t.Errorf("the site's anonymous requests at the backend at once: %d, want %d", mostAnon, tc.mostAnon)
-			}
-			if mostAll > 4 {
-				t.Errorf("%d of the site's requests at the backend at once, over its max_connections 4", mostAll)
-			}
-			if anon[http.StatusOK] != tc.mostAnon || anon[http.StatusServiceUnavailable] != 6-tc.mostAnon {
-				t.Errorf("anonymous answers by status: %v, want %d answered and the rest 503", anon, tc.mostAnon)
-			}
-			if slowest > time.Second {
-				t.Errorf("a refused anonymous request took %s: it waited in a queue", slowest)
-			}
-		})
 	}
 }

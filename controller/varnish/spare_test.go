@@ -98,10 +98,9 @@ func TestSpareForPagesNeverFetched(t *testing.T) {
 	o.wantSpare(t, never, either, took, 6)
 }
 
-// With sites: the site's max_connections 8 over every VCL keeps 2 for its
-// sessions (session_reserve auto), and of its anonymous 6 a refresh holds
-// 5 at most (vsthrottle buckets of their own); eight refreshes, and the
-// page never fetched still gets through.
+// With sites: the site's max_connections 8 over every VCL, of which a
+// refresh holds 6 at most (a vsthrottle bucket of its own); eight
+// refreshes, and the page never fetched still gets through.
 func TestSiteSpareForPagesNeverFetched(t *testing.T) {
 	o := newSpareOrigin(t)
 	routes := []profiles.Route{{Site: profiles.DefaultSite}, {Site: "shop", Hosts: []string{"shop.example"}, MaxConnections: 8}}
@@ -115,7 +114,7 @@ func TestSiteSpareForPagesNeverFetched(t *testing.T) {
 	s.plan(t, routes, map[string]state.Gear{"default": state.Light, "shop": state.Light})
 	s.syncSites(t)
 	never, either, took := o.surge(t, r.v.URL, "shop.example", 8)
-	o.wantSpare(t, never, either, took, 6)
+	o.wantSpare(t, never, either, took, 8)
 }
 
 func (o *spareOrigin) wantSpare(t *testing.T, never, either int, took time.Duration, most int) {

@@ -199,9 +199,6 @@ sub gearshift_recv {
         unset req.http.X-Gs-Held;
         unset req.http.X-Gs-Held-Anon;
         unset req.http.X-Gs-Held-Copy;
-        unset req.http.X-Gs-Held-Site-Anon;
-        unset req.http.X-Gs-Site-Anon;
-        unset req.http.X-Gs-Site-Anon-Flow;
         unset req.http.X-Gs-Site-Copies;
         unset req.http.X-Gs-Site-Copies-Flow;
         unset req.http.X-Gs-Anon-Fetch;
@@ -597,9 +594,6 @@ sub vcl_pipe {
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
     unset bereq.http.X-Gs-Held-Copy;
-    unset bereq.http.X-Gs-Held-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon-Flow;
     unset bereq.http.X-Gs-Site-Copies;
     unset bereq.http.X-Gs-Site-Copies-Flow;
     unset bereq.http.X-Gs-Anon-Fetch;
@@ -630,9 +624,8 @@ sub vcl_hash {
 # visitor's fetch (no session, no Authorization, a GET or HEAD) goes to
 # gearshift_copies and gearshift_spare, which hold 112 at most:
 # over it the fetch fails at once (Varnish counts the backend busy) and the
-# visitor gets a stored copy or a fast 503, never a place in a queue.
-# Marked here, in vcl_miss and in vcl_pass: a refresh in the background
-# is a fetch too.
+# visitor gets a stored copy or a fast 503, never a place in a queue. Marked here, in
+# vcl_miss and in vcl_pass: a refresh in the background is a fetch too.
 sub gearshift_anon_fetch {
     if (!req.http.X-Gs-Session && !req.http.Authorization && (req.method == "GET" || req.method == "HEAD")) {
         set req.http.X-Gs-Anon-Fetch = "1";
@@ -758,9 +751,6 @@ sub vcl_backend_fetch {
     unset bereq.http.X-Gs-Held;
     unset bereq.http.X-Gs-Held-Anon;
     unset bereq.http.X-Gs-Held-Copy;
-    unset bereq.http.X-Gs-Held-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon;
-    unset bereq.http.X-Gs-Site-Anon-Flow;
     unset bereq.http.X-Gs-Site-Copies;
     unset bereq.http.X-Gs-Site-Copies-Flow;
     if (bereq.http.X-Gs-Copy && !std.healthy(gearshift_probe)) {
