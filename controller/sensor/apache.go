@@ -148,7 +148,7 @@ var apacheSource = Source{
 	Name: "apache_status",
 	Key:  "sensor.apache_status",
 	Signals: []state.Signal{{
-		Name: ApacheBusyRatio, Direction: state.Rises, Precision: 2, Max: 1,
+		Name: ApacheBusyRatio, Backend: true, Direction: state.Rises, Precision: 2, Max: 1,
 		Bound:      state.BusyBound,
 		Help:       "Apache's busy workers over its scoreboard slots (mod_status), 0 to 1.",
 		Metric:     "gearshift_apache_busy_ratio",

@@ -100,7 +100,9 @@ var injectSource = Source{
 	Name: "inject_file",
 	Key:  "sensor.inject_file",
 	Signals: []state.Signal{{
-		Name: Injected, Direction: state.Rises, Precision: 2, Min: math.Inf(-1),
+		// An operator's own figure: it counts as the backend's (with
+		// sites, a neighbour climbs on it), as a Prometheus query does.
+		Name: Injected, Direction: state.Rises, Precision: 2, Min: math.Inf(-1), Backend: true,
 		Help:       "The number in sensor.inject_file.",
 		Metric:     "gearshift_injected",
 		StatusLine: "injected",

@@ -115,7 +115,7 @@ var phpfpmSource = Source{
 	Key:  "sensor.phpfpm",
 	Signals: []state.Signal{
 		{
-			Name: PHPFPMQueue, Direction: state.Rises, Precision: 0,
+			Name: PHPFPMQueue, Backend: true, Direction: state.Rises, Precision: 0,
 			Bound:      state.AboveZero,
 			Help:       "Requests waiting for a free PHP-FPM child (the listen queue; a unix socket's from the kernel), summed over the pools.",
 			Metric:     "gearshift_phpfpm_listen_queue",
@@ -124,14 +124,14 @@ var phpfpmSource = Source{
 			Distress: new(float64),
 		},
 		{
-			Name: PHPFPMBusyRatio, Direction: state.Rises, Precision: 2, Max: 1,
+			Name: PHPFPMBusyRatio, Backend: true, Direction: state.Rises, Precision: 2, Max: 1,
 			Bound:      state.BusyBound,
 			Help:       "PHP-FPM children serving a request (status reads aside) over pm.max_children, of the busiest pool (0 to 1).",
 			Metric:     "gearshift_phpfpm_busy_ratio",
 			StatusLine: "php-fpm", StatusPart: "busy",
 		},
 		{
-			Name: PHPFPMMaxChildrenReached, Unit: "/s", Direction: state.Rises, Precision: 2,
+			Name: PHPFPMMaxChildrenReached, Backend: true, Unit: "/s", Direction: state.Rises, Precision: 2,
 			Help:       "Times per second PHP-FPM wanted a child past pm.max_children (its max children reached counter), summed over the pools.",
 			Metric:     "gearshift_phpfpm_max_children_reached_per_second",
 			StatusLine: "php-fpm", StatusPart: "max children reached/s",

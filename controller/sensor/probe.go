@@ -106,7 +106,7 @@ var probeSource = Source{
 	Name: "probe",
 	Key:  "sensor.probe.url",
 	Signals: []state.Signal{{
-		Name: BackendTTFBMs, Unit: "ms", Direction: state.Rises, Precision: 0,
+		Name: BackendTTFBMs, Backend: true, Unit: "ms", Direction: state.Rises, Precision: 0,
 		Bound:      state.TTFBBound,
 		Help:       "The backend probe's time to first byte, smoothed.",
 		Metric:     "gearshift_backend_ttfb_seconds",

@@ -361,13 +361,13 @@ var varnishSource = Source{
 			StatusLine: "varnish", StatusPart: "client",
 		},
 		{
-			Name: BackendRPS, Unit: "rps", Direction: state.Rises, Precision: 0,
+			Name: BackendRPS, Unit: "rps", Direction: state.Rises, Precision: 0, Backend: true,
 			Help:       "Varnish backend requests per second, summed over the local targets (varnish.targets[].name).",
 			Metric:     "gearshift_backend_requests_per_second",
 			StatusLine: "varnish", StatusPart: "backend",
 		},
 		{
-			Name: BackendFailRPS, Unit: "rps", Direction: state.Rises, Precision: 1,
+			Name: BackendFailRPS, Unit: "rps", Direction: state.Rises, Precision: 1, Backend: true,
 			Help:       "Varnish backend connection failures per second.",
 			Metric:     "gearshift_backend_failures_per_second",
 			StatusLine: "varnish", StatusPart: "backend fail",
@@ -387,7 +387,7 @@ var varnishSource = Source{
 		},
 		{
 			Name: BackendBusy, Unit: "rps", Direction: state.Rises, Precision: 1,
-			Bound: state.AboveZero, AtOnce: true,
+			Bound: state.AboveZero, AtOnce: true, Backend: true,
 			Help:       "Fetches Varnish refused at the backend's connection limit (VBE.*.busy), per second over the last fast_window.",
 			Metric:     "gearshift_backend_busy_per_second",
 			StatusLine: "varnish", StatusPart: "busy",

@@ -80,18 +80,24 @@ type Signal struct {
 	// down keeps every hysteresis (stay rule, down_window, min_dwell).
 	AtOnce bool
 
+	// Backend: the signal tells of the backend's own distress (the
+	// requests it gets, refuses or fails, its time to first byte, its
+	// busy workers). With sites, a neighbour climbs only on such a signal
+	// (OfBackend).
+	Backend bool
+
 	// Bound is the bound past which the signal marks the backend in
 	// distress in a recorded history, as `gearshift tune` reads one;
 	// NoBound (the zero value) for none.
 	Bound Bound
 }
 
-// OfBackend reports whether s tells of the backend's own distress: the
-// signals with a bound of distress but the machine's load (requests
-// turned away or waiting, the backend's time to first byte, its busy
-// workers). The load and memory are the whole machine's: Varnish's own
-// work and the visitors' traffic weigh on them too.
-func (s Signal) OfBackend() bool { return s.Bound != NoBound && s.Bound != LoadBound }
+// OfBackend reports whether s tells of the backend's own distress
+// (Backend), or is the user's own (Named): gearshift cannot tell what a
+// query measures. The load, the run queue, memory and pressure are the
+// whole machine's, and Varnish's own counters its own work: Varnish
+// serving a cached surge and the visitors' traffic weigh on them too.
+func (s Signal) OfBackend() bool { return s.Backend || s.Named }
 
 // A Bound is one of the bounds of distress `gearshift tune` holds the
 // signals of a recorded history to: one of a kind (the busy ratios of

@@ -366,6 +366,7 @@ func TestParseVCLListErrors(t *testing.T) {
 		`[ 2, ["vcl.list", "-j"], 1, {"status": "active"} ]`,
 		`[ 2, ["vcl.list", "-j"], 1, {"status": "active", "name": "a", "busy": "x"} ]`,
 		`[ 2, ["vcl.list", "-j"], 1, {"status": "active", "name": "a"}`, // cut by cli_limit
+		`[ 2, ["vcl.list", "-j"], 1, {"status": "active", "name": "a"} ] ]`,
 	} {
 		if got, err := parseVCLList(in); err == nil {
 			t.Errorf("parseVCLList(%q) = %+v, want an error", in, got)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -166,7 +167,7 @@ func parseVCLList(body string) ([]VCL, error) {
 		return fmt.Errorf("parse vcl.list -j: "+format, args...)
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return nil, bad("want a JSON array (%v)", err)
+		return nil, bad("not a JSON array")
 	}
 	var version int
 	var args, stamp json.RawMessage
@@ -208,7 +209,10 @@ func parseVCLList(body string) ([]VCL, error) {
 		vcls = append(vcls, v)
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
-		return nil, bad("the array does not end (%v)", err)
+		return nil, bad("the array does not end")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, bad("more after the array")
 	}
 	return vcls, nil
 }

@@ -1,12 +1,13 @@
 package system
 
 import (
+	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gearshift/gearshift/controller/config"
+	"github.com/gearshift/gearshift/controller/state"
 	"github.com/gearshift/gearshift/internal/testsupport/configtest"
 	"github.com/gearshift/gearshift/internal/testsupport/varnishtest"
 	"github.com/gearshift/gearshift/profiles"
@@ -31,10 +32,10 @@ func BenchmarkSitesPoll(b *testing.B) {
 			sites int
 		}{{"nosites", 0}, {"1", 1}, {"300", 300}}
 		daemons := make([]*runningDaemon, len(hosts))
-		var wg sync.WaitGroup
 		for i, h := range hosts {
 			v := varnishtest.Start(b, varnishtest.Config{})
 			path, cfg := configtest.ForVarnish(b, v, func(cfg *config.Config) {
+				cfg.Varnish.Targets[0].Name = v.WorkDir          // its counters and its log
 				cfg.Backend = profiles.BackendAt("127.0.0.1", 9) // never asked: no traffic
 				cfg.PollInterval = config.Default().PollInterval
 				cfg.Log.Level = "info"
@@ -52,38 +53,54 @@ func BenchmarkSitesPoll(b *testing.B) {
 					<-d.exited
 				}
 			})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d.eventually(h.name+" in sync", 3*time.Minute, func() error {
-					s, err := d.status()
-					if err != nil {
-						return err
-					}
-					if len(s.Sites) != h.sites+1 { // and default
-						return fmt.Errorf("%d sites in status, want %d and default", len(s.Sites), h.sites)
-					}
-					for _, t := range s.Targets {
-						if !t.InSync {
-							return fmt.Errorf("target %s not in sync", t.Admin)
-						}
-					}
-					return nil
-				})
-			}()
 		}
-		wg.Wait()
+		// The daemons started together: each is waited for in turn.
+		for i, h := range hosts {
+			d := daemons[i]
+			d.eventually(h.name+" in sync", 3*time.Minute, func() error {
+				s, err := d.status()
+				if err != nil {
+					return err
+				}
+				if len(s.Sites) != h.sites+1 { // and default
+					return fmt.Errorf("%d sites in status, want %d and default", len(s.Sites), h.sites)
+				}
+				// Every poll reads the daemon's own varnishd: its
+				// counters, and its log (the sites' requests).
+				if s.Sample == nil {
+					return errors.New("no sample yet")
+				}
+				if _, ok := s.Sample.Signal(state.ClientRPS); !ok {
+					return fmt.Errorf("client_rps unread: %+v", s.Sample)
+				}
+				if s.FrontDoor == nil || h.sites > 0 && s.Sites[0].BackendRPS == nil {
+					return errors.New("the Varnish log unread")
+				}
+				for _, t := range s.Targets {
+					if !t.InSync {
+						return fmt.Errorf("target %s not in sync", t.Admin)
+					}
+				}
+				return nil
+			})
+		}
 		time.Sleep(15 * time.Second) // past a first look at the VCLs whole
 		before := make([]treeCPU, len(daemons))
+		firstPoll := make([]time.Time, len(daemons))
 		for i, d := range daemons {
 			before[i] = processTreeCPU(b, d.cmd.Process.Pid)
+			firstPoll[i] = lastPoll(b, d)
 		}
 		time.Sleep(pollWindow)
-		polls := float64(pollWindow / time.Duration(config.Default().PollInterval))
-		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / polls }
 		all, own := map[string]float64{}, map[string]float64{}
 		for i, d := range daemons {
 			used := processTreeCPU(b, d.cmd.Process.Pid).sub(before[i])
+			// The polls made over the window, by the samples' clock.
+			polls := lastPoll(b, d).Sub(firstPoll[i]).Seconds() / time.Duration(config.Default().PollInterval).Seconds()
+			if polls < pollWindow.Seconds()*0.9 {
+				b.Fatalf("%s: %.0f polls in %s", hosts[i].name, polls, pollWindow)
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / polls }
 			name := hosts[i].name
 			all[name], own[name] = ms(used.all()), ms(used.own)
 			b.ReportMetric(all[name], "cpu-per-poll-"+name+"-ms")
@@ -95,6 +112,16 @@ func BenchmarkSitesPoll(b *testing.B) {
 		b.ReportMetric(all["300"]/all["nosites"], "cpu-per-poll-300-vs-nosites")
 		b.ReportMetric(own["300"]/own["1"], "own-cpu-per-poll-300-vs-1")
 	}
+}
+
+// lastPoll is the time of d's last sample.
+func lastPoll(tb testing.TB, d *runningDaemon) time.Time {
+	tb.Helper()
+	s, err := d.status()
+	if err != nil || s.Sample == nil {
+		tb.Fatalf("status: %v", err)
+	}
+	return s.Sample.Time
 }
 
 // treeCPU is the CPU time a daemon used: its own process's, its running
