@@ -55,8 +55,8 @@ type Move struct {
 // while the shares are not known (0.4's way); no site above the machine's
 // gear; and, while the machine is above light, the site not pinned below
 // its gear with the largest share takes it, when no site holds it yet (is
-// in it, or comes down to it) or the distress is Pressing. A site not named in a move keeps its gear and
-// reason.
+// in it, or comes down to it) or the distress is Pressing. A site not
+// named in a move keeps its gear and reason.
 func Plan(sites []Site, in Input) []Move {
 	d := in.Machine
 	known := in.Shares != nil
