@@ -74,6 +74,7 @@ soak: deps-if-missing
 FUZZTIME ?= 50000x
 FUZZ_TARGETS := \
 	FuzzReadResponse:./controller/varnishadm \
+	FuzzParseVCLList:./controller/varnishadm \
 	FuzzParseSettings:./controller/config \
 	FuzzParse:./controller/trace \
 	FuzzForceBody:./controller/api \

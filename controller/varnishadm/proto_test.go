@@ -374,6 +374,32 @@ func TestParseVCLListErrors(t *testing.T) {
 	}
 }
 
+// FuzzParseVCLList feeds arbitrary text to the vcl.list -j parser: it
+// must not panic, and what it accepts has a name for every entry.
+func FuzzParseVCLList(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "vcl.list-*.json"))
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add(`[ 2, ["vcl.list", "-j"], 1, {"status": "active", "name": "a"} ] ]`)
+	f.Add(`[ 2, [], 1, {"name": "l", "state": "label", "label": {"name": "a", "refs": 1}} ]`)
+	f.Fuzz(func(t *testing.T, in string) {
+		vcls, err := parseVCLList(in)
+		if err != nil {
+			return
+		}
+		for _, v := range vcls {
+			if v.Name == "" {
+				t.Fatalf("accepted an entry without a name from %q", in)
+			}
+		}
+	})
+}
+
 func TestParseChildState(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, want string
